@@ -1,0 +1,1 @@
+"""A pytest plugin that runs each suite on every engine in fresh, isolated processes."""

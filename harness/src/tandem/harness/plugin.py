@@ -1,0 +1,1 @@
+"""pytest entry point of the harness."""

@@ -1,0 +1,1 @@
+"""Tandem custom ops (the ``tandem`` torch.library namespace)."""

@@ -1,0 +1,141 @@
+"""Plain, obviously-correct reference implementations of every Tandem op.
+
+These are the specification: the custom ops in :mod:`tandem.kernels.ops` must agree
+with them (property tests check it), and they are deliberately slow and simple.
+
+Layout conventions shared by every op:
+
+* a flattened batch of ``T`` tokens; ``H`` query heads, ``KVH`` key/value heads
+  (``H % KVH == 0``: MHA, GQA and MQA), head size ``D``;
+* a paged KV cache per layer: ``k_cache``/``v_cache`` of shape ``[N, S, KVH, D]`` with
+  ``N`` blocks of ``S`` slots; token ``j`` of a sequence lives in block
+  ``block_table[j // S]`` at offset ``j % S``; a slot index is ``block * S + offset``;
+* a sequence's ``seq_len`` counts every token whose K/V is in the cache, including the
+  ones being computed in this step; its new (query) tokens are the last ``q_len`` of them.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
+    # x: [T, C], weight: [C]
+    var = x.float().pow(2).mean(-1, keepdim=True)
+    return (x.float() * torch.rsqrt(var + eps)).to(x.dtype) * weight
+
+
+def fused_add_rms_norm(
+    x: Tensor, residual: Tensor, weight: Tensor, eps: float
+) -> tuple[Tensor, Tensor]:
+    # returns (rms_norm(x + residual), x + residual)
+    summed = x + residual
+    return rms_norm(summed, weight, eps), summed
+
+
+def rotary_embedding(
+    positions: Tensor, q: Tensor, k: Tensor, cos_sin_cache: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Neox-style (rotate-half) rotary embedding over the full head size.
+
+    positions: [T]; q: [T, H, D]; k: [T, KVH, D];
+    cos_sin_cache: [max_pos, D] holding cos in [:, :D/2] and sin in [:, D/2:].
+    """
+    half = q.shape[-1] // 2
+    cs = cos_sin_cache[positions]  # [T, D]
+    cos = cs[:, None, :half].to(q.dtype)
+    sin = cs[:, None, half:].to(q.dtype)
+
+    def rotate(x: Tensor) -> Tensor:
+        x1, x2 = x[..., :half], x[..., half:]
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+    return rotate(q), rotate(k)
+
+
+def silu_and_mul(x: Tensor) -> Tensor:
+    # x: [T, 2I] -> [T, I]
+    gate, up = x.chunk(2, dim=-1)
+    return torch.nn.functional.silu(gate) * up
+
+
+def write_kv_cache(
+    k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, slot_mapping: Tensor
+) -> None:
+    """Store k, v ([T, KVH, D]) at their slots; a slot of -1 is skipped (padding)."""
+    S = k_cache.shape[1]
+    for t in range(k.shape[0]):
+        slot = int(slot_mapping[t])
+        if slot < 0:
+            continue
+        k_cache[slot // S, slot % S] = k[t]
+        v_cache[slot // S, slot % S] = v[t]
+
+
+def gather_kv(cache: Tensor, block_table: Tensor, seq_len: int) -> Tensor:
+    # cache: [N, S, KVH, D] -> the sequence's first seq_len entries: [seq_len, KVH, D]
+    S = cache.shape[1]
+    rows = [cache[int(block_table[j // S]), j % S] for j in range(seq_len)]
+    return torch.stack(rows) if rows else cache.new_zeros((0, *cache.shape[2:]))
+
+
+def causal_attention(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
+    """q: [Q, H, D] are the last Q positions of a sequence whose keys are k, v: [L, KVH, D]."""
+    Q, H, _ = q.shape
+    L, KVH, _ = k.shape
+    rep = H // KVH
+    k = k.repeat_interleave(rep, dim=1)
+    v = v.repeat_interleave(rep, dim=1)
+    scores = torch.einsum("qhd,khd->hqk", q.float(), k.float()) * scale
+    q_pos = torch.arange(L - Q, L)[:, None]
+    k_pos = torch.arange(L)[None, :]
+    scores = scores.masked_fill(k_pos > q_pos, float("-inf"))
+    out = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v.float())
+    return out.to(q.dtype)
+
+
+def prefill_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    cu_seqlens_q: Tensor,
+    seq_lens: Tensor,
+    block_tables: Tensor,
+    scale: float,
+) -> Tensor:
+    """Varlen causal attention for sequences with q_len >= 1 new tokens.
+
+    q: [T, H, D]; k, v: [T, KVH, D] (the new tokens, already written to the cache);
+    cu_seqlens_q: [B+1] int32; seq_lens: [B] int32 (context + new); block_tables: [B, M].
+    Query i of sequence b sits at position seq_lens[b] - q_len_b + i and sees keys 0..it.
+    Returns [T, H, D].
+    """
+    out = torch.empty_like(q)
+    for b in range(seq_lens.shape[0]):
+        lo, hi = int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1])
+        L = int(seq_lens[b])
+        kk = gather_kv(k_cache, block_tables[b], L)
+        vv = gather_kv(v_cache, block_tables[b], L)
+        out[lo:hi] = causal_attention(q[lo:hi], kk, vv, scale)
+    return out
+
+
+def decode_attention(
+    q: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    seq_lens: Tensor,
+    block_tables: Tensor,
+    scale: float,
+) -> Tensor:
+    """One new token per sequence. q: [B, H, D]; seq_lens: [B]; returns [B, H, D]."""
+    out = torch.empty_like(q)
+    for b in range(q.shape[0]):
+        L = int(seq_lens[b])
+        kk = gather_kv(k_cache, block_tables[b], L)
+        vv = gather_kv(v_cache, block_tables[b], L)
+        out[b : b + 1] = causal_attention(q[b : b + 1], kk, vv, scale)
+    return out

@@ -1,0 +1,1 @@
+"""Tandem core: config, env vars, sampling params, outputs, tokenizer, models, front door."""

@@ -1,0 +1,1 @@
+"""Tandem engine v1: engine core and detokenizer in their own processes."""
