@@ -1,55 +1,67 @@
-"""nox sessions: tests per engine, kernels, harness, lint and benchmarks.
+"""nox sessions, derived from ci/pipeline.toml: one per step, parametrized by engine where the
+step covers engines (`nox -s engine`, `nox -s "engine(v1)"`), plus `lint`.
 
-Every session installs the same thing (requirements-dev.txt: the five packages editable
-plus the dev tools, with torch pinned to the CPU build by constraints.txt).
+Each session installs the pipeline's install command and runs its job through
+`python -m ci run`, so timeouts, GPU skips and empty-run rules are the pipeline's own.
+Arguments after `--` reach pytest: `nox -s kernels -- -x -k rms`.
 """
 
 from __future__ import annotations
 
+import shlex
+import sys
+from pathlib import Path
+
 import nox
 
-nox.options.sessions = ["lint", "kernels", "harness", "tests"]
-nox.options.reuse_existing_virtualenvs = True
+ROOT = Path(__file__).resolve().parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-ENGINES = ["v0", "v1"]
+from ci.config import PipelineError, load  # noqa: E402
+from ci.model import Pipeline, Step  # noqa: E402
+
+try:
+    PIPELINE: Pipeline = load(ROOT / "ci" / "pipeline.toml")
+except PipelineError as exc:
+    raise SystemExit(f"noxfile: {exc}") from None
+
+nox.options.sessions = ["lint", *(step.label for step in PIPELINE.steps)]
+nox.options.reuse_existing_virtualenvs = True
 
 
 def install(session: nox.Session) -> None:
-    session.install("-r", "requirements-dev.txt")
+    session.run(*shlex.split(PIPELINE.settings.install))
 
 
-@nox.session
-@nox.parametrize("engine", ENGINES)
-def tests(session: nox.Session, engine: str) -> None:
-    """The project's suites on one engine (`nox -s "tests(engine='v1')"`)."""
-    install(session)
-    session.run("pytest", "--engines", engine, *session.posargs)
+def job_name(step: Step, engine: str | None) -> str:
+    """The pipeline job a session runs (the same rule as `ci.model.Job.name`)."""
+    return next(j.name for j in PIPELINE.jobs() if j.step is step and j.engine == engine)
 
 
-@nox.session
-def kernels(session: nox.Session) -> None:
-    """Kernel ops: opcheck and property tests against the references."""
-    install(session)
-    session.run("pytest", "tests/kernels", *session.posargs)
+def define(step: Step) -> None:
+    """Register the session of one step."""
+
+    def session(session: nox.Session, engine: str | None = None) -> None:
+        install(session)
+        job = job_name(step, engine)
+        session.run("python", "-m", "ci", "run", "--jobs", job, "--", *session.posargs)
+
+    session.__doc__ = step.help or step.label
+    session.__name__ = step.label.replace("-", "_")
+    if step.engines:
+        engines = list(step.engines)
+        session = nox.parametrize("engine", engines, ids=engines)(session)
+    nox.session(name=step.label)(session)
 
 
-@nox.session
-def harness(session: nox.Session) -> None:
-    """The harness plugin's own pytester suite."""
-    install(session)
-    session.run("pytest", "tests/harness", *session.posargs)
+for _step in PIPELINE.steps:
+    define(_step)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
+    """ruff lint and format check."""
     session.install("ruff")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
-
-
-@nox.session
-def bench(session: nox.Session) -> None:
-    """Benchmarks with their side-by-side baselines (slow)."""
-    install(session)
-    session.run("python", "benchmarks/forward.py", *session.posargs)
-    session.run("python", "benchmarks/throughput.py", *session.posargs)

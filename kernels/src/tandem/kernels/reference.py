@@ -16,6 +16,8 @@ Layout conventions shared by every op:
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -139,3 +141,48 @@ def decode_attention(
         vv = gather_kv(v_cache, block_tables[b], L)
         out[b : b + 1] = causal_attention(q[b : b + 1], kk, vv, scale)
     return out
+
+
+# --- seeded sampling -----------------------------------------------------------------
+
+_U64 = (1 << 64) - 1
+_GAMMA = 0x9E3779B97F4A7C15  # splitmix64's increment
+_COUNTER_SALT = 0xD1B54A32D192ED03
+
+
+def splitmix64_mix(x: int) -> int:
+    """splitmix64's output function on an unsigned 64-bit integer."""
+    x &= _U64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _U64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _U64
+    return x ^ (x >> 31)
+
+
+def seeded_uniform_value(seed: int, counter: int, column: int) -> float:
+    """The uniform in (0, 1) of token ``column`` for draw ``counter`` of stream ``seed``.
+
+    The row's key mixes the seed with the mixed, salted counter; the column picks the
+    ``column+1``-th splitmix64 output of that key; its top 52 bits ``m`` give
+    ``(m + 0.5) / 2**52``. Seeds and counters are taken modulo 2**64.
+    """
+    key = splitmix64_mix((seed & _U64) ^ splitmix64_mix(counter * _COUNTER_SALT + _GAMMA))
+    bits = splitmix64_mix(key + (column + 1) * _GAMMA)
+    return ((bits >> 12) + 0.5) / 2**52
+
+
+def sample_seeded(probs: Tensor, seeds: Tensor, counters: Tensor) -> Tensor:
+    """Exponential race: row b draws argmax_j probs[b, j] / -log(u(seed, counter, j)).
+
+    probs: [B, V] float32; seeds, counters: [B] int64; returns [B] int64.
+    """
+    out = []
+    for b in range(probs.shape[0]):
+        seed, counter = int(seeds[b]), int(counters[b])
+        best, best_score = 0, -1.0
+        for j in range(probs.shape[1]):
+            u = seeded_uniform_value(seed, counter, j)
+            score = float(probs[b, j]) / -math.log(u)
+            if score > best_score:
+                best, best_score = j, score
+        out.append(best)
+    return torch.tensor(out, dtype=torch.int64)

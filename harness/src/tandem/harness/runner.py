@@ -1,0 +1,285 @@
+"""The parent's side of isolation: hand items to fresh children, log what comes back.
+
+An item the child never reported as run fails; a crash or a timeout fails the running
+item with the signal and the child's last output, and the unit goes on in a new child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import child as child_loop
+from . import cuda, wire
+from .markers import engine_of, isolation_of, timeout_of
+from .options import Settings
+
+Log = Callable[[pytest.TestReport], None]
+PHASES = ("setup", "call", "teardown")
+
+
+@dataclass(slots=True)
+class Child:
+    pid: int
+    cmd_w: int
+    res_r: int
+    unit: Any
+    proc: subprocess.Popen[bytes] | None = None
+    status: int | None = None
+
+
+@dataclass(slots=True)
+class Outcome:
+    reports: list[pytest.TestReport] = field(default_factory=list)
+    done: bool = False
+
+
+def unit_of(item: pytest.Item, settings: Settings) -> Any:
+    """The isolation unit of an item (None: run in this process)."""
+    if settings.force_none:
+        return None
+    level = isolation_of(item, settings.isolation)
+    engine = engine_of(item)
+    if level == "none":
+        return None
+    if level == "test":
+        return ("test", item.nodeid)
+    if level == "module":
+        return ("module", item.nodeid.split("::")[0], engine)
+    return ("engine", engine)
+
+
+class Driver:
+    """Owns the zygote and the live child; one per pytest (or xdist worker) process."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self._folder: Path | None = None
+        self.zygote: Any = None
+        self.child: Child | None = None
+
+    @property
+    def folder(self) -> Path:
+        if self._folder is None:
+            self._folder = Path(tempfile.mkdtemp(prefix="tandem-harness-"))
+        return self._folder
+
+    # -- children ---------------------------------------------------------------------
+    def _start(self, unit: Any) -> Child:
+        cmd_r, cmd_w = os.pipe()
+        res_r, res_w = os.pipe()
+        proc = None
+        if self.settings.start_method == "spawn":
+            proc = self._spawn(cmd_r, res_w)
+            pid = proc.pid
+        else:
+            if self.zygote is None:
+                from .zygote import Zygote
+
+                session = self.config._harness_session  # type: ignore[attr-defined]
+                folder = self.folder
+
+                def main(c: int, r: int) -> None:
+                    child_loop.serve(session, c, r, folder)
+
+                self.zygote = Zygote(main, cuda.guard)
+            pid = self.zygote.fork(cmd_r, res_w)
+        os.close(cmd_r)
+        os.close(res_w)
+        return Child(pid, cmd_w, res_r, unit, proc)
+
+    def _spawn(self, cmd_r: int, res_w: int) -> subprocess.Popen[bytes]:
+        cuda.guard()
+        args = [a for a in self.config.invocation_params.args if not a.startswith("-n")]
+        argv = [sys.executable, "-m", "pytest", *args, "-p", "no:xdist", "-p", "no:cacheprovider",
+                f"--harness-worker={cmd_r},{res_w},{self.folder}", "-q", "--isolate", "none"]
+        return subprocess.Popen(argv, pass_fds=(cmd_r, res_w),
+                                cwd=str(self.config.invocation_params.dir))
+
+    def _kill(self, child: Child) -> None:
+        for kill in (os.killpg, os.kill):
+            with contextlib.suppress(OSError):
+                kill(child.pid, signal.SIGKILL)
+        if child.proc is not None:
+            child.status = child.proc.wait()
+
+    def _close(self, child: Child) -> None:
+        for fd in (child.cmd_w, child.res_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if self.child is child:
+            self.child = None
+
+    def finish(self) -> None:
+        """Let the live child exit after its last item (its fixtures are torn down)."""
+        child = self.child
+        if child is None:
+            return
+        with contextlib.suppress(OSError):
+            wire.send(child.cmd_w, {"stop": True})
+        deadline = time.monotonic() + 10
+        while self._status(child) is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        if self._status(child) is None:
+            self._kill(child)
+        self._close(child)
+
+    def shutdown(self) -> None:
+        self.finish()
+        if self.zygote is not None:
+            self.zygote.stop()
+        if self._folder is not None:
+            with contextlib.suppress(OSError):
+                for path in self._folder.iterdir():
+                    path.unlink()
+                self._folder.rmdir()
+
+    def _status(self, child: Child) -> int | None:
+        if child.status is not None:
+            return child.status
+        if child.proc is not None:
+            code = child.proc.poll()
+            child.status = None if code is None else code
+        else:
+            self.zygote.poll()
+            child.status = self.zygote.exits.pop(child.pid, None)
+            if child.status is not None:
+                child.status = os.waitstatus_to_exitcode(child.status)
+        return child.status
+
+    # -- items ------------------------------------------------------------------------
+    def run(self, item: pytest.Item, nextitem: pytest.Item | None, log: Log,
+            unit: Any = None) -> Outcome:
+        """Run one item in the child of its unit, logging reports through ``log``.
+
+        ``unit`` forces the unit (and makes ``nextitem`` part of it), as the polluter hunt does.
+        """
+        forced = unit is not None
+        unit = unit if forced else unit_of(item, self.settings)
+        if self.child is not None and self.child.unit != unit:
+            self.finish()
+        if self.child is None:
+            self.child = self._start(unit)
+        same = nextitem is not None and (forced or unit_of(nextitem, self.settings) == unit)
+        child = self.child
+        wire.send(child.cmd_w, {"run": item.nodeid, "next": nextitem.nodeid if same else None})
+        outcome = self._collect(child, item, log, timeout_of(item, self.settings.timeout))
+        if not same and self.child is child:
+            self.finish()
+        return outcome
+
+    def _collect(self, child: Child, item: pytest.Item, log: Log, limit: float) -> Outcome:
+        outcome = Outcome()
+        deadline = time.monotonic() + limit if limit else None
+        while True:
+            wait = 0.05 if deadline is None else max(0.0, min(0.05, deadline - time.monotonic()))
+            if select.select([child.res_r], [], [], wait)[0]:
+                message = wire.recv(child.res_r)
+                if message is not None and self._take(message, item, log, outcome):
+                    return outcome
+                if message is not None:
+                    continue
+                end = time.monotonic() + 5  # the pipe closed: the child is ending
+                while self._status(child) is None and time.monotonic() < end:
+                    time.sleep(0.002)
+                if self._status(child) is None:
+                    self._kill(child)
+            if self._status(child) is not None:
+                self._drain(child, item, log, outcome)
+                if not outcome.done:
+                    self._fail(item, log, outcome, self._crash_text(child, item))
+                    self._kill(child)
+                    self._close(child)
+                return outcome
+            if deadline is not None and time.monotonic() >= deadline:
+                self._kill(child)
+                text = (f"Timeout: {item.nodeid} ran longer than {limit:g} s; "
+                        f"the harness killed its child (pid {child.pid})")
+                self._fail(item, log, outcome, text + self._last_output(child))
+                self._close(child)
+                return outcome
+
+    def _drain(self, child: Child, item: pytest.Item, log: Log, outcome: Outcome) -> None:
+        while not outcome.done and select.select([child.res_r], [], [], 0)[0]:
+            message = wire.recv(child.res_r)
+            if message is None:
+                return
+            self._take(message, item, log, outcome)
+
+    def _take(self, message: dict[str, Any], item: pytest.Item, log: Log,
+              outcome: Outcome) -> bool:
+        if "report" in message:
+            report = wire.load_report(self.config, message["report"])
+            outcome.reports.append(report)
+            log(report)
+        elif "done" in message:
+            outcome.done = True
+            whens = {r.when: r for r in outcome.reports}
+            ran = "call" in whens or ("setup" in whens and not whens["setup"].passed)
+            if not ran or "teardown" not in whens:
+                self._fail(item, log, outcome, "proof of execution: the child finished "
+                           f"{item.nodeid} without reporting all of its phases")
+            return True
+        elif "internal" in message:
+            self._fail(item, log, outcome, "tandem-harness child error:\n" + message["internal"])
+            outcome.done = True
+            return True
+        return False
+
+    def _crash_text(self, child: Child, item: pytest.Item) -> str:
+        code = child.status if child.status is not None else 0
+        how = f"exited with code {code}"
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                how = f"was killed by signal {signal.Signals(-code).name}"
+        return (f"Crash: the child process (pid {child.pid}) {how} while running "
+                f"{item.nodeid}" + self._last_output(child))
+
+    def _last_output(self, child: Child) -> str:
+        parts = []
+        capman = self.config.pluginmanager.getplugin("capturemanager")
+        if capman is not None and child.proc is None:
+            with contextlib.suppress(Exception):
+                out, err = capman.read_global_capture()
+                parts += [("last stdout", out), ("last stderr", err)]
+        with contextlib.suppress(OSError):
+            parts.append(("fault log", child_loop.crash_log(self.folder, child.pid).read_text()))
+        return "".join(f"\n\n--- {name} ---\n{_clip(name, text)}" for name, text in parts if text)
+
+    def _fail(self, item: pytest.Item, log: Log, outcome: Outcome, text: str) -> None:
+        whens = {r.when for r in outcome.reports}
+        when = next((w for w in PHASES if w not in whens), "teardown")
+        props = list(item.user_properties)
+        engine = engine_of(item)
+        if engine is not None and ("engine", engine) not in props:
+            props.append(("engine", engine))
+        report = pytest.TestReport(
+            item.nodeid, item.location, {k: 1 for k in item.keywords}, "failed", text,
+            when, user_properties=props)  # type: ignore[arg-type]
+        outcome.reports.append(report)
+        log(report)
+        if when != "teardown":
+            ok = pytest.TestReport(item.nodeid, item.location, {k: 1 for k in item.keywords},
+                                   "passed", None, "teardown", user_properties=props)
+            outcome.reports.append(ok)
+            log(ok)
+
+
+def _clip(name: str, text: str, size: int = 3000) -> str:
+    """The interesting end of an output: the last lines, or a fault log's newest frames."""
+    if len(text) <= size:
+        return text
+    return text[:size] + "\n..." if name == "fault log" else "...\n" + text[-size:]

@@ -1,0 +1,146 @@
+"""The zygote: a warm process that forks a fresh child for every isolation unit.
+
+It is forked from the pytest process after collection, never runs a test itself, and so
+stays as clean as the moment it was made; a child forked from it costs milliseconds. It
+reaps its children and tells the parent how each one ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import select
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from . import wire
+
+ChildMain = Callable[[int, int], None]
+
+
+class Zygote:
+    """The parent's handle on the zygote process."""
+
+    def __init__(self, child_main: ChildMain, guard: Callable[[], None]) -> None:
+        self.child_main = child_main
+        self.guard = guard
+        self.pid = 0
+        self.sock: socket.socket | None = None
+        self.exits: dict[int, int] = {}
+
+    def start(self) -> None:
+        self.guard()
+        parent_end, zygote_end = socket.socketpair()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            parent_end.close()
+            code = 0
+            try:
+                _serve(zygote_end, self.child_main, self.guard)
+            except BaseException:  # the zygote must never return into pytest
+                code = 1
+            os._exit(code)
+        zygote_end.close()
+        self.pid, self.sock = pid, parent_end
+
+    @property
+    def fd(self) -> int:
+        assert self.sock is not None
+        return self.sock.fileno()
+
+    def fork(self, cmd_r: int, res_w: int) -> int:
+        """Ask the zygote for a child reading commands on ``cmd_r``; returns its pid."""
+        if self.sock is None:
+            self.start()
+        assert self.sock is not None
+        socket.send_fds(self.sock, [b"F"], [cmd_r, res_w])
+        while True:
+            message = wire.recv(self.fd)
+            if message is None:
+                raise RuntimeError("tandem-harness: the zygote died")
+            if "error" in message:
+                raise RuntimeError(message["error"])
+            if "pid" in message:
+                return int(message["pid"])
+            self.note(message)
+
+    def note(self, message: dict[str, Any]) -> None:
+        if "exit" in message:
+            self.exits[int(message["exit"])] = int(message["status"])
+
+    def poll(self) -> None:
+        """Read every exit notice that is waiting, without blocking."""
+        while self.sock is not None and select.select([self.fd], [], [], 0)[0]:
+            message = wire.recv(self.fd)
+            if message is None:
+                self.sock = None
+                return
+            self.note(message)
+
+    def stop(self) -> None:
+        if self.sock is None:
+            return
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(self.pid, 0)
+        self.sock = None
+
+
+def _serve(sock: socket.socket, child_main: ChildMain, guard: Callable[[], None]) -> None:
+    gc.collect()
+    gc.freeze()  # children never walk (and so never copy) the zygote's objects
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        ready = select.select([sock, wake_r], [], [])[0]
+        if wake_r in ready:
+            os.read(wake_r, 4096)
+            _reap(sock)
+        if sock not in ready:
+            continue
+        data, fds, _, _ = socket.recv_fds(sock, 16, 2)
+        if not data:
+            return
+        cmd_r, res_w = fds
+        try:
+            guard()
+        except Exception as exc:
+            wire.send(sock.fileno(), {"error": str(exc)})
+            os.close(cmd_r)
+            os.close(res_w)
+            continue
+        pid = os.fork()
+        if pid == 0:
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            sock.close()
+            os.close(wake_r)
+            os.close(wake_w)
+            child_main(cmd_r, res_w)
+            os._exit(0)
+        os.close(cmd_r)
+        os.close(res_w)
+        wire.send(sock.fileno(), {"pid": pid})
+        _reap(sock)
+
+
+def _reap(sock: socket.socket) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        wire.send(sock.fileno(), {"exit": pid, "status": status})

@@ -1,0 +1,32 @@
+"""SiLU-and-mul, the gated activation of Llama-family MLPs."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from tandem.kernels import checks
+from tandem.kernels.ops.library import define
+
+
+@define("torch_silu_and_mul")
+def _silu_and_mul(x: Tensor) -> Tensor:
+    # x: [..., 2I] -> [..., I]
+    half = x.shape[-1] // 2
+    return F.silu(x[..., :half]).mul_(x[..., half:])
+
+
+@_silu_and_mul.register_fake
+def _(x: Tensor) -> Tensor:
+    return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
+
+
+def silu_and_mul(x: Tensor) -> Tensor:
+    """``silu(gate) * up`` where ``x = cat(gate, up)`` on the last dim: [..., 2I] -> [..., I]."""
+    xt = checks.tensor("x", x, dtypes=checks.FLOAT_DTYPES)
+    if xt.dim() < 1 or xt.shape[-1] % 2 != 0:
+        raise ValueError(
+            f"x must have an even last dimension [..., 2I], got shape {tuple(xt.shape)}"
+        )
+    return torch.ops.tandem.torch_silu_and_mul(x)

@@ -1,0 +1,208 @@
+"""Causal attention over the paged KV cache: varlen prefill and batched decode.
+
+See :mod:`tandem.kernels.reference` for the layout; these CPU kernels are plain torch.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from tandem.kernels import checks
+from tandem.kernels.ops.library import define
+
+
+def gather(cache: Tensor, table: Tensor, length: int) -> Tensor:
+    """The first ``length`` entries of a sequence. cache: [N, S, KVH, D]; table: [M]."""
+    S = cache.shape[1]
+    blocks = -(-length // S)
+    rows = cache.index_select(0, table[:blocks].long())  # [blocks, S, KVH, D]
+    return rows.flatten(0, 1)[:length]  # [length, KVH, D]
+
+
+def _causal(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
+    """q: [Q, H, D] are the last Q positions of keys k, v: [L, KVH, D]; returns [Q, H, D]."""
+    Q, H, D = q.shape
+    L, KVH, _ = k.shape
+    G = H // KVH
+    # queries of one KV head side by side: [KVH, G*Q, D] against keys [KVH, L, D]
+    qh = q.view(Q, KVH, G, D).permute(1, 2, 0, 3).reshape(KVH, G * Q, D)
+    kh, vh = k.transpose(0, 1), v.transpose(0, 1)
+    if Q == L:
+        mask = None if G == 1 else _mask(Q, L, G, q.device)
+        out = F.scaled_dot_product_attention(
+            qh, kh, vh, attn_mask=mask, is_causal=G == 1, scale=scale
+        )
+    else:
+        mask = _mask(Q, L, G, q.device)
+        out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, scale=scale)
+    # out: [KVH, G*Q, D] -> [Q, H, D]
+    return out.view(KVH, G, Q, D).permute(2, 0, 1, 3).reshape(Q, H, D)
+
+
+def _mask(Q: int, L: int, G: int, device: torch.device) -> Tensor:
+    # query i sits at position L - Q + i and sees keys 0..L - Q + i: [G*Q, L] bool
+    q_pos = torch.arange(L - Q, L, device=device).repeat(G)
+    return torch.arange(L, device=device)[None, :] <= q_pos[:, None]
+
+
+def prefill_impl(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    cu_seqlens_q: Tensor,
+    seq_lens: Tensor,
+    block_tables: Tensor,
+    scale: float,
+) -> Tensor:
+    """CPU kernel of ``tandem::torch_prefill_attention`` (one SDPA per sequence)."""
+    out = torch.empty_like(q)
+    cu = cu_seqlens_q.tolist()
+    lens = seq_lens.tolist()
+    for b, L in enumerate(lens):
+        lo, hi = cu[b], cu[b + 1]
+        if hi - lo == L:  # no context: the new tokens are all the keys
+            kk, vv = k[lo:hi], v[lo:hi]
+        else:
+            kk = gather(k_cache, block_tables[b], L).to(q.dtype)
+            vv = gather(v_cache, block_tables[b], L).to(q.dtype)
+        out[lo:hi] = _causal(q[lo:hi], kk, vv, scale)
+    return out
+
+
+_prefill_attention = define("torch_prefill_attention")(prefill_impl)
+
+
+@_prefill_attention.register_fake
+def _(q, k, v, k_cache, v_cache, cu_seqlens_q, seq_lens, block_tables, scale) -> Tensor:
+    return torch.empty_like(q)
+
+
+def decode_impl(
+    q: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    seq_lens: Tensor,
+    block_tables: Tensor,
+    scale: float,
+) -> Tensor:
+    """CPU kernel of ``tandem::torch_decode_attention``: one batched SDPA, no loop over B."""
+    B, H, D = q.shape
+    if B == 0:
+        return torch.empty_like(q)
+    _, S, KVH, _ = k_cache.shape
+    G = H // KVH
+    blocks = -(-int(seq_lens.max()) // S)
+    table = block_tables[:, :blocks].long()  # [B, blocks]
+    L = blocks * S
+    # gather through the block tables: [B, blocks, S, KVH, D] -> [B, KVH, L, D]
+    k = k_cache[table].view(B, L, KVH, D).transpose(1, 2).to(q.dtype)
+    v = v_cache[table].view(B, L, KVH, D).transpose(1, 2).to(q.dtype)
+    valid = torch.arange(L, device=q.device)[None, :] < seq_lens.to(q.device)[:, None]
+    mask = valid[:, None, None, :]  # [B, 1, 1, L], broadcast over KV heads and groups
+    qh = q.view(B, KVH, G, D)  # GQA: a KV head's G query heads attend together
+    out = F.scaled_dot_product_attention(qh, k, v, attn_mask=mask, scale=scale)
+    return out.reshape(B, H, D)
+
+
+_decode_attention = define("torch_decode_attention")(decode_impl)
+
+
+@_decode_attention.register_fake
+def _(q, k_cache, v_cache, seq_lens, block_tables, scale) -> Tensor:
+    return torch.empty_like(q)
+
+
+def _check_common(
+    q: object, k_cache: object, v_cache: object, seq_lens: object, block_tables: object,
+    scale: object, batch: int | None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    qt = checks.tensor("q", q, 3, checks.FLOAT_DTYPES)
+    kc, vc = checks.paged_cache(k_cache, v_cache)
+    checks.heads("q", qt.shape[1], "k_cache", kc.shape[2])
+    checks.dim("k_cache", kc, 3, qt.shape[2], "the head size q.shape[2]")
+    sl = checks.tensor("seq_lens", seq_lens, 1, checks.INT_DTYPES)
+    bt = checks.tensor("block_tables", block_tables, 2, checks.INT_DTYPES)
+    if batch is not None:
+        checks.dim("seq_lens", sl, 0, batch, "the number of sequences")
+    checks.dim("block_tables", bt, 0, sl.shape[0], "seq_lens.shape[0]")
+    checks.same_device(q=qt, k_cache=kc, v_cache=vc, seq_lens=sl, block_tables=bt)
+    checks.number("scale", scale, positive=True)
+    checks.seq_lens_fit(sl, bt, kc.shape[1], low=1)
+    if bt.numel() and (int(bt.min()) < 0 or int(bt.max()) >= kc.shape[0]):
+        raise ValueError(
+            f"block_tables entries must be in [0, {kc.shape[0]}) (cache blocks), "
+            f"got min {int(bt.min())} and max {int(bt.max())}"
+        )
+    return qt, kc, vc, sl, bt
+
+
+def check_prefill(
+    q: object, k: object, v: object, k_cache: object, v_cache: object,
+    cu_seqlens_q: object, seq_lens: object, block_tables: object, scale: object,
+) -> None:
+    """Validate prefill arguments (reads cu_seqlens_q and seq_lens)."""
+    cu = checks.tensor("cu_seqlens_q", cu_seqlens_q, 1, checks.INT_DTYPES)
+    if cu.shape[0] < 1:
+        raise ValueError("cu_seqlens_q must have B + 1 >= 1 entries, got an empty tensor")
+    qt, kc, *_ = _check_common(q, k_cache, v_cache, seq_lens, block_tables, scale,
+                               cu.shape[0] - 1)
+    for name, x in (("k", k), ("v", v)):
+        t = checks.tensor(name, x, 3, checks.FLOAT_DTYPES)
+        expected = (qt.shape[0], kc.shape[2], kc.shape[3])
+        if tuple(t.shape) != expected:
+            raise ValueError(
+                f"{name} must have shape [T, KVH, D] = {expected}, got {tuple(t.shape)}"
+            )
+    starts = cu.tolist()
+    q_lens = [b - a for a, b in itertools.pairwise(starts)]
+    if starts[0] != 0 or starts[-1] != qt.shape[0] or any(n < 1 for n in q_lens):
+        raise ValueError(
+            f"cu_seqlens_q must rise strictly from 0 to the number of tokens {qt.shape[0]}, "
+            f"got {starts}"
+        )
+    lens = seq_lens.tolist()
+    if any(n > L for L, n in zip(lens, q_lens)):
+        raise ValueError(
+            f"seq_lens must be >= each sequence's query length {q_lens}, got {lens}"
+        )
+
+
+def prefill_attention(
+    q: Tensor, k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor,
+    cu_seqlens_q: Tensor, seq_lens: Tensor, block_tables: Tensor, scale: float,
+) -> Tensor:
+    """Varlen causal attention; q: [T, H, D], k, v: [T, KVH, D] already in the cache.
+
+    Sequence b owns tokens ``cu_seqlens_q[b]:cu_seqlens_q[b+1]``, the last ones of its
+    ``seq_lens[b]`` tokens (earlier ones are read from the cache: chunked prefill).
+    """
+    check_prefill(q, k, v, k_cache, v_cache, cu_seqlens_q, seq_lens, block_tables, scale)
+    return torch.ops.tandem.torch_prefill_attention(
+        q, k, v, k_cache, v_cache, cu_seqlens_q, seq_lens, block_tables, float(scale)
+    )
+
+
+def check_decode(
+    q: object, k_cache: object, v_cache: object, seq_lens: object, block_tables: object,
+    scale: object,
+) -> None:
+    """Validate decode arguments (reads seq_lens and block_tables' ranges)."""
+    qt = checks.tensor("q", q, 3, checks.FLOAT_DTYPES)
+    _check_common(qt, k_cache, v_cache, seq_lens, block_tables, scale, qt.shape[0])
+
+
+def decode_attention(
+    q: Tensor, k_cache: Tensor, v_cache: Tensor, seq_lens: Tensor, block_tables: Tensor,
+    scale: float,
+) -> Tensor:
+    """One new token per sequence. q: [B, H, D]; seq_lens: [B]; returns [B, H, D]."""
+    check_decode(q, k_cache, v_cache, seq_lens, block_tables, scale)
+    return torch.ops.tandem.torch_decode_attention(
+        q, k_cache, v_cache, seq_lens, block_tables, float(scale)
+    )

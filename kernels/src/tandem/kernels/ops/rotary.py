@@ -1,0 +1,60 @@
+"""Neox-style (rotate-half) rotary position embedding."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from tandem.kernels import checks
+from tandem.kernels.ops.library import define
+
+
+def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    # x: [T, H, D]; cos, sin: [T, 1, D/2]
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+@define("torch_rotary_embedding")
+def _rotary_embedding(
+    positions: Tensor, q: Tensor, k: Tensor, cos_sin_cache: Tensor
+) -> tuple[Tensor, Tensor]:
+    half = q.shape[-1] // 2
+    cs = cos_sin_cache.index_select(0, positions.long())  # [T, D]
+    cos = cs[:, None, :half].to(q.dtype)  # [T, 1, D/2]
+    sin = cs[:, None, half:].to(q.dtype)
+    return _rotate(q, cos, sin), _rotate(k, cos, sin)
+
+
+@_rotary_embedding.register_fake
+def _(positions: Tensor, q: Tensor, k: Tensor, cos_sin_cache: Tensor) -> tuple[Tensor, Tensor]:
+    return torch.empty_like(q), torch.empty_like(k)
+
+
+def rotary_embedding(
+    positions: Tensor, q: Tensor, k: Tensor, cos_sin_cache: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Rotate q: [T, H, D] and k: [T, KVH, D] by the angles of ``positions``: [T].
+
+    ``cos_sin_cache``: [max_pos, D] holds cos in ``[:, :D/2]`` and sin in ``[:, D/2:]``.
+    Returns new tensors (the inputs are not modified).
+    """
+    p = checks.tensor("positions", positions, 1, checks.INT_DTYPES)
+    qt = checks.tensor("q", q, 3, checks.FLOAT_DTYPES)
+    kt = checks.tensor("k", k, 3, (qt.dtype,))
+    cache = checks.tensor("cos_sin_cache", cos_sin_cache, 2, checks.FLOAT_DTYPES)
+    head = qt.shape[-1]
+    if head % 2 != 0:
+        raise ValueError(f"q.shape[-1] (head size) must be even, got {head}")
+    checks.dim("k", kt, 2, head, "q.shape[-1]")
+    checks.dim("q", qt, 0, p.shape[0], "positions.shape[0]")
+    checks.dim("k", kt, 0, p.shape[0], "positions.shape[0]")
+    checks.dim("cos_sin_cache", cache, 1, head, "the head size q.shape[-1]")
+    checks.same_device(positions=p, q=qt, k=kt, cos_sin_cache=cache)
+    if p.numel() and (int(p.min()) < 0 or int(p.max()) >= cache.shape[0]):
+        raise ValueError(
+            f"positions must be in [0, {cache.shape[0]}) (cos_sin_cache rows), "
+            f"got min {int(p.min())} and max {int(p.max())}"
+        )
+    return torch.ops.tandem.torch_rotary_embedding(positions, q, k, cos_sin_cache)

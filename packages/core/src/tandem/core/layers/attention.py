@@ -1,0 +1,56 @@
+"""Paged attention over a batch laid out prefills first, then decodes."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from tandem.core.attention_metadata import AttentionMetadata
+from tandem.kernels.backends import AttentionBackend
+
+
+class PagedAttention(nn.Module):
+    """Writes the step's K/V into the paged cache, then attends over it.
+
+    The first ``num_prefill_tokens`` tokens go through varlen prefill attention (which
+    also sees any context already cached: chunked prefill, prefix hits); the rest are
+    one token per decoding sequence.
+    """
+
+    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, scale: float) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = head_dim
+        self.scale = scale
+
+    def forward(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        meta: AttentionMetadata,
+        backend: AttentionBackend,
+    ) -> Tensor:
+        # q: [T, H, D]; k, v: [T, KVH, D]; k_cache, v_cache: [N, S, KVH, D] -> [T, H, D]
+        backend.write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
+        p = meta.num_prefill_tokens
+        if meta.num_decodes == 0:
+            return backend.prefill(
+                q, k, v, k_cache, v_cache, meta.prefill_cu_seqlens_q,
+                meta.prefill_seq_lens, meta.prefill_block_tables, self.scale,
+            )
+        if meta.num_prefills == 0:
+            return backend.decode(
+                q, k_cache, v_cache, meta.decode_seq_lens, meta.decode_block_tables, self.scale
+            )
+        out = q.new_empty(q.shape)
+        out[:p] = backend.prefill(
+            q[:p], k[:p], v[:p], k_cache, v_cache, meta.prefill_cu_seqlens_q,
+            meta.prefill_seq_lens, meta.prefill_block_tables, self.scale,
+        )
+        out[p:] = backend.decode(
+            q[p:], k_cache, v_cache, meta.decode_seq_lens, meta.decode_block_tables, self.scale
+        )
+        return out

@@ -1,0 +1,71 @@
+"""Rotary position embedding with the rope scalings of the Llama family."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor, nn
+
+from tandem.kernels import ops
+
+if TYPE_CHECKING:  # models imports layers: keep this edge type-only
+    from tandem.core.models.spec import RopeSpec
+
+
+def inv_freq(head_dim: int, rope: RopeSpec) -> Tensor:
+    """Inverse frequencies [D/2] in fp32, after the rope scaling."""
+    exponent = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim
+    freq = 1.0 / (rope.theta**exponent)  # [D/2]
+    if rope.type == "linear":
+        return freq / rope.factor
+    if rope.type == "llama3":
+        return _llama3(freq, rope)
+    return freq
+
+
+def _llama3(freq: Tensor, rope: RopeSpec) -> Tensor:
+    """Llama 3.1: long wavelengths slowed by ``factor``, short ones kept, a smooth ramp between."""
+    old = rope.original_max_position
+    low_wavelen = old / rope.low_freq_factor
+    high_wavelen = old / rope.high_freq_factor
+    wavelen = 2 * math.pi / freq
+    scaled = torch.where(wavelen > low_wavelen, freq / rope.factor, freq)
+    smooth = (old / wavelen - rope.low_freq_factor) / (
+        rope.high_freq_factor - rope.low_freq_factor
+    )
+    smoothed = (1 - smooth) * scaled / rope.factor + smooth * scaled
+    medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+    return torch.where(medium, smoothed, scaled)
+
+
+def cos_sin_cache(head_dim: int, max_position: int, rope: RopeSpec) -> Tensor:
+    """[max_position, D] fp32: cos of the angles in the first half, sin in the second."""
+    freq = inv_freq(head_dim, rope)  # [D/2]
+    angles = torch.arange(max_position, dtype=torch.float32)[:, None] * freq[None, :]
+    return torch.cat((angles.cos(), angles.sin()), dim=-1)
+
+
+class RotaryEmbedding(nn.Module):
+    """Applies rope to q and k; the table is built lazily on the device it is used on.
+
+    The table is not a parameter or buffer, so a model built on the meta device and
+    moved with ``to_empty`` never carries an uninitialised copy of it.
+    """
+
+    def __init__(self, head_dim: int, max_position: int, rope: RopeSpec) -> None:
+        super().__init__()
+        self.head_dim = head_dim
+        self.max_position = max_position
+        self.rope = rope
+        self._table: Tensor | None = None
+
+    def table(self, device: torch.device) -> Tensor:
+        if self._table is None or self._table.device != device:
+            self._table = cos_sin_cache(self.head_dim, self.max_position, self.rope).to(device)
+        return self._table
+
+    def forward(self, positions: Tensor, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        # positions: [T]; q: [T, H, D]; k: [T, KVH, D]
+        return ops.rotary_embedding(positions, q, k, self.table(q.device))

@@ -1,0 +1,172 @@
+"""Per-request sampling parameters, validated when constructed.
+
+Semantics follow the common OpenAI-style conventions: ``temperature=0`` is greedy,
+``top_k`` of 0 or -1 disables top-k (stored as 0), ``max_tokens=None`` means "until the
+model's length limit", ``stop`` may be one string or a list of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+GREEDY_EPS = 1e-5
+_PENALTY_LIMIT = 2.0
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def check_int(name: str, value: Any, lo: int | None = None, none_ok: bool = False) -> None:
+    """TypeError unless ``value`` is an int (bool is not); ValueError when below ``lo``."""
+    if value is None and none_ok:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        kind = "an int or None" if none_ok else "an int"
+        raise TypeError(f"{name} must be {kind}, got {_type_name(value)} ({value!r})")
+    if lo is not None and value < lo:
+        raise ValueError(f"{name} must be >= {lo}, got {value}")
+
+
+def check_float(name: str, value: Any) -> float:
+    """TypeError unless ``value`` is a real number; ValueError for NaN or infinity."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a float, got {_type_name(value)} ({value!r})")
+    out = float(value)
+    if not math.isfinite(out):
+        raise ValueError(f"{name} must be a finite number, got {out}")
+    return out
+
+
+def check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {_type_name(value)} ({value!r})")
+
+
+@dataclass(slots=True)
+class SamplingParams:
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    seed: int | None = None
+    stop: str | list[str] | None = None  # a list after construction
+    stop_token_ids: list[int] | None = None  # a list after construction
+    include_stop_str_in_output: bool = False
+    ignore_eos: bool = False
+    max_tokens: int | None = 16
+    min_tokens: int = 0
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    skip_special_tokens: bool = True
+
+    def __post_init__(self) -> None:
+        check_int("n", self.n, lo=1)
+        self.temperature = check_float("temperature", self.temperature)
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.temperature < GREEDY_EPS:
+            self.temperature = 0.0
+        self.top_p = check_float("top_p", self.top_p)
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        check_int("top_k", self.top_k)
+        if self.top_k < -1:
+            raise ValueError(
+                f"top_k must be -1 or 0 (disabled) or >= 1, got {self.top_k}"
+            )
+        self.top_k = max(self.top_k, 0)
+        self.min_p = check_float("min_p", self.min_p)
+        if not 0.0 <= self.min_p <= 1.0:
+            raise ValueError(f"min_p must be in [0, 1], got {self.min_p}")
+        check_int("seed", self.seed, none_ok=True)
+        self.stop = _stop_list(self.stop)
+        self.stop_token_ids = _id_list(self.stop_token_ids)
+        for name in ("include_stop_str_in_output", "ignore_eos", "skip_special_tokens"):
+            check_bool(name, getattr(self, name))
+        check_int("max_tokens", self.max_tokens, lo=1, none_ok=True)
+        check_int("min_tokens", self.min_tokens, lo=0)
+        if self.max_tokens is not None and self.min_tokens > self.max_tokens:
+            raise ValueError(
+                f"min_tokens must be <= max_tokens={self.max_tokens}, got {self.min_tokens}"
+            )
+        check_int("logprobs", self.logprobs, lo=0, none_ok=True)
+        check_int("prompt_logprobs", self.prompt_logprobs, lo=0, none_ok=True)
+        for name in ("presence_penalty", "frequency_penalty"):
+            value = check_float(name, getattr(self, name))
+            if not -_PENALTY_LIMIT <= value <= _PENALTY_LIMIT:
+                raise ValueError(f"{name} must be in [-2, 2], got {value}")
+            setattr(self, name, value)
+        self.repetition_penalty = check_float("repetition_penalty", self.repetition_penalty)
+        if self.repetition_penalty <= 0:
+            raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
+
+    @property
+    def greedy(self) -> bool:
+        """Whether the request picks the most likely token (temperature 0)."""
+        return self.temperature < GREEDY_EPS
+
+    @property
+    def stop_strings(self) -> list[str]:
+        """``stop`` as a list (always a list after construction)."""
+        return list(self.stop or [])
+
+    @property
+    def has_penalties(self) -> bool:
+        return (
+            self.presence_penalty != 0.0
+            or self.frequency_penalty != 0.0
+            or self.repetition_penalty != 1.0
+        )
+
+    def clone(self) -> SamplingParams:
+        """An independent copy (its lists are not shared with this one)."""
+        return self.replace()
+
+    def replace(self, **changes: Any) -> SamplingParams:
+        """A validated copy with ``changes`` applied."""
+        names = {f.name for f in dataclasses.fields(self) if f.init}
+        unknown = sorted(set(changes) - names)
+        if unknown:
+            raise TypeError(
+                f"SamplingParams has no field {', '.join(unknown)}; "
+                f"allowed: {', '.join(sorted(names))}"
+            )
+        values = {name: getattr(self, name) for name in names}
+        values["stop"] = list(self.stop or [])
+        values["stop_token_ids"] = list(self.stop_token_ids or [])
+        values.update(changes)
+        return SamplingParams(**values)
+
+
+def _stop_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise TypeError(f"stop must be a str, a list of str or None, got {_type_name(value)}")
+    out: list[str] = []
+    for s in items:
+        if not isinstance(s, str):
+            raise TypeError(f"stop must contain only str, got {_type_name(s)} ({s!r})")
+        if not s:
+            raise ValueError("stop strings must be non-empty, got ''")
+        out.append(s)
+    return out
+
+
+def _id_list(value: Any) -> list[int]:
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"stop_token_ids must be a list of int or None, got {_type_name(value)}")
+    for k, i in enumerate(value):
+        check_int(f"stop_token_ids[{k}]", i, lo=0)
+    return list(value)

@@ -1,0 +1,8 @@
+"""Local test fixtures: deterministic tiny checkpoints and tokenizers (no downloads)."""
+
+from __future__ import annotations
+
+from tandem.core.testing.models import MODEL_SIZES, make_model
+from tandem.core.testing.tokenizer import make_tokenizer
+
+__all__ = ["MODEL_SIZES", "make_model", "make_tokenizer"]

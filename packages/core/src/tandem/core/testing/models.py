@@ -1,0 +1,174 @@
+"""Deterministic Llama-family checkpoints made locally with transformers' own classes.
+
+``make_model()`` writes a real Hugging Face checkpoint (config.json, safetensors,
+generation_config.json, tokenizer) and caches it under ``TANDEM_CACHE_DIR`` in a
+directory named after a digest of every setting, so a changed setting can never reuse
+a stale model. The directory appears atomically (built in a temp dir, then renamed), so
+parallel test workers either see a complete model or none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tandem.core import envs
+from tandem.core.testing.tokenizer import make_tokenizer
+
+FORMAT_VERSION = 1
+STAMP = "tandem_model.json"
+
+MODEL_SIZES: dict[str, dict[str, Any]] = {
+    "tiny": {
+        "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512,
+        "max_position_embeddings": 512, "initializer_range": 0.15,
+    },
+    "small": {
+        "hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 8,
+        "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 8192,
+        "max_position_embeddings": 2048, "initializer_range": 0.05,
+    },
+}
+
+# The checkpoint traps each architecture carries (sizes above may still override them).
+ARCHS: dict[str, tuple[str, dict[str, Any]]] = {
+    "llama": ("LlamaConfig", {  # GQA + llama3 rope scaling
+        "rope_parameters": {
+            "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+            "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 64,
+        },
+        "rms_norm_eps": 1e-5,
+    }),
+    "mistral": ("MistralConfig", {  # MQA + head_dim != hidden/heads + linear rope scaling
+        "num_key_value_heads": 1, "head_dim": 32,
+        "rope_parameters": {"rope_type": "linear", "rope_theta": 1000000.0, "factor": 2.0},
+        "rms_norm_eps": 1e-5,
+    }),
+    "qwen2": ("Qwen2Config", {  # q/k/v bias + tied embeddings
+        "tie_word_embeddings": True,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+        "rms_norm_eps": 1e-6,
+    }),
+}
+
+
+def settings(size: str = "tiny", arch: str = "llama", seed: int = 0,
+             max_shard_size: str | int | None = None, **overrides: Any) -> dict[str, Any]:
+    """Every setting that determines the checkpoint (validated), as a JSON-able dict."""
+    if size not in MODEL_SIZES:
+        raise ValueError(f"size must be one of {', '.join(MODEL_SIZES)}, got {size!r}")
+    if arch not in ARCHS:
+        raise ValueError(f"arch must be one of {', '.join(ARCHS)}, got {arch!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    if max_shard_size is not None and not isinstance(max_shard_size, (str, int)):
+        raise TypeError(f"max_shard_size must be a size like '200KB' or bytes, "
+                        f"got {max_shard_size!r}")
+    config_cls = _config_class(arch)
+    known = set(config_cls().to_dict())
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"unknown {config_cls.__name__} override(s) {', '.join(unknown)}; "
+                         "overrides must be config.json fields")
+    config = {**MODEL_SIZES[size], **ARCHS[arch][1], **overrides}
+    return {
+        "format": FORMAT_VERSION, "size": size, "arch": arch, "seed": seed,
+        "max_shard_size": max_shard_size, "config": config,
+    }
+
+
+def make_model(path: str | os.PathLike[str] | None = None, size: str = "tiny",
+               arch: str = "llama", *, seed: int = 0, max_shard_size: str | int | None = None,
+               **overrides: Any) -> Path:
+    """Make (or reuse) the checkpoint; returns its directory.
+
+    ``path=None`` caches under ``TANDEM_CACHE_DIR/models``; ``max_shard_size`` writes a
+    sharded checkpoint with ``model.safetensors.index.json``; ``overrides`` are config
+    fields (e.g. ``num_hidden_layers=1``).
+    """
+    spec = settings(size, arch, seed, max_shard_size, **overrides)
+    blob = json.dumps(spec, sort_keys=True)
+    if path is None:
+        digest = hashlib.sha256(blob.encode()).hexdigest()[:16]
+        target = Path(envs.TANDEM_CACHE_DIR) / "models" / f"{arch}-{size}-{digest}"
+    elif isinstance(path, (str, os.PathLike)):
+        target = Path(path)
+    else:
+        raise TypeError(f"path must be a str, os.PathLike or None, got {type(path).__name__}")
+    if _matches(target, blob):
+        return target
+    if target.exists() and any(target.iterdir()):
+        raise ValueError(f"path {str(target)!r} already holds something other than this "
+                         "model; pass an empty or new directory")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        _write(tmp, spec)
+        (tmp / STAMP).write_text(blob)
+        if target.exists():
+            target.rmdir()  # an empty directory left for us
+        os.rename(tmp, target)
+    except OSError:
+        if not _matches(target, blob):  # not a lost race: a real failure
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _matches(target: Path, blob: str) -> bool:
+    stamp = target / STAMP
+    return stamp.is_file() and stamp.read_text() == blob
+
+
+def _config_class(arch: str) -> Any:
+    import transformers
+
+    return getattr(transformers, ARCHS[arch][0])
+
+
+def _write(directory: Path, spec: dict[str, Any]) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+    from transformers.utils import logging as hf_logging
+
+    make_tokenizer(directory, vocab_size=spec["config"]["vocab_size"])
+    tok = AutoTokenizer.from_pretrained(directory)
+    ids = {"bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id,
+           "pad_token_id": tok.pad_token_id}
+    config = _config_class(spec["arch"])(**spec["config"], **ids)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec["seed"])
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        _perturb(model)
+    kwargs = {} if spec["max_shard_size"] is None else {"max_shard_size": spec["max_shard_size"]}
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        model.save_pretrained(directory, **kwargs)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+    GenerationConfig(**ids).save_pretrained(directory)
+
+
+def _perturb(model: torch.nn.Module) -> None:
+    """Give biases and norm weights non-trivial values (transformers inits them to 0 and 1).
+
+    Without this a checkpoint could not tell a model that drops the q/k/v bias or the
+    norm weight from one that applies them. Draws from the caller's seeded generator.
+    """
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith(".bias"):
+                param.normal_(0.0, 0.2)
+            elif name.endswith("norm.weight"):
+                param.normal_(1.0, 0.2)

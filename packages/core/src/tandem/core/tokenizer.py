@@ -1,0 +1,116 @@
+"""A thin wrapper over a local Hugging Face tokenizer with the calls the engines need.
+
+Decoding never applies ``clean_up_tokenization_spaces``: that post-pass rewrites text
+across token boundaries (" ." -> "."), which would make decoding a sequence differ from
+joining the decodes of its parts, and streaming relies on that equality.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "tokenizer.model",
+    "vocab.json",
+)
+
+
+class Tokenizer:
+    """The engines' view of a tokenizer: encode, decode and the special ids."""
+
+    __slots__ = ("_all_special_ids", "_vocab_size", "hf", "path")
+
+    def __init__(self, hf_tokenizer: Any, path: Path | None = None) -> None:
+        for name in ("encode", "decode", "convert_ids_to_tokens"):
+            if not callable(getattr(hf_tokenizer, name, None)):
+                raise TypeError(
+                    f"hf_tokenizer must be a transformers tokenizer (missing {name}()), "
+                    f"got {type(hf_tokenizer).__name__}"
+                )
+        self.hf = hf_tokenizer
+        self.path = path
+        self._vocab_size = len(hf_tokenizer)
+        self._all_special_ids = list(hf_tokenizer.all_special_ids)
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return self.hf.eos_token_id
+
+    @property
+    def bos_token_id(self) -> int | None:
+        return self.hf.bos_token_id
+
+    @property
+    def pad_token_id(self) -> int | None:
+        return self.hf.pad_token_id
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids the tokenizer can produce, added tokens included."""
+        return self._vocab_size
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        return list(self._all_special_ids)
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        return list(self.hf.encode(text, add_special_tokens=add_special_tokens))
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        """Text of ``ids``. Ids past the tokenizer's vocab (models often pad their
+        embedding matrix beyond it) decode to nothing, as in transformers."""
+        checked = self._check_ids(ids)
+        return self.hf.decode(
+            checked,
+            skip_special_tokens=skip_special_tokens,
+            clean_up_tokenization_spaces=False,
+        )
+
+    def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
+        return list(self.hf.convert_ids_to_tokens(self._check_ids(ids)))
+
+    def _check_ids(self, ids: Sequence[int]) -> list[int]:
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+            raise TypeError(f"ids must be a sequence of ints, got {type(ids).__name__}")
+        out = list(ids)
+        for i in out:
+            if isinstance(i, bool) or not isinstance(i, int):
+                raise TypeError(f"ids must be ints, got {type(i).__name__} ({i!r})")
+            if i < 0:
+                raise ValueError(f"token ids must be >= 0, got {i}")
+        return out
+
+    def __len__(self) -> int:
+        return self._vocab_size
+
+    def __repr__(self) -> str:
+        return f"Tokenizer(path={str(self.path)!r}, vocab_size={self._vocab_size})"
+
+
+def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
+    """Load the tokenizer saved in the local directory ``path`` (never downloads)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"tokenizer path must be a str or os.PathLike, got {type(path).__name__}")
+    root = Path(path)
+    if not root.exists():
+        raise ValueError(f"tokenizer directory does not exist: {root}")
+    if not root.is_dir():
+        raise ValueError(f"tokenizer path must be a directory, got a file: {root}")
+    if not any((root / name).is_file() for name in TOKENIZER_FILES):
+        raise ValueError(
+            f"no tokenizer found in {root}: expected one of {', '.join(TOKENIZER_FILES)}"
+        )
+    from transformers import AutoTokenizer
+
+    try:
+        hf = AutoTokenizer.from_pretrained(str(root), local_files_only=True)
+    except Exception as exc:  # transformers raises many kinds; keep the cause attached
+        raise ValueError(f"could not load the tokenizer in {root}: {exc}") from exc
+    return Tokenizer(hf, path=root)

@@ -1,0 +1,92 @@
+"""Paged KV block manager: which cache blocks each sequence owns.
+
+A sequence holding ``L`` tokens needs ``ceil(L / block_size)`` blocks; token ``j`` lives
+in ``block_table[j // block_size]`` at offset ``j % block_size`` (the layout of
+:mod:`tandem.kernels.reference`). Blocks are never shared in v0, so a free list is all
+the bookkeeping there is.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from tandem.v0.sequence import Sequence
+
+
+def blocks_for(num_tokens: int, block_size: int) -> int:
+    """How many blocks hold ``num_tokens`` tokens."""
+    return -(-num_tokens // block_size)
+
+
+class BlockManager:
+    def __init__(self, num_blocks: int, block_size: int) -> None:
+        if not isinstance(num_blocks, int) or num_blocks < 1:
+            raise ValueError(f"num_blocks must be an int >= 1, got {num_blocks!r}")
+        if not isinstance(block_size, int) or block_size < 1:
+            raise ValueError(f"block_size must be an int >= 1, got {block_size!r}")
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self._free: deque[int] = deque(range(num_blocks))
+        self._owner: dict[int, int] = {}  # block -> seq_id
+
+    # counts -------------------------------------------------------------------------
+    @property
+    def num_free_blocks(self) -> int:
+        return len(self._free)
+
+    @property
+    def num_used_blocks(self) -> int:
+        return self.num_blocks - len(self._free)
+
+    @property
+    def usage(self) -> float:
+        return self.num_used_blocks / self.num_blocks
+
+    # allocation ---------------------------------------------------------------------
+    def blocks_needed(self, seq: Sequence, num_new_tokens: int) -> int:
+        """Extra blocks ``seq`` needs to also hold its next ``num_new_tokens`` tokens."""
+        if num_new_tokens < 0:
+            raise ValueError(f"num_new_tokens must be >= 0, got {num_new_tokens}")
+        total = seq.num_computed_tokens + num_new_tokens
+        return max(0, blocks_for(total, self.block_size) - len(seq.block_table))
+
+    def can_allocate(self, seq: Sequence, num_new_tokens: int) -> bool:
+        return self.blocks_needed(seq, num_new_tokens) <= len(self._free)
+
+    def allocate(self, seq: Sequence, num_new_tokens: int) -> None:
+        """Grow ``seq.block_table`` so that its next ``num_new_tokens`` tokens have slots."""
+        need = self.blocks_needed(seq, num_new_tokens)
+        if need > len(self._free):
+            raise RuntimeError(
+                f"out of KV blocks: sequence {seq.seq_id} needs {need}, "
+                f"{len(self._free)} free (call can_allocate first)"
+            )
+        for _ in range(need):
+            block = self._free.popleft()
+            self._owner[block] = seq.seq_id
+            seq.block_table.append(block)
+
+    def can_append_slot(self, seq: Sequence) -> bool:
+        """Whether the one token a decode step adds fits (a new block if the last is full)."""
+        return self.can_allocate(seq, 1)
+
+    def append_slot(self, seq: Sequence) -> None:
+        self.allocate(seq, 1)
+
+    def free(self, seq: Sequence) -> None:
+        """Return every block of ``seq`` (finished, aborted or preempted)."""
+        for block in seq.block_table:
+            if self._owner.pop(block, None) != seq.seq_id:
+                raise RuntimeError(f"block {block} is not owned by sequence {seq.seq_id}")
+            self._free.append(block)
+        seq.block_table = []
+
+    def check(self) -> None:
+        """Internal consistency: every block is either free or owned, exactly once."""
+        free = set(self._free)
+        if len(free) != len(self._free):
+            raise AssertionError("a block appears twice in the free list")
+        if free & self._owner.keys():
+            raise AssertionError("a block is both free and owned")
+        if len(free) + len(self._owner) != self.num_blocks:
+            raise AssertionError("blocks leaked: free + owned != num_blocks")

@@ -1,0 +1,112 @@
+"""The v0 model runner: owns the model, the paged KV caches and the sampler.
+
+One :meth:`ModelRunner.execute` call is one forward pass over the scheduled batch
+(prefills first, then decodes, as the scheduler returns it): it flattens the new tokens,
+builds the attention metadata, runs the model, computes logits only where they are
+needed (the last position of every sequence that samples, plus the prompt positions of
+requests that asked for prompt logprobs) and samples. The sampler is passed in by the
+owner, so swapping it never needs a patch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from tandem.core.attention_metadata import build_metadata
+from tandem.v0.sampler import Sampler, SampleResult, SamplingRow
+from tandem.v0.scheduler import ScheduledSeq
+
+
+@dataclass(slots=True)
+class StepRequest:
+    """What the runner does with one scheduled sequence beyond computing its K/V."""
+
+    item: ScheduledSeq
+    row: SamplingRow | None = None  # set when this step ends the sequence's known tokens
+    prompt_logprobs: int | None = None  # top-k of prompt logprobs wanted for this chunk
+
+
+@dataclass(slots=True)
+class StepResult:
+    samples: dict[int, SampleResult] = field(default_factory=dict)  # seq_id -> sample
+    # seq_id -> (first prompt position, entries); entry i scores the token at position+1
+    prompt_logprobs: dict[int, tuple[int, list[dict[int, tuple[float, int]]]]] = field(
+        default_factory=dict
+    )
+
+
+class ModelRunner:
+    def __init__(
+        self,
+        model: Any,
+        kv_caches: list[tuple[Tensor, Tensor]],
+        block_size: int,
+        sampler: Sampler,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        if not callable(getattr(model, "compute_logits", None)):
+            raise TypeError(f"model must have compute_logits(), got {type(model).__name__}")
+        if not callable(sampler):
+            raise TypeError(f"sampler must be callable, got {type(sampler).__name__}")
+        self.model = model
+        self.kv_caches = kv_caches
+        self.block_size = block_size
+        self.sampler = sampler
+        self.device = torch.device(device)
+
+    @torch.inference_mode()
+    def execute(self, batch: Sequence[StepRequest]) -> StepResult:
+        result = StepResult()
+        if not batch:
+            return result
+        ids: list[int] = []
+        positions: list[int] = []
+        query_lens: list[int] = []
+        seq_lens: list[int] = []
+        tables: list[list[int]] = []
+        for req in batch:
+            it = req.item
+            end = it.start + it.num_new_tokens
+            ids += it.seq.token_slice(it.start, end)
+            positions += range(it.start, end)
+            query_lens.append(it.num_new_tokens)
+            seq_lens.append(end)
+            tables.append(it.seq.block_table)
+        dev = self.device
+        meta = build_metadata(query_lens, seq_lens, tables, self.block_size, device=dev)
+        input_ids = torch.tensor(ids, dtype=torch.int64, device=dev)  # [T]
+        pos = torch.tensor(positions, dtype=torch.int64, device=dev)  # [T]
+        hidden = self.model.forward(input_ids, pos, self.kv_caches, meta)  # [T, C]
+
+        offsets = [0]
+        for q in query_lens:
+            offsets.append(offsets[-1] + q)
+        sampling = [(b, r) for b, r in enumerate(batch) if r.row is not None]
+        if sampling:
+            last = torch.tensor([offsets[b + 1] - 1 for b, _ in sampling], device=dev)
+            logits = self.model.compute_logits(hidden[last])  # [S, V]
+            samples = self.sampler(logits, [r.row for _, r in sampling])
+            for (_, r), s in zip(sampling, samples):
+                result.samples[r.item.seq.seq_id] = s
+        for b, req in enumerate(batch):
+            if req.prompt_logprobs is not None:
+                self._prompt_logprobs(req, hidden[offsets[b] : offsets[b + 1]], result)
+        return result
+
+    def _prompt_logprobs(self, req: StepRequest, hidden: Tensor, result: StepResult) -> None:
+        # hidden: [Q, C] for positions start .. start+Q-1; position p predicts token p+1
+        it = req.item
+        seq = it.seq
+        stop = min(it.start + it.num_new_tokens, seq.num_prompt_tokens - 1)
+        count = stop - it.start
+        if count <= 0:
+            return
+        logits = self.model.compute_logits(hidden[:count])  # [count, V]
+        nxt = seq.prompt_token_ids[it.start + 1 : stop + 1]
+        entries = self.sampler.prompt_logprobs(logits, nxt, req.prompt_logprobs)
+        result.prompt_logprobs[seq.seq_id] = (it.start, entries)

@@ -1,0 +1,52 @@
+"""Entry point of engine v1's child processes: ``python -m tandem.v1.child ROLE DIR PPID``.
+
+Sets up the life-cycle guards (parent-death signal, parent watch, SIGTERM/SIGINT ->
+clean exit) before importing anything heavy, then runs the role's loop.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import sys
+
+from tandem.v1.procs import (
+    Terminate,
+    install_signal_handlers,
+    set_parent_death_signal,
+    watch_parent,
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 3:
+        print("usage: python -m tandem.v1.child {core,detokenizer} IPC_DIR PARENT_PID",
+              file=sys.stderr)
+        return 2
+    role, ipc_dir, ppid_text = args
+    parent = int(ppid_text)
+    set_parent_death_signal(signal.SIGTERM)
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        return 0
+    install_signal_handlers()
+    watch_parent(parent)
+    faulthandler.enable()
+    try:
+        if role == "core":
+            from tandem.v1.core_proc import run
+        elif role == "detokenizer":
+            from tandem.v1.detok_proc import run
+        else:
+            print(f"role must be one of core, detokenizer; got {role!r}", file=sys.stderr)
+            return 2
+        return run(ipc_dir)
+    except Terminate:
+        return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(code)

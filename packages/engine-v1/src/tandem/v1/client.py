@@ -1,0 +1,175 @@
+"""Clients of the engine core: in another process (``MPClient``) or in this one.
+
+Both offer ``send(msg)``, ``results(block)`` and ``shutdown()``. ``MPClient`` owns two
+children (engine core, detokenizer), four ``ipc://`` sockets in a private temporary
+directory and a ZMQ context; all of them live in a ``_Resources`` object that a
+``weakref.finalize`` releases, so an engine dropped without ``shutdown()`` still
+cleans up, and the finalizer keeps no reference to the client itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import tempfile
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+
+from tandem.v1 import messages as m
+from tandem.v1.errors import EngineDeadError, EngineStartupError
+from tandem.v1.ipc import endpoint, write_payload
+from tandem.v1.procs import describe_exit, launch, stop
+
+POLL_MS = 100
+ROLES = ("core", "detokenizer")
+
+
+@dataclass(slots=True)
+class _Resources:
+    ipc_dir: str | None = None
+    ctx: zmq.Context | None = None
+    sockets: list[zmq.Socket] = field(default_factory=list)
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def close(self) -> None:
+        stop(list(self.procs.values()))
+        for sock in self.sockets:
+            sock.close(linger=0)
+        self.sockets.clear()
+        if self.ctx is not None:
+            self.ctx.term()
+            self.ctx = None
+        if self.ipc_dir is not None:
+            shutil.rmtree(self.ipc_dir, ignore_errors=True)
+            self.ipc_dir = None
+
+
+class MPClient:
+    """Talks to the detokenizer process, which fronts the engine-core process."""
+
+    def __init__(self, payload: dict[str, Any], ready_timeout: float) -> None:
+        self._res = res = _Resources()
+        self._finalizer = weakref.finalize(self, res.close)
+        self.dead: str | None = None
+        self.num_kv_blocks = 0
+        try:
+            res.ipc_dir = tempfile.mkdtemp(prefix="tandem-v1-")
+            write_payload(res.ipc_dir, payload)
+            res.ctx = zmq.Context()
+            self._out = res.ctx.socket(zmq.PUSH)
+            self._in = res.ctx.socket(zmq.PULL)
+            res.sockets += [self._out, self._in]
+            self._out.bind(endpoint(res.ipc_dir, "client_in"))
+            self._in.bind(endpoint(res.ipc_dir, "client_out"))
+            for role in ROLES:
+                res.procs[role] = launch(role, res.ipc_dir)
+            self._handshake(ready_timeout)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    @property
+    def pids(self) -> dict[str, int]:
+        return {role: p.pid for role, p in self._res.procs.items()}
+
+    @property
+    def ipc_dir(self) -> str | None:
+        return self._res.ipc_dir
+
+    def _handshake(self, timeout: float) -> None:
+        waiting = set(ROLES)
+        deadline = time.monotonic() + timeout
+        while waiting:
+            if time.monotonic() > deadline:
+                raise EngineStartupError(
+                    f"engine v1: {', '.join(sorted(waiting))} not ready after {timeout:g} s "
+                    f"(TANDEM_ENGINE_READY_TIMEOUT)"
+                )
+            if not self._in.poll(POLL_MS):
+                self._check_procs(startup=True)
+                continue
+            msg = m.to_client.decode(self._in.recv())
+            if isinstance(msg, m.Ready):
+                waiting.discard(msg.who)
+                if msg.who == "core":
+                    self.num_kv_blocks = msg.num_kv_blocks
+            elif isinstance(msg, m.Failed):
+                raise EngineStartupError(self._failure_text(msg))
+
+    def _failure_text(self, msg: m.Failed) -> str:
+        proc = self._res.procs.get(msg.who)
+        code = ""
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = f" ({describe_exit(proc.wait(timeout=5))})"
+        stage = "failed to start" if msg.during_startup else "failed"
+        return (
+            f"engine v1: the {msg.who} process (pid {msg.pid}) {stage}{code}; "
+            f"its traceback:\n{msg.traceback}"
+        )
+
+    def _check_procs(self, startup: bool = False) -> None:
+        for role, proc in self._res.procs.items():
+            code = proc.poll()
+            if code is not None:
+                what = "died during start-up" if startup else "died"
+                text = (f"engine v1: the {role} process (pid {proc.pid}) {what}: "
+                        f"{describe_exit(code)}")
+                raise (EngineStartupError if startup else EngineDeadError)(text)
+
+    # -- use -----------------------------------------------------------------------
+    def _alive(self) -> None:
+        if self.dead is not None:
+            raise EngineDeadError(f"{self.dead}\nThe engine is unusable; create a new one.")
+
+    def _die(self, text: str) -> EngineDeadError:
+        self.dead = text
+        stop(list(self._res.procs.values()), grace=1.0)
+        return EngineDeadError(f"{text}\nThe engine is unusable; create a new one.")
+
+    def send(self, msg: m.AddRequest | m.Abort) -> None:
+        self._alive()
+        data = m.encode(msg)
+        while True:
+            try:
+                self._out.send(data, zmq.NOBLOCK)
+                return
+            except zmq.Again:
+                self._watch()
+                self._out.poll(POLL_MS, zmq.POLLOUT)
+
+    def _watch(self) -> None:
+        try:
+            self._check_procs()
+        except EngineDeadError as exc:
+            # a child that failed may have sent its traceback just before exiting
+            deadline = time.monotonic() + 0.5
+            while self._in.poll(max(int((deadline - time.monotonic()) * 1000), 0)):
+                msg = m.to_client.decode(self._in.recv())
+                if isinstance(msg, m.Failed):
+                    raise self._die(self._failure_text(msg)) from None
+            raise self._die(str(exc)) from None
+
+    def results(self, block: bool) -> list[m.Result]:
+        """Every result available now; with ``block``, wait until there is at least one."""
+        self._alive()
+        out: list[m.Result] = []
+        while True:
+            while self._in.poll(0):
+                msg = m.to_client.decode(self._in.recv())
+                if isinstance(msg, m.Results):
+                    out.extend(msg.results)
+                elif isinstance(msg, m.Failed):
+                    raise self._die(self._failure_text(msg))
+            if out or not block:
+                return out
+            if not self._in.poll(POLL_MS):
+                self._watch()
+
+    def shutdown(self) -> None:
+        self._finalizer()

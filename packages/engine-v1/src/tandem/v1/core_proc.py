@@ -1,0 +1,71 @@
+"""The engine core's busy loop in its child process.
+
+It blocks on its input socket only while it has nothing to do; otherwise it drains
+every pending message without waiting and runs one step.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+
+import zmq
+
+from tandem.v1 import messages as m
+from tandem.v1.ipc import endpoint, load_payload
+from tandem.v1.procs import Terminate
+
+
+def run(ipc_dir: str) -> int:
+    ctx = zmq.Context()
+    inp = ctx.socket(zmq.PULL)
+    out = ctx.socket(zmq.PUSH)
+    linger = 0
+    try:
+        inp.bind(endpoint(ipc_dir, "core_in"))
+        out.bind(endpoint(ipc_dir, "core_out"))
+        try:
+            from tandem.v1.engine_core import EngineCore
+
+            core = EngineCore(load_payload(ipc_dir)["config"])
+        except Exception:
+            linger = 2000
+            out.send(m.encode(m.Failed("core", os.getpid(), traceback.format_exc(), True)))
+            return 1
+        out.send(m.encode(m.Ready("core", os.getpid(), core.num_kv_blocks)))
+        try:
+            loop(core, inp, out)
+        except Exception:
+            linger = 2000
+            out.send(m.encode(m.Failed("core", os.getpid(), traceback.format_exc(), False)))
+            return 1
+        return 0
+    except Terminate:
+        return 0
+    finally:
+        inp.close(linger=0)
+        out.close(linger=linger)
+        ctx.term()
+
+
+def loop(core: object, inp: zmq.Socket, out: zmq.Socket) -> None:
+    from tandem.v1.engine_core import EngineCore
+
+    assert isinstance(core, EngineCore)
+    poller = zmq.Poller()
+    poller.register(inp, zmq.POLLIN)
+    while True:
+        wait = None if not core.has_work() else 0
+        if poller.poll(wait):
+            while True:
+                try:
+                    raw = inp.recv(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                done = core.handle(m.to_core.decode(raw))
+                if done:
+                    out.send(m.encode(m.CoreOutputs(done)))
+        if core.has_work():
+            outputs = core.step()
+            if outputs:
+                out.send(m.encode(m.CoreOutputs(outputs)))

@@ -1,0 +1,143 @@
+"""``tandem.v1.LLMEngine``: the same interface as engine v0, served by child processes.
+
+``add_request`` validates in this process and sends; ``step`` returns every output
+that arrived (waiting for at least one while requests are unfinished). A dead child
+turns into :class:`EngineDeadError` within a fraction of a second, and every later call
+says the engine is unusable.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tandem.core import envs
+from tandem.core.outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
+from tandem.core.tokenizer import load_tokenizer
+from tandem.v1 import messages as m
+from tandem.v1.errors import EngineDeadError
+from tandem.v1.processor import Processor
+
+
+def _logprobs(raw: dict[int, tuple[float, int, str | None]] | None) -> dict[int, Logprob] | None:
+    if raw is None:
+        return None
+    return {tok: Logprob(lp, rank, text) for tok, (lp, rank, text) in raw.items()}
+
+
+class LLMEngine:
+    def __init__(self, config: Any, multiprocess: bool = True) -> None:
+        if not isinstance(multiprocess, bool):
+            raise TypeError(f"multiprocess must be a bool, got {multiprocess!r}")
+        self.config = config
+        self.tokenizer = load_tokenizer(config.model.tokenizer)
+        self.processor = Processor(config, self.tokenizer)
+        self._metrics: dict[str, RequestMetrics] = {}
+        self._closed = False
+        if multiprocess:
+            from tandem.v1.client import MPClient
+
+            payload = {"config": config, "tokenizer": str(config.model.tokenizer)}
+            self.client: Any = MPClient(payload, float(envs.TANDEM_ENGINE_READY_TIMEOUT))
+        else:
+            from tandem.v1.inproc_client import InprocClient
+
+            self.client = InprocClient(config, self.tokenizer)
+
+    @classmethod
+    def from_engine_args(cls, engine_args: Any, multiprocess: bool = True) -> LLMEngine:
+        from tandem.core.config import EngineArgs
+
+        if not isinstance(engine_args, EngineArgs):
+            raise TypeError(f"engine_args must be an EngineArgs, got {type(engine_args).__name__}")
+        return cls(engine_args.create_config(), multiprocess=multiprocess)
+
+    # -- the engine interface ---------------------------------------------------------
+    def _usable(self) -> None:
+        if self._closed:
+            raise RuntimeError("this engine was shut down; create a new one")
+
+    def add_request(self, request_id: str, prompt: str | list[int], params: Any = None) -> None:
+        self._usable()
+        if isinstance(request_id, str) and request_id in self._metrics:
+            raise ValueError(f"request_id {request_id!r} is already running")
+        msg = self.processor.process(request_id, prompt, params)
+        self.client.send(msg)
+        self._metrics[request_id] = RequestMetrics(arrival_time=time.monotonic())
+
+    def abort_request(self, request_id: str | list[str]) -> None:
+        ids = [request_id] if isinstance(request_id, str) else list(request_id)
+        live = [rid for rid in ids if self._metrics.pop(rid, None) is not None]
+        if not live or self._closed or self.client.dead is not None:
+            return
+        self.client.send(m.Abort(live))
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self._metrics)
+
+    def get_num_unfinished_requests(self) -> int:
+        return len(self._metrics)
+
+    def step(self) -> list[RequestOutput]:
+        self._usable()
+        if not self._metrics:
+            return []
+        latest: dict[str, m.Result] = {}
+        for res in self.client.results(block=True):
+            if res.request_id in self._metrics:
+                latest[res.request_id] = res
+        return [self._output(res) for res in latest.values()]
+
+    def _output(self, res: m.Result) -> RequestOutput:
+        metrics = self._metrics[res.request_id]
+        now = time.monotonic()
+        if metrics.first_token_time is None and any(c.token_ids for c in res.outputs):
+            metrics.first_token_time = now
+        if res.finished:
+            metrics.finished_time = now
+            del self._metrics[res.request_id]
+        outputs = [
+            CompletionOutput(
+                index=c.index,
+                text=c.text,
+                token_ids=list(c.token_ids),
+                cumulative_logprob=c.cumulative_logprob,
+                logprobs=[_logprobs(d) for d in c.logprobs] if c.logprobs is not None else None,
+                finish_reason=c.finish_reason,
+                stop_reason=c.stop_reason,
+            )
+            for c in res.outputs
+        ]
+        return RequestOutput(
+            request_id=res.request_id,
+            prompt=res.prompt,
+            prompt_token_ids=list(res.prompt_token_ids),
+            prompt_logprobs=[_logprobs(d) for d in res.prompt_logprobs]
+            if res.prompt_logprobs is not None else None,
+            outputs=outputs,
+            finished=res.finished,
+            num_cached_tokens=res.num_cached_tokens,
+            metrics=metrics,
+        )
+
+    # -- life cycle -------------------------------------------------------------------
+    @property
+    def is_dead(self) -> bool:
+        return self.client.dead is not None
+
+    def shutdown(self) -> None:
+        """Stop the children, close the sockets, remove the socket dir; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._metrics.clear()
+        self.client.shutdown()
+
+    def __enter__(self) -> LLMEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+__all__ = ["EngineDeadError", "LLMEngine"]

@@ -1,0 +1,35 @@
+"""The engine core and the output processor in the caller's process (tests, debugging)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tandem.v1 import messages as m
+from tandem.v1.engine_core import EngineCore
+from tandem.v1.output_processor import OutputProcessor
+
+
+class InprocClient:
+    def __init__(self, config: Any, tokenizer: Any) -> None:
+        self.core = EngineCore(config)
+        self.outputs = OutputProcessor(tokenizer)
+        self.num_kv_blocks = self.core.num_kv_blocks
+        self.dead: str | None = None
+
+    def send(self, msg: m.AddRequest | m.Abort) -> None:
+        if isinstance(msg, m.AddRequest):
+            self.outputs.add(msg)
+        else:
+            self.outputs.abort(msg.request_ids)
+        self.core.handle(msg)
+
+    def results(self, block: bool) -> list[m.Result]:
+        if not self.core.has_work():
+            return []
+        results, stopped = self.outputs.process(self.core.step())
+        if stopped:
+            self.core.abort([], stopped)
+        return results
+
+    def shutdown(self) -> None:
+        self.core = None  # type: ignore[assignment]

@@ -1,0 +1,181 @@
+"""Paged KV blocks with prefix caching: chained block hashes, ref counts, LRU eviction.
+
+A *full* block (``block_size`` tokens whose K/V is computed) gets a hash chained from
+its parent's hash and its own tokens, so equal hashes mean equal prefixes. A hit is
+verified against the stored parent hash and tokens before it is used, so a hash
+collision can only cost a miss, never a wrong answer.
+
+Blocks with ref count 0 sit in a free queue in the order they were freed; allocation
+takes the least recently freed one first, dropping its cached hash at that moment.
+A cached free block can be revived by a hit until then.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from tandem.v1.request import Request
+
+_ROOT = 0x7A4D3E  # parent hash of a sequence's first block
+
+
+@dataclass(slots=True, eq=False)
+class Block:
+    id: int
+    ref: int = 0
+    hash: int | None = None  # set while the block is in the prefix cache
+    parent: int | None = None
+    tokens: tuple[int, ...] | None = None
+
+
+def chain_hash(parent: int, tokens: tuple[int, ...]) -> int:
+    return hash((parent, tokens))
+
+
+class KVCacheManager:
+    """Owns every block and the block table of every running request."""
+
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool) -> None:
+        if num_blocks < 1:
+            raise ValueError(f"num_blocks must be >= 1, got {num_blocks}")
+        if block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size}")
+        self.block_size = block_size
+        self.num_blocks = num_blocks
+        self.caching = enable_prefix_caching
+        self.blocks = [Block(i) for i in range(num_blocks)]
+        self.free: OrderedDict[int, Block] = OrderedDict((b.id, b) for b in self.blocks)
+        self.cached: dict[int, Block] = {}
+        self.tables: dict[str, list[Block]] = {}
+        self.hits = 0
+        self.queries = 0
+
+    # -- queries ------------------------------------------------------------------
+    @property
+    def num_free(self) -> int:
+        return len(self.free)
+
+    def table(self, key: str) -> list[int]:
+        return [b.id for b in self.tables.get(key, ())]
+
+    def blocks_needed(self, num_tokens: int) -> int:
+        return -(-num_tokens // self.block_size)
+
+    # -- prefix cache -------------------------------------------------------------
+    def update_hashes(self, req: Request) -> None:
+        """Extend ``req.block_hashes`` over every full block of its known tokens."""
+        bs = self.block_size
+        tokens = req.all_token_ids
+        while (len(req.block_hashes) + 1) * bs <= len(tokens):
+            i = len(req.block_hashes)
+            parent = req.block_hashes[-1] if i else _ROOT
+            req.block_hashes.append(chain_hash(parent, tuple(tokens[i * bs : (i + 1) * bs])))
+
+    def lookup(self, req: Request) -> list[Block]:
+        """The longest verified cached prefix of ``req``, leaving >= 1 token to compute."""
+        if not self.caching or req.wants_prompt_logprobs:
+            return []
+        self.update_hashes(req)
+        bs = self.block_size
+        tokens = req.all_token_ids
+        limit = (len(tokens) - 1) // bs  # the last known token is always recomputed
+        found: list[Block] = []
+        parent = _ROOT
+        for i, h in enumerate(req.block_hashes[:limit]):
+            block = self.cached.get(h)
+            chunk = tuple(tokens[i * bs : (i + 1) * bs])
+            if block is None or block.parent != parent or block.tokens != chunk:
+                break
+            found.append(block)
+            parent = h
+        self.queries += 1
+        self.hits += bool(found)
+        return found
+
+    def cache_full_blocks(self, req: Request) -> None:
+        """Publish the request's computed full blocks in the prefix cache."""
+        if not self.caching:
+            return
+        self.update_hashes(req)
+        bs = self.block_size
+        table = self.tables.get(req.key, [])
+        n_full = min(req.num_computed_tokens // bs, len(table), len(req.block_hashes))
+        tokens = req.all_token_ids
+        for i in range(n_full):
+            block = table[i]
+            if block.hash is not None:
+                continue
+            h = req.block_hashes[i]
+            if h in self.cached:  # an equal block is already published
+                continue
+            block.hash = h
+            block.parent = req.block_hashes[i - 1] if i else _ROOT
+            block.tokens = tuple(tokens[i * bs : (i + 1) * bs])
+            self.cached[h] = block
+
+    # -- allocation ---------------------------------------------------------------
+    def allocate(self, req: Request, num_new_tokens: int, hit: list[Block] | None = None) -> bool:
+        """Make room for ``num_new_tokens`` more tokens of ``req`` (after ``hit`` blocks).
+
+        All or nothing: returns False and changes nothing when blocks run short.
+        """
+        table = self.tables.get(req.key, [])
+        hit = hit or []
+        if hit and table:
+            raise ValueError(f"request {req.key}: prefix hit given for a request with blocks")
+        total = req.num_computed_tokens + len(hit) * self.block_size + num_new_tokens
+        need = self.blocks_needed(total) - len(table) - len(hit)
+        revived = sum(1 for b in hit if b.ref == 0)
+        if need + revived > self.num_free:
+            return False
+        for block in hit:
+            if block.ref == 0:
+                del self.free[block.id]
+            block.ref += 1
+        new = [self._take() for _ in range(max(need, 0))]
+        self.tables[req.key] = table + hit + new
+        return True
+
+    def _take(self) -> Block:
+        _, block = self.free.popitem(last=False)
+        if block.hash is not None:
+            del self.cached[block.hash]
+            block.hash = block.parent = block.tokens = None
+        block.ref = 1
+        return block
+
+    def release(self, req: Request) -> None:
+        """Drop the request's blocks; tail blocks go to the free queue first (evicted first)."""
+        for block in reversed(self.tables.pop(req.key, [])):
+            if block.ref <= 0:
+                raise RuntimeError(f"block {block.id} freed twice (request {req.key})")
+            block.ref -= 1
+            if block.ref == 0:
+                self.free[block.id] = block
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached hash; only possible while no block is in use."""
+        if self.num_free != self.num_blocks:
+            return False
+        for block in self.blocks:
+            block.hash = block.parent = block.tokens = None
+        self.cached.clear()
+        return True
+
+    def check(self) -> None:
+        """Raise if the bookkeeping is inconsistent (used by tests and debug checks)."""
+        refs = [0] * self.num_blocks
+        for table in self.tables.values():
+            for block in table:
+                refs[block.id] += 1
+        for block in self.blocks:
+            if block.ref != refs[block.id]:
+                raise AssertionError(f"block {block.id}: ref {block.ref} != users {refs[block.id]}")
+            if (block.ref == 0) != (block.id in self.free):
+                raise AssertionError(f"block {block.id}: ref {block.ref}, in free queue mismatch")
+            if block.hash is not None and self.cached.get(block.hash) is not block:
+                raise AssertionError(f"block {block.id}: hash not in the cache map")
+        for h, block in self.cached.items():
+            if block.hash != h:
+                raise AssertionError(f"cache entry {h} points at block {block.id}")

@@ -1,0 +1,134 @@
+"""Typed messages between the client, the engine core and the detokenizer (msgspec).
+
+Paths (every path is one ordered ZMQ PUSH -> PULL pipe):
+
+* client -> detokenizer: ``AddRequest`` / ``Abort`` (the detokenizer registers the
+  request, then forwards it to the core, so an abort can never overtake its request);
+* detokenizer -> core: the same messages, plus ``Abort`` when a stop string ends a request;
+* core -> detokenizer: ``CoreOutputs`` (new token ids, logprobs, finish flags) and status;
+* detokenizer -> client: ``Results`` (ready-made output records) and status.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class SamplingSpec(msgspec.Struct, array_like=True, frozen=True):
+    """The sampling fields the core needs; ``seed`` is always set (drawn if absent)."""
+
+    seed: int
+    temperature: float
+    top_p: float
+    top_k: int
+    min_p: float
+    presence_penalty: float
+    frequency_penalty: float
+    repetition_penalty: float
+    max_tokens: int
+    min_tokens: int
+    ignore_eos: bool
+    stop_token_ids: list[int]
+    logprobs: int | None
+    prompt_logprobs: int | None
+
+
+class DetokSpec(msgspec.Struct, array_like=True, frozen=True):
+    """What the detokenizer needs to turn tokens into text and to apply stop strings."""
+
+    prompt: str | None
+    stop: list[str]
+    include_stop_str_in_output: bool
+    skip_special_tokens: bool
+    min_tokens: int
+
+
+class AddRequest(msgspec.Struct, tag="add", array_like=True, frozen=True):
+    request_id: str
+    prompt_token_ids: list[int]
+    n: int
+    sampling: SamplingSpec
+    detok: DetokSpec
+
+
+class Abort(msgspec.Struct, tag="abort", array_like=True, frozen=True):
+    """Stop whole requests (``request_ids``) and single samples (``(request_id, index)``)."""
+
+    request_ids: list[str]
+    samples: list[tuple[str, int]] = []
+
+
+class Ready(msgspec.Struct, tag="ready", array_like=True, frozen=True):
+    who: str
+    pid: int
+    num_kv_blocks: int = 0
+
+
+class Failed(msgspec.Struct, tag="failed", array_like=True, frozen=True):
+    """A child's fatal error; ``during_startup`` tells a start-up failure from a crash."""
+
+    who: str
+    pid: int
+    traceback: str
+    during_startup: bool
+
+
+# One top-k entry: (token id, logprob, rank).
+TopEntry = tuple[int, float, int]
+
+
+class CoreOutput(msgspec.Struct, array_like=True, frozen=True):
+    request_id: str
+    index: int
+    new_token_ids: list[int]
+    new_logprobs: list[float] = []  # raw logprob of each new token
+    # one list of top entries per new token (the sampled token first), when asked
+    logprobs: list[list[TopEntry]] | None = None
+    # one list per prompt position (position 0 has none: an empty list), when asked
+    prompt_logprobs: list[list[TopEntry]] | None = None
+    finish_reason: str | None = None
+    stop_reason: int | str | None = None
+    num_cached_tokens: int = 0
+
+
+class CoreOutputs(msgspec.Struct, tag="outputs", array_like=True, frozen=True):
+    outputs: list[CoreOutput]
+
+
+class Completion(msgspec.Struct, array_like=True, frozen=True):
+    index: int
+    text: str
+    token_ids: list[int]
+    cumulative_logprob: float | None
+    # per output token: {token id: (logprob, rank, decoded text)}
+    logprobs: list[dict[int, tuple[float, int, str | None]]] | None
+    finish_reason: str | None
+    stop_reason: int | str | None
+
+
+class Result(msgspec.Struct, array_like=True, frozen=True):
+    request_id: str
+    prompt: str | None
+    prompt_token_ids: list[int]
+    prompt_logprobs: list[dict[int, tuple[float, int, str | None]] | None] | None
+    outputs: list[Completion]
+    finished: bool
+    num_cached_tokens: int
+
+
+class Results(msgspec.Struct, tag="results", array_like=True, frozen=True):
+    results: list[Result]
+
+
+ToCore = AddRequest | Abort
+FromCore = CoreOutputs | Ready | Failed
+ToClient = Results | Ready | Failed
+
+_encoder = msgspec.msgpack.Encoder()
+to_core = msgspec.msgpack.Decoder(ToCore)
+from_core = msgspec.msgpack.Decoder(FromCore)
+to_client = msgspec.msgpack.Decoder(ToClient)
+
+
+def encode(msg: msgspec.Struct) -> bytes:
+    return _encoder.encode(msg)

@@ -1,0 +1,155 @@
+"""Runs one scheduled step: batch -> model forward -> sampler.
+
+Rows are laid out prefills first (whole prompts, chunks, recomputes), then decodes,
+as the attention metadata requires. Only requests whose every known token is computed
+after this step are sampled; a partial chunk only fills the cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from tandem.core.attention_metadata import build_metadata
+from tandem.core.kv_cache import allocate_kv_caches
+from tandem.core.loader import load_model
+from tandem.v1.input_batch import InputBatch
+from tandem.v1.kv_cache_manager import KVCacheManager
+from tandem.v1.messages import TopEntry
+from tandem.v1.request import Request
+from tandem.v1.sampler import Sampler, SamplingBatch
+from tandem.v1.scheduler import SchedulerOutput
+
+
+@dataclass(slots=True)
+class StepResult:
+    sampled: dict[str, int]  # request key -> new token
+    sampled_logprob: dict[str, float]  # request key -> raw logprob of the new token
+    logprobs: dict[str, list[TopEntry]]  # request key -> sampled token first, then top-k
+    prompt_logprobs: dict[str, list[list[TopEntry]]]  # request key -> new prompt positions
+
+
+class ModelRunner:
+    def __init__(self, config: object, sampler: Sampler | None = None) -> None:
+        self.config = config
+        mc = config.model
+        self.device = config.device
+        self.model = load_model(mc, config.device, config.dtype)
+        self.block_size = config.cache.block_size
+        self.num_kv_blocks = config.cache.resolve_num_blocks(config.kv_bytes_per_block)
+        self.kv_caches = allocate_kv_caches(
+            mc.num_layers, mc.num_kv_heads, mc.head_dim, self.num_kv_blocks,
+            self.block_size, config.dtype, config.device,
+        )
+        self.batch = InputBatch(config.scheduler.max_num_seqs, mc.max_model_len,
+                                mc.vocab_size, mc.eos_token_ids)
+        self.sampler = sampler if sampler is not None else Sampler()
+        self.eos_ids = mc.eos_token_ids
+
+    def remove(self, key: str) -> None:
+        self.batch.remove(key)
+
+    @torch.inference_mode()
+    def execute(self, sched: SchedulerOutput, kv: KVCacheManager) -> StepResult:
+        reqs = sorted(sched.requests, key=lambda r: self._is_decode(r, sched))
+        ids: list[Tensor] = []
+        positions: list[Tensor] = []
+        query_lens, seq_lens, tables = [], [], []
+        for req in reqs:
+            n = sched.num_tokens[req.key]
+            row = self.batch.row(req)
+            start = req.num_computed_tokens
+            ids.append(self.batch.token_ids[row, start : start + n])
+            positions.append(torch.arange(start, start + n, dtype=torch.int64))
+            query_lens.append(n)
+            seq_lens.append(start + n)
+            tables.append(kv.table(req.key))
+        meta = build_metadata(query_lens, seq_lens, tables, self.block_size, self.device)
+        input_ids = torch.cat(ids).to(self.device)  # [T]
+        pos = torch.cat(positions).to(self.device)  # [T]
+        hidden = self.model(input_ids, pos, self.kv_caches, meta)  # [T, C]
+
+        ends = torch.tensor(query_lens).cumsum(0) - 1  # [B] last token of each row
+        done = [i for i, r in enumerate(reqs) if seq_lens[i] == r.num_tokens]
+        result = StepResult({}, {}, {}, {})
+        self._prompt_logprobs(reqs, query_lens, hidden, result)
+        if not done:
+            return result
+        chosen = [reqs[i] for i in done]
+        logits = self.model.compute_logits(hidden[ends[done].to(self.device)])  # [B, V]
+        sb = self._sampling_batch(chosen)
+        out = self.sampler(logits, self.batch, sb)
+        tokens = out.tokens.cpu()
+        self.batch.append(sb.rows, tokens)
+        token_list = tokens.tolist()
+        for req, tok in zip(chosen, token_list):
+            result.sampled[req.key] = tok
+        lps, tids, ranks = out.logprobs.tolist(), out.token_ids.tolist(), out.ranks.tolist()
+        for i, req in enumerate(chosen):
+            result.sampled_logprob[req.key] = lps[i][0]
+            k = req.sampling.logprobs
+            if k is not None:
+                result.logprobs[req.key] = list(zip(tids[i], lps[i], ranks[i]))[: k + 1]
+        return result
+
+    @staticmethod
+    def _is_decode(req: Request, sched: SchedulerOutput) -> bool:
+        return sched.num_tokens[req.key] == 1 and req.num_computed_tokens > 0
+
+    def _sampling_batch(self, reqs: list[Request]) -> SamplingBatch:
+        rows = torch.tensor([self.batch.rows[r.key] for r in reqs], dtype=torch.int64)
+        counters = torch.tensor([len(r.output_token_ids) for r in reqs], dtype=torch.int64)
+        mask_rows: list[int] = []
+        mask_tokens: list[int] = []
+        for i, r in enumerate(reqs):
+            s = r.sampling
+            if len(r.output_token_ids) < s.min_tokens:
+                banned = list(s.stop_token_ids) + ([] if s.ignore_eos else self.eos_ids)
+                for tok in dict.fromkeys(banned):
+                    if 0 <= tok < self.batch.vocab_size:
+                        mask_rows.append(i)
+                        mask_tokens.append(tok)
+        asked = [r.sampling.logprobs for r in reqs if r.sampling.logprobs is not None]
+        return SamplingBatch(
+            rows=rows,
+            counters=counters,
+            mask_rows=torch.tensor(mask_rows, dtype=torch.int64),
+            mask_tokens=torch.tensor(mask_tokens, dtype=torch.int64),
+            max_logprobs=max(asked, default=-1),
+            any_penalties=any(
+                r.sampling.presence_penalty != 0 or r.sampling.frequency_penalty != 0
+                or r.sampling.repetition_penalty != 1 for r in reqs),
+            any_sampling=any(r.sampling.temperature != 0 for r in reqs),
+        )
+
+    def _prompt_logprobs(self, reqs: list[Request], query_lens: list[int], hidden: Tensor,
+                         result: StepResult) -> None:
+        offset = 0
+        for req, n in zip(reqs, query_lens):
+            lo = offset
+            offset += n
+            k = req.sampling.prompt_logprobs
+            start = req.num_computed_tokens
+            plen = req.num_prompt_tokens
+            if k is None or start + n <= req.prompt_logprobs_sent or start >= plen:
+                continue
+            entries: list[list[TopEntry]] = [] if req.prompt_logprobs_sent else [[]]
+            # positions p in [start, end) predict prompt token p + 1
+            first = max(start, req.prompt_logprobs_sent - 1 if req.prompt_logprobs_sent else 0)
+            end = min(start + n, plen - 1)
+            if end > first:
+                h = hidden[lo + first - start : lo + end - start]
+                lp = self.model.compute_logits(h).float().log_softmax(dim=-1)  # [P, V]
+                target = torch.tensor(req.prompt_token_ids[first + 1 : end + 1])
+                vals, tids, ranks = (t.tolist() for t in _tops(lp, target, k))
+                entries += [list(zip(tids[i], vals[i], ranks[i])) for i in range(len(vals))]
+            req.prompt_logprobs_sent = max(end + 1, 1)
+            result.prompt_logprobs[req.key] = entries
+
+
+def _tops(lp: Tensor, target: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
+    from tandem.v1.sampler import top_logprobs
+
+    return top_logprobs(lp, target.to(lp.device), k)

@@ -1,0 +1,100 @@
+"""Starting, watching and stopping engine v1's child processes.
+
+Children are fresh interpreters (``python -m tandem.v1.child ROLE DIR PARENT_PID``)
+started with ``subprocess``: nothing of the caller's state (threads, CUDA context,
+open sockets, its ``__main__`` module) is inherited, a script without an
+``if __name__ == "__main__"`` guard still works, and both children import in
+parallel, so start-up costs one torch import (about a second or two) rather than a
+fork of a possibly multi-threaded parent.
+
+A child exits by itself when its parent goes away: it asks the kernel for SIGTERM on
+parent death (``PR_SET_PDEATHSIG``; Linux only, and bound to the parent *thread*),
+and a watch thread polls the parent pid as a fallback for every other case.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+PR_SET_PDEATHSIG = 1
+
+
+class Terminate(BaseException):
+    """Raised in a child's main thread by SIGTERM/SIGINT: unwind and exit cleanly."""
+
+
+def set_parent_death_signal(sig: int = signal.SIGTERM) -> bool:
+    """Ask Linux to send ``sig`` when the parent dies; False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _raise_terminate(signum: int, frame: object) -> None:
+    raise Terminate(signal.Signals(signum).name)
+
+
+def install_signal_handlers() -> None:
+    signal.signal(signal.SIGTERM, _raise_terminate)
+    signal.signal(signal.SIGINT, _raise_terminate)
+
+
+def watch_parent(parent_pid: int, interval: float = 0.25) -> threading.Thread:
+    """Daemon thread that SIGTERMs this process once ``parent_pid`` is no longer its parent."""
+
+    def run() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(interval)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    thread = threading.Thread(target=run, name="tandem-parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def launch(role: str, ipc_dir: str) -> subprocess.Popen[bytes]:
+    """Start one child; its stdout/stderr are the caller's, its stdin is closed."""
+    if role not in ("core", "detokenizer"):
+        raise ValueError(f"role must be one of core, detokenizer; got {role!r}")
+    cmd = [sys.executable, "-m", "tandem.v1.child", role, ipc_dir, str(os.getpid())]
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env, close_fds=True)
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by {name}"
+    return f"exited with code {returncode}"
+
+
+def stop(procs: list[subprocess.Popen[bytes]], grace: float = 5.0) -> None:
+    """SIGTERM every live child, wait up to ``grace`` seconds, then SIGKILL; reap all."""
+    for proc in procs:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,83 @@
+"""The batched sampler: every row of a step sampled with tensor ops only.
+
+Order (shared with engine v0, so seeded draws agree token for token): min-tokens
+mask, penalties, temperature, top-k, top-p, min-p, then greedy argmax or a seeded draw
+whose counter is the index of the output token being sampled. Logprobs come from the
+raw log-softmax, before any processing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from tandem.kernels.sampling import (
+    apply_min_p,
+    apply_penalties,
+    apply_temperature,
+    apply_top_k,
+    apply_top_p,
+    sample_seeded,
+)
+from tandem.v1.input_batch import InputBatch
+
+
+@dataclass(slots=True)
+class SamplingBatch:
+    rows: Tensor  # [B] int64 rows of the input batch
+    counters: Tensor  # [B] int64 index of the token being sampled
+    mask_rows: Tensor  # [K] int64 (index into B) of tokens banned by min_tokens
+    mask_tokens: Tensor  # [K] int64
+    max_logprobs: int  # largest top-k logprobs asked for in the batch (-1: none)
+    any_penalties: bool
+    any_sampling: bool
+
+
+@dataclass(slots=True)
+class SamplerOutput:
+    tokens: Tensor  # [B] int64
+    logprobs: Tensor  # [B, 1 + k] raw logprob of the sampled token, then of the top k
+    token_ids: Tensor  # [B, 1 + k]
+    ranks: Tensor  # [B, 1 + k]
+
+
+def top_logprobs(logprobs: Tensor, chosen: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Logprob, id and rank (1 = best) of ``chosen`` [B] then of the top ``k``: [B, 1 + k]."""
+    picked = logprobs.gather(1, chosen[:, None])  # [B, 1]
+    rank = (logprobs > picked).sum(dim=1, keepdim=True) + 1  # [B, 1]
+    top = logprobs.topk(k, dim=1) if k > 0 else None
+    vals = [picked] + ([top.values] if top is not None else [])
+    ids = [chosen[:, None]] + ([top.indices] if top is not None else [])
+    ranks = [rank] + ([torch.arange(1, k + 1).expand(len(chosen), k)] if k > 0 else [])
+    return torch.cat(vals, 1), torch.cat(ids, 1), torch.cat(ranks, 1)
+
+
+class Sampler:
+    def __call__(self, logits: Tensor, batch: InputBatch, sb: SamplingBatch) -> SamplerOutput:
+        # logits: [B, V]
+        logits = logits.float()
+        raw = logits.log_softmax(dim=-1)  # [B, V]
+        rows = sb.rows
+        x = logits
+        if sb.mask_rows.numel():
+            x = x.index_put((sb.mask_rows, sb.mask_tokens), torch.tensor(float("-inf")))
+        if sb.any_penalties:
+            x = apply_penalties(x, batch.prompt_mask[rows], batch.output_counts[rows],
+                                batch.presence[rows], batch.frequency[rows],
+                                batch.repetition[rows])
+        temp = batch.temperature[rows]
+        greedy = temp == 0
+        if sb.any_sampling:
+            x = apply_temperature(x, temp)
+            x = apply_top_k(x, batch.top_k[rows])
+            x = apply_top_p(x, batch.top_p[rows])
+            x = apply_min_p(x, batch.min_p[rows])
+            probs = x.softmax(dim=-1)
+            drawn = sample_seeded(probs, batch.seeds[rows], sb.counters)
+            tokens = torch.where(greedy, x.argmax(dim=-1), drawn)
+        else:
+            tokens = x.argmax(dim=-1)
+        lp, ids, ranks = top_logprobs(raw, tokens, max(sb.max_logprobs, 0))
+        return SamplerOutput(tokens, lp, ids, ranks)

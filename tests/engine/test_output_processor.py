@@ -1,0 +1,71 @@
+"""Stop rules on hand-fed tokens (EOS cannot be forced out of a random tiny model)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tandem.core.sampling_params import SamplingParams
+from tandem.core.tokenizer import load_tokenizer
+from tandem.v0.output_processor import OutputProcessor
+from tandem.v0.sampler import SampleResult
+from tandem.v0.sequence import Request, Sequence
+
+EOS = 2
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_llama):
+    return load_tokenizer(tiny_llama)
+
+
+def feed(tokenizer, params: SamplingParams, tokens: list[int], max_tokens: int = 10,
+         max_model_len: int = 64) -> tuple[Sequence, list[bool]]:
+    proc = OutputProcessor(tokenizer, [EOS], max_model_len)
+    seq = Sequence(0, "r", 0, [1, 50], max_tokens, seed=0)
+    req = Request("r", None, [1, 50], params, [seq])
+    proc.start(req)
+    done = []
+    for t in tokens:
+        done.append(proc.append(req, seq, SampleResult(t, -0.5, 1)))
+        if done[-1]:
+            break
+    return seq, done
+
+
+def test_eos_stops_with_no_stop_reason(tokenizer) -> None:
+    seq, done = feed(tokenizer, SamplingParams(), [60, 61, EOS])
+    assert done == [False, False, True]
+    assert (seq.finish_reason, seq.stop_reason) == ("stop", None)
+    assert seq.output_token_ids == [60, 61, EOS]
+    assert seq.text == tokenizer.decode([60, 61])
+    assert seq.cumulative_logprob == pytest.approx(-1.5)
+
+
+def test_ignore_eos_and_min_tokens_keep_going(tokenizer) -> None:
+    _, done = feed(tokenizer, SamplingParams(ignore_eos=True), [EOS, 60])
+    assert done == [False, False]
+    _, done = feed(tokenizer, SamplingParams(min_tokens=3), [60, EOS, EOS, EOS])
+    assert done == [False, False, True]
+
+
+def test_length_and_max_model_len(tokenizer) -> None:
+    seq, done = feed(tokenizer, SamplingParams(), [60, 61, 62], max_tokens=3)
+    assert done[-1] and seq.finish_reason == "length"
+    seq, done = feed(tokenizer, SamplingParams(), [60, 61], max_model_len=4)
+    assert done == [False, True] and seq.finish_reason == "length"
+
+
+def test_stop_token_text_included_on_request(tokenizer) -> None:
+    seq, _ = feed(tokenizer, SamplingParams(stop_token_ids=[61]), [60, 61])
+    assert (seq.finish_reason, seq.stop_reason, seq.text) == ("stop", 61, tokenizer.decode([60]))
+    seq, _ = feed(tokenizer, SamplingParams(stop_token_ids=[61], include_stop_str_in_output=True),
+                  [60, 61])
+    assert seq.text == tokenizer.decode([60, 61])
+
+
+def test_stop_string_across_tokens(tokenizer) -> None:
+    ids = tokenizer.encode("the cat sat on the mat", add_special_tokens=False)
+    seq, done = feed(tokenizer, SamplingParams(stop=["on the"]), ids, max_tokens=len(ids))
+    assert any(done)
+    assert (seq.finish_reason, seq.stop_reason) == ("stop", "on the")
+    assert seq.text == "the cat sat "

@@ -1,0 +1,111 @@
+"""Loading safetensors checkpoints: single vs sharded, and the errors for broken ones."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from tandem.core.loader import INDEX_FILE, load_model, weight_files
+
+
+def copy_checkpoint(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_sharded_and_single_load_identical_weights(model_dirs, sharded_dir):
+    assert len(weight_files(sharded_dir)) > 1
+    assert weight_files(model_dirs["llama"]) == [model_dirs["llama"] / "model.safetensors"]
+    single = load_model(model_dirs["llama"]).state_dict()
+    sharded = load_model(sharded_dir).state_dict()
+    assert single.keys() == sharded.keys()
+    for name in single:
+        assert torch.equal(single[name], sharded[name]), name
+
+
+def test_loaded_model_is_eval_without_grad(model_dirs):
+    model = load_model(model_dirs["qwen2"])
+    assert not model.training
+    assert all(not p.requires_grad for p in model.parameters())
+    assert model.lm_head is None  # tied embeddings
+
+
+def test_dtype_is_applied(model_dirs):
+    model = load_model(model_dirs["mistral"], dtype=torch.bfloat16)
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+
+
+def test_missing_shard_is_named(sharded_dir, tmp_path):
+    broken = copy_checkpoint(sharded_dir, tmp_path / "ckpt")
+    index = json.loads((broken / INDEX_FILE).read_text())
+    victim = sorted(set(index["weight_map"].values()))[1]
+    (broken / victim).unlink()
+    with pytest.raises(ValueError, match=f"missing shard.*{victim}"):
+        load_model(broken)
+
+
+def test_wrong_shape_names_tensor_and_both_shapes(model_dirs, tmp_path):
+    broken = copy_checkpoint(model_dirs["llama"], tmp_path / "ckpt")
+    tensors = load_file(broken / "model.safetensors")
+    name = "model.layers.1.self_attn.k_proj.weight"
+    expected = list(tensors[name].shape)
+    tensors[name] = torch.zeros(expected[0] + 1, expected[1])
+    save_file(tensors, broken / "model.safetensors")
+    with pytest.raises(ValueError) as info:
+        load_model(broken)
+    message = str(info.value)
+    assert name in message
+    assert str([expected[0] + 1, expected[1]]) in message and str(expected) in message
+
+
+def test_missing_and_unexpected_weights_are_listed(model_dirs, tmp_path):
+    broken = copy_checkpoint(model_dirs["llama"], tmp_path / "ckpt")
+    tensors = load_file(broken / "model.safetensors")
+    del tensors["model.norm.weight"]
+    tensors["model.extra.weight"] = torch.zeros(2)
+    save_file(tensors, broken / "model.safetensors")
+    with pytest.raises(ValueError, match=r"missing weights \(1\): model\.norm\.weight.*"
+                                         r"unexpected weights \(1\): model\.extra\.weight"):
+        load_model(broken)
+
+
+def test_no_weights_and_no_config(model_dirs, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match=r"no config\.json"):
+        load_model(empty)
+    shutil.copy(model_dirs["llama"] / "config.json", empty / "config.json")
+    with pytest.raises(ValueError, match=r"expected model\.safetensors or"):
+        load_model(empty)
+
+
+def test_bad_dtype_and_model_config(model_dirs):
+    with pytest.raises(TypeError, match=r"dtype must be a floating torch\.dtype"):
+        load_model(model_dirs["llama"], dtype=torch.int32)
+    with pytest.raises(TypeError, match="model_config must be a checkpoint path"):
+        load_model(42)
+
+
+def test_model_config_object_is_accepted(model_dirs):
+    from transformers import AutoConfig
+
+    class Config:
+        model = str(model_dirs["llama"])
+        hf_config = AutoConfig.from_pretrained(model_dirs["llama"])
+        dtype = torch.float16
+
+    model = load_model(Config())
+    assert model.model.embed_tokens.weight.dtype == torch.float16
+
+
+def test_engine_model_config_is_accepted(model_dirs):
+    from tandem.core.config import EngineArgs
+
+    config = EngineArgs(model=str(model_dirs["qwen2"]), device="cpu").create_config()
+    model = load_model(config.model, device=config.device, dtype=config.dtype)
+    assert type(model).__name__ == "Qwen2ForCausalLM"

@@ -1,0 +1,91 @@
+"""Reading Llama-family configs: registry, rope settings (new and legacy), bad values."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from tandem.core.attention_metadata import build_metadata
+from tandem.core.layers.rotary import inv_freq
+from tandem.core.models import get_model_class, supported_architectures
+from tandem.core.models.spec import ModelSpec, read_rope
+
+
+def hf(**kw):
+    base = dict(architectures=["LlamaForCausalLM"], vocab_size=32, hidden_size=16,
+                intermediate_size=32, num_hidden_layers=1, num_attention_heads=4,
+                num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6)
+    return SimpleNamespace(**{**base, **kw})
+
+
+def test_registry():
+    assert supported_architectures() == ["LlamaForCausalLM", "MistralForCausalLM",
+                                         "Qwen2ForCausalLM"]
+    assert get_model_class("MistralForCausalLM").__name__ == "MistralForCausalLM"
+    with pytest.raises(ValueError, match=r"must be one of LlamaForCausalLM, Mistral.*got 'Gpt2'"):
+        get_model_class("Gpt2")
+
+
+def test_legacy_rope_attributes():
+    rope = read_rope(hf(rope_theta=1234.0, rope_scaling={"type": "linear", "factor": 4.0}))
+    assert (rope.theta, rope.type, rope.factor) == (1234.0, "linear", 4.0)
+    assert read_rope(hf()).theta == 10000.0
+
+
+def test_rope_parameters_take_precedence():
+    rope = read_rope(hf(rope_theta=1.0, rope_parameters={
+        "rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 32}))
+    assert (rope.theta, rope.type, rope.original_max_position) == (5e5, "llama3", 32)
+
+
+def test_rope_matches_transformers_inv_freq():
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    params = {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    config = LlamaConfig(hidden_size=64, num_attention_heads=2, rope_parameters=params)
+    expected, _ = ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
+    torch.testing.assert_close(inv_freq(32, read_rope(config)), expected)
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1.0}}, "rope_type must be one"),
+        ({"num_key_value_heads": 3}, "num_key_value_heads must be a positive divisor"),
+        ({"hidden_size": 0}, r"config\.hidden_size must be a positive integer, got 0"),
+        ({"architectures": []}, "config.architectures must name"),
+        ({"head_dim": 5}, "head_dim must be even"),
+    ],
+)
+def test_bad_configs(kw, match):
+    with pytest.raises(ValueError, match=match):
+        ModelSpec.from_hf(hf(**kw))
+
+
+def test_spec_traps():
+    spec = ModelSpec.from_hf(hf(architectures=["Qwen2ForCausalLM"], head_dim=12,
+                                tie_word_embeddings=True))
+    assert spec.qkv_bias and not spec.o_bias and spec.tie_word_embeddings
+    assert spec.head_dim == 12
+
+
+def test_forward_rejects_bad_inputs(tandem_models):
+    model = tandem_models["llama"]
+    meta = build_metadata([2], [2], [[0]], 4)
+    caches = [(torch.zeros(2, 4, 2, 16), torch.zeros(2, 4, 2, 16))] * 2
+    ids, pos = torch.tensor([5, 6]), torch.tensor([0, 1])
+    with pytest.raises(ValueError, match="input_ids must be a 1-D long tensor"):
+        model(ids.int(), pos, caches, meta)
+    with pytest.raises(ValueError, match="positions must have the shape"):
+        model(ids, pos[:1], caches, meta)
+    with pytest.raises(ValueError, match=r"one \(k_cache, v_cache\) per layer \(2\), got 1"):
+        model(ids, pos, caches[:1], meta)
+    with pytest.raises(ValueError, match="attn_metadata covers 2 tokens but input_ids has 3"):
+        model(torch.tensor([5, 6, 7]), torch.tensor([0, 1, 2]), caches, meta)
+    with pytest.raises(ValueError, match=r"hidden must have shape \[N, 64\]"):
+        model.compute_logits(torch.zeros(2, 3))

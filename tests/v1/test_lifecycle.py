@@ -1,0 +1,148 @@
+"""Engine v1's life cycle: start-up failure, crashes, parent death, clean shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tandem.core.sampling_params import SamplingParams
+from tandem.v1 import EngineDeadError, LLMEngine
+from tandem.v1.errors import EngineStartupError
+
+GREEDY = SamplingParams(temperature=0, max_tokens=200, ignore_eos=True)
+
+
+def children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def gone(pid: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_shutdown_leaves_nothing(make_args: Any) -> None:
+    before_fds = psutil.Process().num_fds()
+    engine = LLMEngine.from_engine_args(make_args())
+    pids, ipc_dir = engine.client.pids, engine.client.ipc_dir
+    assert ipc_dir is not None and os.path.isdir(ipc_dir)
+    engine.shutdown()
+    engine.shutdown()  # idempotent
+    assert not os.path.exists(ipc_dir)
+    assert all(gone(pid, 0.1) for pid in pids.values())
+    assert not children() & set(pids.values())
+    assert psutil.Process().num_fds() == before_fds
+    with pytest.raises(RuntimeError, match="shut down"):
+        engine.add_request("x", [1, 2], GREEDY)
+
+
+def test_dropped_engine_is_finalized(make_args: Any) -> None:
+    engine = LLMEngine.from_engine_args(make_args())
+    pids, ipc_dir = engine.client.pids, engine.client.ipc_dir
+    del engine  # the finalizer holds no reference to the client
+    assert all(gone(pid) for pid in pids.values())
+    assert not os.path.exists(ipc_dir)
+
+
+@pytest.mark.parametrize("role", ["core", "detokenizer"])
+def test_killed_child_raises_engine_dead_error(role: str, make_args: Any) -> None:
+    with LLMEngine.from_engine_args(make_args()) as engine:
+        engine.add_request("a", [5, 6, 7], GREEDY)
+        engine.step()
+        os.kill(engine.client.pids[role], signal.SIGKILL)
+        start = time.monotonic()
+        with pytest.raises(EngineDeadError, match=f"{role} process .* SIGKILL"):
+            while True:
+                engine.step()
+        assert time.monotonic() - start < 5
+        assert engine.is_dead
+        with pytest.raises(EngineDeadError, match="unusable"):
+            engine.add_request("b", [1], GREEDY)
+        other = [pid for r, pid in engine.client.pids.items() if r != role]
+        assert all(gone(pid) for pid in other)
+    with LLMEngine.from_engine_args(make_args()) as fresh:  # a new engine works
+        fresh.add_request("c", [5, 6], SamplingParams(max_tokens=2))
+        while fresh.has_unfinished_requests():
+            fresh.step()
+
+
+def test_start_up_failure_carries_the_child_traceback(make_args: Any, tiny_dir: Path,
+                                                      tmp_path: Path) -> None:
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for f in tiny_dir.iterdir():
+        if f.is_file():
+            (bad / f.name).write_bytes(f.read_bytes())
+    weights = next(bad.glob("*.safetensors"))
+    args = make_args(bad)
+    config = args.create_config()  # the parent's checks pass ...
+    weights.write_bytes(b"not a safetensors file")  # ... the child's load fails
+    before = children()
+    with pytest.raises(EngineStartupError, match="core process .* failed to start") as info:
+        LLMEngine(config)
+    assert "Traceback" in str(info.value)
+    assert children() <= before
+
+
+PARENT = textwrap.dedent("""
+    import sys, time
+    from tandem.core.config import EngineArgs
+    from tandem.v1 import LLMEngine
+    engine = LLMEngine.from_engine_args(EngineArgs(model=sys.argv[1], device="cpu"))
+    print(" ".join(str(p) for p in engine.client.pids.values()), flush=True)
+    time.sleep(600)
+""")
+
+
+@pytest.mark.slow
+def test_children_exit_when_the_parent_is_killed(tiny_dir: Path) -> None:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tiny_dir)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        line = parent.stdout.readline()
+        pids = [int(p) for p in line.split()]
+        assert len(pids) == 2, line
+        parent.kill()
+        parent.wait()
+        assert all(gone(pid) for pid in pids)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        parent.stdout.close()
+
+
+@pytest.mark.parametrize("cycles", [pytest.param(3, id="3"),
+                                    pytest.param(50, id="50", marks=pytest.mark.slow)])
+def test_create_shutdown_cycles_do_not_grow(cycles: int, make_args: Any) -> None:
+    import threading
+
+    proc = psutil.Process()
+    args = make_args()
+
+    def cycle() -> None:
+        with LLMEngine.from_engine_args(args) as engine:
+            engine.add_request("a", [5, 6], SamplingParams(max_tokens=1))
+            while engine.has_unfinished_requests():
+                engine.step()
+
+    cycle()  # warm imports and caches
+    fds, threads, kids = proc.num_fds(), threading.active_count(), children()
+    for _ in range(cycles):
+        cycle()
+    assert proc.num_fds() == fds
+    assert threading.active_count() == threads
+    assert children() == kids

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from tandem.v1 import messages as m
+
+SPEC = m.SamplingSpec(7, 0.5, 0.9, 3, 0.1, 0.2, 0.3, 1.1, 16, 2, True, [5], 2, 1)
+DETOK = m.DetokSpec("hi", ["x"], True, False, 2)
+
+
+def test_requests_round_trip() -> None:
+    add = m.AddRequest("r", [1, 2], 3, SPEC, DETOK)
+    assert m.to_core.decode(m.encode(add)) == add
+    ab = m.Abort(["r"], [("q", 1)])
+    assert m.to_core.decode(m.encode(ab)) == ab
+
+
+def test_core_and_client_messages_round_trip() -> None:
+    out = m.CoreOutputs([m.CoreOutput("r", 1, [4], [-0.5], [[(4, -0.5, 1)]], None,
+                                      "stop", 4, 8)])
+    assert m.from_core.decode(m.encode(out)) == out
+    res = m.Results([m.Result("r", None, [1], [None, {2: (-1.0, 1, "a")}],
+                              [m.Completion(0, "t", [4], -0.5, None, "length", None)],
+                              True, 0)])
+    assert m.to_client.decode(m.encode(res)) == res
+    for msg in (m.Ready("core", 1, 9), m.Failed("core", 1, "tb", True)):
+        assert m.to_client.decode(m.encode(msg)) == msg
+
+
+def test_wrong_message_on_a_path_is_rejected() -> None:
+    with pytest.raises(msgspec.ValidationError):
+        m.to_core.decode(m.encode(m.Ready("core", 1, 0)))
