@@ -39,7 +39,9 @@ def pytest_sessionfinish(session):
 
 def _suite(folder: Path, tests: int, preload: list[str]) -> None:
     (folder / "conftest.py").write_text(TIMER)
-    body = "".join(f"def test_{i}():\n    assert {i} >= 0\n\n" for i in range(tests))
+    # every mode has the heavy modules loaded (pytest-forked forks the pytest process itself)
+    head = "".join(f"import {name}  # noqa: F401\n" for name in preload) + "\n\n"
+    body = head + "".join(f"def test_{i}():\n    assert {i} >= 0\n\n" for i in range(tests))
     (folder / "test_bench.py").write_text(body)
     (folder / "pytest.ini").write_text(
         "[pytest]\nharness_preload = " + " ".join(preload) + "\nharness_watch_prefixes = tandem\n")

@@ -230,3 +230,35 @@ def test_duplicate_op_definitions_fail_the_session(demo: pytest.Pytester) -> Non
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*custom op demo::twice defined twice: first at *ops_a.py:*"
                                  ", again at *ops_b.py:*"])
+
+
+@pytest.mark.slow
+def test_replaced_op_implementation_fails_the_session(demo: pytest.Pytester) -> None:
+    _need_torch()
+    ini(demo, "harness_preload = torch")
+    demo.makepyfile(ops_a="""
+        import torch
+
+        @torch.library.custom_op("demo::norm", mutates_args=())
+        def norm(x: torch.Tensor) -> torch.Tensor:
+            return x.clone()
+
+        @norm.register_kernel("cpu")
+        def _(x):
+            return x.clone()
+    """, ops_b="""
+        import ops_a
+
+        @ops_a.norm.register_kernel("cpu")
+        def _(x):
+            return x * 0
+    """, test_ops="""
+        import ops_a, ops_b
+
+        def test_x():
+            pass
+    """)
+    result = run(demo)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*custom op demo::norm has its kernel:cpu implementation "
+                                 "replaced: first at *ops_a.py:*, again at *ops_b.py:*"])

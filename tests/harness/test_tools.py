@@ -8,7 +8,7 @@ import sys
 import types
 
 import pytest
-from hx_support import run
+from hx_support import ini, run
 
 from tandem.harness import coverage, cuda, wire
 
@@ -203,3 +203,47 @@ def test_wire_round_trip() -> None:
 ])
 def test_coverage_base_id(nodeid: str, base: str) -> None:
     assert coverage._base(nodeid, "v0") == base
+
+
+def test_warnings_from_children_are_recorded_and_filtered(suite: pytest.Pytester) -> None:
+    suite.makepyfile(test_w="""
+        import warnings, pytest
+
+        def test_warns():
+            warnings.warn("old api", DeprecationWarning)
+
+        @pytest.mark.filterwarnings("error::RuntimeWarning")
+        def test_error_filter():
+            warnings.warn("now an error", RuntimeWarning)
+    """)
+    result = run(suite, "--isolate", "test")
+    result.assert_outcomes(passed=1, failed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*warnings summary*", "*DeprecationWarning: old api*",
+                                 "*RuntimeWarning: now an error*"])
+
+
+def test_cuda_initialised_before_fork_fails_the_run(suite: pytest.Pytester) -> None:
+    suite.makepyfile(torch="""
+        import types
+        _state = {"on": False}
+
+        def _lazy_init():
+            _state["on"] = True
+
+        cuda = types.SimpleNamespace(_lazy_init=_lazy_init, is_initialized=lambda: _state["on"])
+    """)
+    suite.makeconftest("""
+        import torch
+
+        def setup_gpu_at_import():
+            torch.cuda._lazy_init()
+
+        setup_gpu_at_import()
+    """)
+    suite.makepyfile(test_x="def test_x(): pass")
+    ini(suite, "harness_preload = torch")  # preloaded: its CUDA init is watched from the start
+    result = run(suite)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*CUDA was initialised in the process that forks*",
+                                 "*First CUDA initialisation:*", "*setup_gpu_at_import*"])
+    run(suite, "--harness-start", "spawn").stdout.fnmatch_lines(["*CUDA was initialised*"])

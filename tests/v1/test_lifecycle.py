@@ -91,7 +91,7 @@ def test_start_up_failure_carries_the_child_traceback(make_args: Any, tiny_dir: 
     config = args.create_config()  # the parent's checks pass ...
     weights.write_bytes(b"not a safetensors file")  # ... the child's load fails
     before = children()
-    with pytest.raises(EngineStartupError, match="core process .* failed to start") as info:
+    with pytest.raises(EngineStartupError, match=r"core process .* failed to start") as info:
         LLMEngine(config)
     assert "Traceback" in str(info.value)
     assert children() <= before

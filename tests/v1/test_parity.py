@@ -75,9 +75,9 @@ def test_prefix_hit_reports_cached_tokens_and_same_tokens(make_args: Any, run_al
     params = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
     engine = LLMEngine.from_engine_args(make_args(block_size=8), multiprocess=False)
     try:
-        first = run_all(engine, [("a", prefix + [3], params)])["a"]
-        second = run_all(engine, [("b", prefix + [3], params)])["b"]
-        third = run_all(engine, [("c", prefix + [9, 9], params)])["c"]
+        first = run_all(engine, [("a", [*prefix, 3], params)])["a"]
+        second = run_all(engine, [("b", [*prefix, 3], params)])["b"]
+        third = run_all(engine, [("c", [*prefix, 9, 9], params)])["c"]
     finally:
         engine.shutdown()
     assert first.num_cached_tokens == 0
@@ -87,7 +87,7 @@ def test_prefix_hit_reports_cached_tokens_and_same_tokens(make_args: Any, run_al
     fresh = LLMEngine.from_engine_args(make_args(enable_prefix_caching=False),
                                        multiprocess=False)
     try:
-        ref = run_all(fresh, [("c", prefix + [9, 9], params)])["c"]
+        ref = run_all(fresh, [("c", [*prefix, 9, 9], params)])["c"]
     finally:
         fresh.shutdown()
     assert ref.num_cached_tokens == 0

@@ -22,7 +22,7 @@ class Snap:
     threads: set[Any]
     attrs: dict[tuple[str, str], Any]
     patches: list[Any]
-    ops: set[str]
+    ops: set[str] | int
     excused: Snap | None = None
     ignore: frozenset[str] = field(default_factory=frozenset)
     wider: list[Any] = field(default_factory=list)
@@ -36,7 +36,7 @@ def take(settings: Settings, ignore: frozenset[str]) -> Snap:
         threads=leak_threads.snapshot(),
         attrs=leak_attrs.snapshot(settings.watch_prefixes),
         patches=leak_attrs.active_patches(),
-        ops=leak_ops.names(settings.ops_namespace),
+        ops=leak_ops.snapshot(settings.ops_namespace),
         ignore=ignore,
     )
 
@@ -76,7 +76,8 @@ def compare(snap: Snap, settings: Settings) -> list[str]:
         after = snap.excused
         ignore |= {k for k in set(after.env) | set(snap.env)
                    if after.env.get(k) != snap.env.get(k)}
-        procs, threads, ops = procs | after.procs, threads | after.threads, ops | after.ops
+        procs, threads = procs | after.procs, threads | after.threads
+        ops = after.ops if isinstance(ops, int) else ops | after.ops  # type: ignore[operator]
         attrs = {**after.attrs, **{k: v for k, v in attrs.items() if k not in after.attrs}}
         patches = patches + after.patches
     if snap.before_teardown is not None and any(
@@ -92,3 +93,17 @@ def compare(snap: Snap, settings: Settings) -> list[str]:
     leaks += leak_threads.diff(threads)
     leaks += leak_ops.diff(ops, settings.ops_namespace)
     return leaks
+
+
+def blame(nodeid: str, report: pytest.TestReport, leaks: list[str], mode: str) -> None:
+    """Fail the teardown report with the leaks (``fail``), or attach them to it (``warn``)."""
+    text = f"leak check: {nodeid} left state behind:\n" + "\n".join(f"  - {x}" for x in leaks)
+    if mode == "warn":
+        report.sections.append(("harness leaks (warn)", text))
+        report.user_properties.extend(("harness_leak", leak) for leak in leaks)
+        return
+    report.outcome = "failed"
+    if report.longrepr is None:
+        report.longrepr = text
+    else:
+        report.sections.append(("harness leaks", text))

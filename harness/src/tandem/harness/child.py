@@ -7,6 +7,7 @@ import faulthandler
 import os
 import sys
 import traceback
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,8 @@ def serve(session: pytest.Session, cmd_fd: int, res_fd: int, folder: Path) -> No
             item = items[message["run"]]
             nextitem = items.get(message.get("next") or "")
             wire.send(res_fd, {"start": item.nodeid})
-            runtestprotocol(item, nextitem=nextitem, log=False)
+            with _warnings_for(item):
+                runtestprotocol(item, nextitem=nextitem, log=False)
             wire.send(res_fd, {"done": item.nodeid})
     except BaseException:
         code = 3
@@ -59,3 +61,33 @@ def serve(session: pytest.Session, cmd_fd: int, res_fd: int, folder: Path) -> No
 def send_report(config: pytest.Config, report: pytest.TestReport) -> None:
     """Stream one report to the parent (called from the makereport hook in a child)."""
     wire.send(STATE.result_fd, {"report": wire.dump_report(config, report)})
+
+
+def _warnings_for(item: pytest.Item) -> Any:
+    """Apply the configured warning filters to the item, as pytest's own protocol does."""
+    try:
+        from _pytest.warnings import catch_warnings_for_item
+    except ImportError:  # pragma: no cover - older or newer pytest
+        return contextlib.nullcontext()
+    return catch_warnings_for_item(item.config, ihook=item.ihook, when="runtest", item=item)
+
+
+def send_warning(message: warnings.WarningMessage, nodeid: str) -> None:
+    """Stream a warning the item raised to the parent, which records it as its own."""
+    category = message.category
+    wire.send(STATE.result_fd, {"warning": {
+        "message": str(message.message), "category": f"{category.__module__}:"
+        f"{category.__qualname__}", "filename": message.filename, "lineno": message.lineno,
+        "nodeid": nodeid}})
+
+
+def load_warning(data: dict[str, Any]) -> warnings.WarningMessage:
+    """The ``warnings.WarningMessage`` that ``send_warning`` sent (UserWarning if unknown)."""
+    module, _, name = data["category"].partition(":")
+    category: Any = sys.modules.get(module)
+    for part in name.split("."):
+        category = getattr(category, part, None)
+    if not (isinstance(category, type) and issubclass(category, Warning)):
+        category = UserWarning
+    return warnings.WarningMessage(category(data["message"]), category, data["filename"],
+                                   data["lineno"])

@@ -12,6 +12,10 @@ from typing import Any
 _FIRST_INIT: list[str] = []
 
 
+class ForkUnsafe(RuntimeError):
+    """The process that forks test children has initialised CUDA."""
+
+
 def record() -> None:
     """Wrap torch.cuda's lazy init (if torch is loaded) to keep the stack of the first call."""
     torch = sys.modules.get("torch")
@@ -45,7 +49,7 @@ def guard() -> None:
         return
     where = _FIRST_INIT[0] if _FIRST_INIT else "(not recorded: CUDA was initialised before " \
         "the harness loaded)\n"
-    raise RuntimeError(
+    raise ForkUnsafe(
         "tandem-harness: CUDA was initialised in the process that forks test children; "
         "forking it is unsafe. Use --harness-start spawn (or harness_start_method = spawn), "
         "or keep CUDA out of conftest/import time.\nFirst CUDA initialisation:\n" + where)

@@ -15,6 +15,8 @@ from typing import Any
 
 _ORIGINS: dict[tuple[str, str], str] = {}
 _PROBLEMS: list[str] = []
+_DEFINED: list[str] = []  # every definition seen by the recorder, in order
+_RECORDING: list[str] = []  # the namespace the recorder watches, once installed
 
 
 def _torch() -> Any:
@@ -31,9 +33,26 @@ def names(namespace: str) -> set[str]:
     return {name for name in lister() if name.startswith(prefix)}
 
 
-def diff(before: set[str], namespace: str) -> list[str]:
-    return [f"custom op {name} was registered and not removed"
-            for name in sorted(names(namespace) - before)]
+def snapshot(namespace: str) -> set[str] | int:
+    """What ``diff`` compares with: a position in the recorder's log, else the op names.
+
+    Listing every op costs milliseconds; with the recorder installed a test that defined
+    nothing costs nothing.
+    """
+    if [namespace] == _RECORDING:
+        return len(_DEFINED)
+    return names(namespace)
+
+
+def diff(before: set[str] | int, namespace: str) -> list[str]:
+    if isinstance(before, int):
+        fresh = set(_DEFINED[before:])
+        if not fresh:
+            return []
+        alive = names(namespace) & fresh
+    else:
+        alive = names(namespace) - before
+    return [f"custom op {name} was registered and not removed" for name in sorted(alive)]
 
 
 def _origin() -> str:
@@ -48,12 +67,16 @@ def _note(namespace: str, kind: str, name: str) -> None:
         return
     origin = _origin()
     key = (kind, name)
+    if kind == "def":
+        _DEFINED.append(name)
     first = _ORIGINS.get(key)
     if first is None:
         _ORIGINS[key] = origin
     elif first != origin:
         what = "defined twice" if kind == "def" else f"has its {kind} implementation replaced"
-        _PROBLEMS.append(f"custom op {name} {what}: first at {first}, again at {origin}")
+        problem = f"custom op {name} {what}: first at {first}, again at {origin}"
+        if problem not in _PROBLEMS:
+            _PROBLEMS.append(problem)
 
 
 def _qualify(lib: Any, name: str) -> str:
@@ -68,6 +91,7 @@ def record(namespace: str) -> None:
     if not namespace or library is None or getattr(library, "_harness_recorded", False):
         return
     library._harness_recorded = True
+    _RECORDING[:] = [namespace]
 
     def wrap(owner: Any, attr: str, key: Callable[..., tuple[str, str] | None]) -> None:
         original = getattr(owner, attr, None)
@@ -106,7 +130,7 @@ def record(namespace: str) -> None:
     opdef = getattr(library, "CustomOpDef", None)
     if opdef is not None:
         wrap(opdef, "register_kernel", lambda self, device=None, *a, **k: (
-            f"kernel:{device}", getattr(self, "_qualname", "")))
+            f"kernel:{device}", f"{getattr(self, '_namespace', '')}::{getattr(self, '_name', '')}"))
 
 
 class _suppress:

@@ -71,13 +71,21 @@ def _conftest_marks(config: pytest.Config, path: Path, name: str) -> list[pytest
     return [mark for _, marks in found for mark in marks]
 
 
+_CLOSEST: dict[tuple[int, str], pytest.Mark | None] = {}
+
+
 def closest(node: Any, name: str) -> pytest.Mark | None:
     """The closest ``name`` marker of a node: its own chain first, then package conftests."""
+    key = (id(node), name)
+    if key in _CLOSEST:
+        return _CLOSEST[key]
     mark = node.get_closest_marker(name)
-    if mark is not None:
-        return mark
-    marks = _conftest_marks(node.config, Path(str(node.path)), name)
-    return marks[0] if marks else None
+    if mark is None:
+        marks = _conftest_marks(node.config, Path(str(node.path)), name)
+        mark = marks[0] if marks else None
+    if isinstance(node, pytest.Item):  # items live for the whole session; ids stay unique
+        _CLOSEST[key] = mark
+    return mark
 
 
 def declared(definition: Any, defaults: tuple[str, ...]) -> list[EngineSpec]:

@@ -150,7 +150,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return None
     ihook = item.ihook
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-    driver.run(item, nextitem, lambda report: ihook.pytest_runtest_logreport(report=report))
+    try:
+        driver.run(item, nextitem, lambda report: ihook.pytest_runtest_logreport(report=report))
+    except cuda.ForkUnsafe as exc:
+        pytest.exit(str(exc), returncode=pytest.ExitCode.TESTS_FAILED)
     ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
 
@@ -159,6 +162,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_runtest_setup(item: pytest.Item) -> Any:
     settings = STATE.settings
     name = engine_of(item)
+    leak_ops.record(settings.ops_namespace)  # torch may have been imported since configure
     if STATE.boundary or name != STATE.last_engine:
         caches.clear(settings.watch_prefixes, settings.cache_clearers)
         STATE.boundary, STATE.last_engine = False, name
@@ -206,19 +210,13 @@ def _after_teardown(item: pytest.Item, report: pytest.TestReport) -> None:
             os.environ.pop(var, None)
         else:
             os.environ[var] = value
-    if not leaks:
-        return
-    text = f"leak check: {item.nodeid} left state behind:\n" + "\n".join(
-        f"  - {leak}" for leak in leaks)
-    if STATE.settings.leaks == "warn":
-        report.sections.append(("harness leaks (warn)", text))
-        report.user_properties.extend(("harness_leak", leak) for leak in leaks)
-        return
-    report.outcome = "failed"
-    if report.longrepr is None:
-        report.longrepr = text
-    else:
-        report.sections.append(("harness leaks", text))
+    if leaks:
+        checks.blame(item.nodeid, report, leaks, STATE.settings.leaks)
+
+
+def pytest_warning_recorded(warning_message: Any, when: str, nodeid: str) -> None:
+    if STATE.in_child and when == "runtest":
+        child.send_warning(warning_message, nodeid)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -248,10 +246,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_sep("=", f"polluter: {found or 'not found'}")
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     driver = session.config.stash.get(DRIVER, None)
     if driver is not None and not STATE.in_child:
-        driver.shutdown()
+        driver.shutdown(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
     path = STATE.settings.engine_report
     if path and not hasattr(session.config, "workerinput") and not STATE.in_child:
         session.config.stash[COVERAGE].write(path)

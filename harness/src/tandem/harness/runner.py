@@ -7,37 +7,23 @@ item with the signal and the child's last output, and the unit goes on in a new 
 from __future__ import annotations
 
 import contextlib
-import os
 import select
 import signal
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from . import child as child_loop
-from . import cuda, wire
+from . import wire
 from .markers import engine_of, isolation_of, timeout_of
 from .options import Settings
+from .pool import Child, Pool
 
 Log = Callable[[pytest.TestReport], None]
 PHASES = ("setup", "call", "teardown")
-
-
-@dataclass(slots=True)
-class Child:
-    pid: int
-    cmd_w: int
-    res_r: int
-    unit: Any
-    proc: subprocess.Popen[bytes] | None = None
-    status: int | None = None
 
 
 @dataclass(slots=True)
@@ -61,106 +47,39 @@ def unit_of(item: pytest.Item, settings: Settings) -> Any:
     return ("engine", engine)
 
 
-class Driver:
-    """Owns the zygote and the live child; one per pytest (or xdist worker) process."""
+class Driver(Pool):
+    """Runs items in the child of their unit; one per pytest (or xdist worker) process."""
 
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
-        self.config = config
-        self.settings = settings
-        self._folder: Path | None = None
-        self.zygote: Any = None
+        super().__init__(config, settings)
         self.child: Child | None = None
-
-    @property
-    def folder(self) -> Path:
-        if self._folder is None:
-            self._folder = Path(tempfile.mkdtemp(prefix="tandem-harness-"))
-        return self._folder
-
-    # -- children ---------------------------------------------------------------------
-    def _start(self, unit: Any) -> Child:
-        cmd_r, cmd_w = os.pipe()
-        res_r, res_w = os.pipe()
-        proc = None
-        if self.settings.start_method == "spawn":
-            proc = self._spawn(cmd_r, res_w)
-            pid = proc.pid
-        else:
-            if self.zygote is None:
-                from .zygote import Zygote
-
-                session = self.config._harness_session  # type: ignore[attr-defined]
-                folder = self.folder
-
-                def main(c: int, r: int) -> None:
-                    child_loop.serve(session, c, r, folder)
-
-                self.zygote = Zygote(main, cuda.guard)
-            pid = self.zygote.fork(cmd_r, res_w)
-        os.close(cmd_r)
-        os.close(res_w)
-        return Child(pid, cmd_w, res_r, unit, proc)
-
-    def _spawn(self, cmd_r: int, res_w: int) -> subprocess.Popen[bytes]:
-        cuda.guard()
-        args = [a for a in self.config.invocation_params.args if not a.startswith("-n")]
-        argv = [sys.executable, "-m", "pytest", *args, "-p", "no:xdist", "-p", "no:cacheprovider",
-                f"--harness-worker={cmd_r},{res_w},{self.folder}", "-q", "--isolate", "none"]
-        return subprocess.Popen(argv, pass_fds=(cmd_r, res_w),
-                                cwd=str(self.config.invocation_params.dir))
-
-    def _kill(self, child: Child) -> None:
-        for kill in (os.killpg, os.kill):
-            with contextlib.suppress(OSError):
-                kill(child.pid, signal.SIGKILL)
-        if child.proc is not None:
-            child.status = child.proc.wait()
-
-    def _close(self, child: Child) -> None:
-        for fd in (child.cmd_w, child.res_r):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        if self.child is child:
-            self.child = None
+        self.spare: Child | None = None  # forked ahead for the next unit, waiting for items
 
     def finish(self) -> None:
-        """Let the live child exit after its last item (its fixtures are torn down)."""
+        """Let the live child exit after its last item (its fixtures are torn down).
+
+        Its exit is not waited for here: the zygote reaps it, and a child still alive
+        10 s later is killed at the next check.
+        """
         child = self.child
         if child is None:
             return
-        with contextlib.suppress(OSError):
-            wire.send(child.cmd_w, {"stop": True})
-        deadline = time.monotonic() + 10
-        while self._status(child) is None and time.monotonic() < deadline:
-            time.sleep(0.002)
-        if self._status(child) is None:
-            self._kill(child)
-        self._close(child)
+        self._stop(child)
+        self.child = None
+        self._sweep()
 
-    def shutdown(self) -> None:
+    def shutdown(self, interrupted: bool = False) -> None:
+        """Stop every child (killing them at once after an interrupt) and the zygote."""
+        if interrupted:
+            for child in (self.child, self.spare):
+                if child is not None:
+                    self._kill(child)
         self.finish()
-        if self.zygote is not None:
-            self.zygote.stop()
-        if self._folder is not None:
-            with contextlib.suppress(OSError):
-                for path in self._folder.iterdir():
-                    path.unlink()
-                self._folder.rmdir()
+        if self.spare is not None:
+            self._stop(self.spare)
+            self.spare = None
+        self.close_all()
 
-    def _status(self, child: Child) -> int | None:
-        if child.status is not None:
-            return child.status
-        if child.proc is not None:
-            code = child.proc.poll()
-            child.status = None if code is None else code
-        else:
-            self.zygote.poll()
-            child.status = self.zygote.exits.pop(child.pid, None)
-            if child.status is not None:
-                child.status = os.waitstatus_to_exitcode(child.status)
-        return child.status
-
-    # -- items ------------------------------------------------------------------------
     def run(self, item: pytest.Item, nextitem: pytest.Item | None, log: Log,
             unit: Any = None) -> Outcome:
         """Run one item in the child of its unit, logging reports through ``log``.
@@ -172,14 +91,31 @@ class Driver:
         if self.child is not None and self.child.unit != unit:
             self.finish()
         if self.child is None:
-            self.child = self._start(unit)
-        same = nextitem is not None and (forced or unit_of(nextitem, self.settings) == unit)
+            self.child = self._take_spare(unit) or self._start(unit)
+        next_unit = None if nextitem is None or forced else unit_of(nextitem, self.settings)
+        same = nextitem is not None and (forced or next_unit == unit)
         child = self.child
         wire.send(child.cmd_w, {"run": item.nodeid, "next": nextitem.nodeid if same else None})
+        if not same and next_unit is not None and self.spare is None:
+            self.spare = self._start(next_unit)  # forks while the current item runs
         outcome = self._collect(child, item, log, timeout_of(item, self.settings.timeout))
         if not same and self.child is child:
             self.finish()
         return outcome
+
+    def _drop(self, child: Child) -> None:
+        self._close(child)
+        if self.child is child:
+            self.child = None
+
+    def _take_spare(self, unit: Any) -> Child | None:
+        spare, self.spare = self.spare, None
+        if spare is None:
+            return None
+        if spare.unit == unit and self._status(spare) is None:
+            return spare
+        self._stop(spare)
+        return None
 
     def _collect(self, child: Child, item: pytest.Item, log: Log, limit: float) -> Outcome:
         outcome = Outcome()
@@ -202,14 +138,14 @@ class Driver:
                 if not outcome.done:
                     self._fail(item, log, outcome, self._crash_text(child, item))
                     self._kill(child)
-                    self._close(child)
+                    self._drop(child)
                 return outcome
             if deadline is not None and time.monotonic() >= deadline:
                 self._kill(child)
                 text = (f"Timeout: {item.nodeid} ran longer than {limit:g} s; "
                         f"the harness killed its child (pid {child.pid})")
                 self._fail(item, log, outcome, text + self._last_output(child))
-                self._close(child)
+                self._drop(child)
                 return outcome
 
     def _drain(self, child: Child, item: pytest.Item, log: Log, outcome: Outcome) -> None:
@@ -225,6 +161,11 @@ class Driver:
             report = wire.load_report(self.config, message["report"])
             outcome.reports.append(report)
             log(report)
+        elif "warning" in message:
+            data = message["warning"]
+            self.config.hook.pytest_warning_recorded.call_historic(kwargs={
+                "warning_message": child_loop.load_warning(data), "when": "runtest",
+                "nodeid": data["nodeid"], "location": None})
         elif "done" in message:
             outcome.done = True
             whens = {r.when: r for r in outcome.reports}

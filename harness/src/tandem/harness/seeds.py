@@ -20,3 +20,10 @@ def reseed(seed: int) -> None:
     manual_seed = getattr(torch, "manual_seed", None)
     if manual_seed is not None:
         manual_seed(seed)
+
+
+def warm() -> None:
+    """Load what ``reseed`` needs lazily (numpy.random) once, before children are forked."""
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        getattr(numpy, "random", None)

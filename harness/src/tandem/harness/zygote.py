@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import wire
+from .cuda import ForkUnsafe
 
 ChildMain = Callable[[int, int], None]
 
@@ -65,7 +66,7 @@ class Zygote:
             if message is None:
                 raise RuntimeError("tandem-harness: the zygote died")
             if "error" in message:
-                raise RuntimeError(message["error"])
+                raise ForkUnsafe(message["error"])
             if "pid" in message:
                 return int(message["pid"])
             self.note(message)

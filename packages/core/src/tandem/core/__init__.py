@@ -1,1 +1,57 @@
-"""Tandem core: config, env vars, sampling params, outputs, tokenizer, models, front door."""
+"""Tandem core: config, env vars, sampling params, outputs, tokenizer, models, front door.
+
+The public names below are imported on first use, so ``import tandem.core`` stays cheap
+and never decides anything (such as the engine) at import time.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "LLM": "tandem.core.llm",
+    "SamplingParams": "tandem.core.sampling_params",
+    "RequestOutput": "tandem.core.outputs",
+    "CompletionOutput": "tandem.core.outputs",
+    "Logprob": "tandem.core.outputs",
+    "EngineArgs": "tandem.core.config",
+    "EngineConfig": "tandem.core.config",
+    "ModelConfig": "tandem.core.config",
+    "env_cache": "tandem.core.env_cache",
+    "installed_engines": "tandem.core.engines",
+}
+
+__all__ = [
+    "LLM",
+    "CompletionOutput",
+    "EngineArgs",
+    "EngineConfig",
+    "Logprob",
+    "ModelConfig",
+    "RequestOutput",
+    "SamplingParams",
+    "env_cache",
+    "installed_engines",
+]
+
+if TYPE_CHECKING:
+    from tandem.core.config import EngineArgs, EngineConfig, ModelConfig
+    from tandem.core.engines import installed_engines
+    from tandem.core.env_cache import env_cache
+    from tandem.core.llm import LLM
+    from tandem.core.outputs import CompletionOutput, Logprob, RequestOutput
+    from tandem.core.sampling_params import SamplingParams
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tandem.core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
