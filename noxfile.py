@@ -1,5 +1,5 @@
 """nox sessions, derived from ci/pipeline.toml: one per step, parametrized by engine where the
-step covers engines (`nox -s engine`, `nox -s "engine(v1)"`), plus `lint`.
+step covers engines (`nox -s engine`, `nox -s "engine(v1)"`).
 
 Each session installs the pipeline's install command and runs its job through
 `python -m ci run`, so timeouts, GPU skips and empty-run rules are the pipeline's own.
@@ -26,7 +26,7 @@ try:
 except PipelineError as exc:
     raise SystemExit(f"noxfile: {exc}") from None
 
-nox.options.sessions = ["lint", *(step.label for step in PIPELINE.steps)]
+nox.options.sessions = [step.label for step in PIPELINE.steps]
 nox.options.reuse_existing_virtualenvs = True
 
 
@@ -57,11 +57,3 @@ def define(step: Step) -> None:
 
 for _step in PIPELINE.steps:
     define(_step)
-
-
-@nox.session
-def lint(session: nox.Session) -> None:
-    """ruff lint and format check."""
-    session.install("ruff")
-    session.run("ruff", "check", ".")
-    session.run("ruff", "format", "--check", ".")

@@ -45,16 +45,18 @@ def main() -> None:
 
     path = make_model(size=args.size, arch="llama")
     model = load_model(path)
-    hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
-                                              attn_implementation="eager").eval()
+    hf = AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
     spec = model.spec
     b, n, s = args.batch, args.prompt_len, args.block_size
     ids = torch.randint(4, spec.vocab_size, (b, n), generator=torch.Generator().manual_seed(0))
     nxt = torch.randint(4, spec.vocab_size, (b, 1), generator=torch.Generator().manual_seed(1))
 
     per_seq = (n + 1 + s - 1) // s
-    caches = allocate_kv_caches(spec.num_layers, spec.num_kv_heads, spec.head_dim,
-                                b * per_seq, s, torch.float32, "cpu")
+    caches = allocate_kv_caches(
+        spec.num_layers, spec.num_kv_heads, spec.head_dim, b * per_seq, s, torch.float32, "cpu"
+    )
     tables = [list(range(i * per_seq, (i + 1) * per_seq)) for i in range(b)]
     prefill_meta = build_metadata([n] * b, [n] * b, tables, s)
     decode_meta = build_metadata([1] * b, [n + 1] * b, tables, s)
@@ -83,8 +85,10 @@ def main() -> None:
     torch.testing.assert_close(tandem_decode()[:, None], hf_decode(), atol=1e-3, rtol=1e-3)
     print(f"model={args.size} batch={b} prompt_len={n} threads={torch.get_num_threads()}")
     print(f"{'step':<10}{'tandem ms':>12}{'hf eager ms':>14}{'ratio':>8}")
-    for name, ours, theirs in (("prefill", tandem_prefill, hf_prefill),
-                               ("decode", tandem_decode, hf_decode)):
+    for name, ours, theirs in (
+        ("prefill", tandem_prefill, hf_prefill),
+        ("decode", tandem_decode, hf_decode),
+    ):
         t_ours, t_hf = timed(ours, args.repeats), timed(theirs, args.repeats)
         print(f"{name:<10}{t_ours:>12.1f}{t_hf:>14.1f}{t_hf / t_ours:>7.2f}x")
 

@@ -44,14 +44,24 @@ def _suite(folder: Path, tests: int, preload: list[str]) -> None:
     body = head + "".join(f"def test_{i}():\n    assert {i} >= 0\n\n" for i in range(tests))
     (folder / "test_bench.py").write_text(body)
     (folder / "pytest.ini").write_text(
-        "[pytest]\nharness_preload = " + " ".join(preload) + "\nharness_watch_prefixes = tandem\n")
+        "[pytest]\nharness_preload = " + " ".join(preload) + "\nharness_watch_prefixes = tandem\n"
+    )
 
 
 def _run(folder: Path, *args: str) -> list[float]:
     out = folder / "times.json"
     env = {**__import__("os").environ, "BENCH_OUT": str(out)}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-           *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        *args,
+    ]
     done = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
@@ -71,8 +81,11 @@ def _fresh(preload: list[str], repeats: int) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", type=int, default=40, help="tests in the suite (default 40)")
-    parser.add_argument("--preload", default="torch transformers",
-                        help="modules the zygote preloads and the fresh interpreter imports")
+    parser.add_argument(
+        "--preload",
+        default="torch transformers",
+        help="modules the zygote preloads and the fresh interpreter imports",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="fresh interpreters to time")
     args = parser.parse_args(argv)
     if args.tests < 1:
@@ -85,12 +98,12 @@ def main(argv: list[str] | None = None) -> int:
         rows["no isolation"] = statistics.median(_run(folder, "--isolate", "none"))
         rows["isolate=test (zygote fork)"] = statistics.median(_run(folder, "--isolate", "test"))
         if importlib.util.find_spec("pytest_forked") is not None:
-            rows["pytest-forked"] = statistics.median(_run(folder, "--isolate", "none",
-                                                           "--forked"))
+            rows["pytest-forked"] = statistics.median(_run(folder, "--isolate", "none", "--forked"))
         else:
             rows["pytest-forked"] = None
         rows[f"fresh python -c 'import {', '.join(preload) or 'nothing'}'"] = statistics.median(
-            _fresh(preload, args.repeats))
+            _fresh(preload, args.repeats)
+        )
     base = rows["no isolation"] or 0.0
     ours = rows["isolate=test (zygote fork)"] or 0.0
     print(f"per-test wall time, median over {args.tests} tests (preload: {' '.join(preload)})")
@@ -102,8 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:<45} {value:9.2f} ms   x{ratio:7.2f} of isolate=test")
     print(f"  overhead of isolate=test over no isolation: {ours - base:.2f} ms per test")
     fresh = list(rows.values())[-1] or 0.0
-    print(f"  isolate=test is {fresh / ours:.0f}x faster than a fresh interpreter"
-          f" (goal >= 50x); median {ours:.2f} ms (goal <= 30 ms)")
+    print(
+        f"  isolate=test is {fresh / ours:.0f}x faster than a fresh interpreter"
+        f" (goal >= 50x); median {ours:.2f} ms (goal <= 30 ms)"
+    )
     return 0
 
 

@@ -32,8 +32,9 @@ class Workload:
         return len(self.prompts) * self.new_tokens
 
 
-def make_workload(num: int, lo: int, hi: int, new_tokens: int, vocab: int,
-                  seed: int = 0) -> Workload:
+def make_workload(
+    num: int, lo: int, hi: int, new_tokens: int, vocab: int, seed: int = 0
+) -> Workload:
     rng = random.Random(seed)
     prompts = [[rng.randrange(4, vocab) for _ in range(rng.randint(lo, hi))] for _ in range(num)]
     return Workload(prompts, new_tokens)
@@ -47,8 +48,7 @@ def run_tandem(path: str, engine: str, work: Workload) -> float:
     with LLM(model=path, engine=engine, dtype="float32") as llm:
         llm.generate([{"prompt_token_ids": work.prompts[0]}], params, use_tqdm=False)  # warm-up
         start = time.perf_counter()
-        outs = llm.generate([{"prompt_token_ids": p} for p in work.prompts], params,
-                            use_tqdm=False)
+        outs = llm.generate([{"prompt_token_ids": p} for p in work.prompts], params, use_tqdm=False)
         elapsed = time.perf_counter() - start
     produced = sum(len(o.outputs[0].token_ids) for o in outs)
     if produced != work.output_tokens:
@@ -67,9 +67,14 @@ def run_hf(path: str, work: Workload, batch: int) -> float:
         ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])  # left padding
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
         with torch.no_grad():
-            out = model.generate(ids, attention_mask=mask, do_sample=False, pad_token_id=pad,
-                                 max_new_tokens=work.new_tokens,
-                                 min_new_tokens=work.new_tokens)
+            out = model.generate(
+                ids,
+                attention_mask=mask,
+                do_sample=False,
+                pad_token_id=pad,
+                max_new_tokens=work.new_tokens,
+                min_new_tokens=work.new_tokens,
+            )
         if out.shape[1] - width != work.new_tokens:
             raise RuntimeError("transformers stopped early")
 
@@ -93,10 +98,15 @@ def main() -> None:
     from transformers import AutoConfig
 
     vocab = AutoConfig.from_pretrained(path).vocab_size
-    work = (make_workload(16, 16, 64, 32, vocab) if args.quick
-            else make_workload(64, 16, 256, 128, vocab))
-    print(f"model={args.size} requests={len(work.prompts)} new_tokens={work.new_tokens} "
-          f"prompt_tokens={sum(map(len, work.prompts))} threads={torch.get_num_threads()}")
+    work = (
+        make_workload(16, 16, 64, 32, vocab)
+        if args.quick
+        else make_workload(64, 16, 256, 128, vocab)
+    )
+    print(
+        f"model={args.size} requests={len(work.prompts)} new_tokens={work.new_tokens} "
+        f"prompt_tokens={sum(map(len, work.prompts))} threads={torch.get_num_threads()}"
+    )
     runners: dict[str, Callable[[], float]] = {
         f"tandem {e}": (lambda e=e: run_tandem(path, e, work)) for e in args.engines
     }
@@ -109,8 +119,10 @@ def main() -> None:
         print(f"{name:<26} {seconds:8.2f} s  {rates[name]:9.1f} output tok/s")
     for e in args.engines:
         mine = rates[f"tandem {e}"]
-        print(f"tandem {e}: {mine / rates['transformers 1-at-a-time']:.2f}x vs one at a time, "
-              f"{mine / rates['transformers batch-16']:.2f}x vs static batches of 16")
+        print(
+            f"tandem {e}: {mine / rates['transformers 1-at-a-time']:.2f}x vs one at a time, "
+            f"{mine / rates['transformers batch-16']:.2f}x vs static batches of 16"
+        )
 
 
 if __name__ == "__main__":

@@ -16,10 +16,11 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from ci import counts as tallies
 from ci.model import Job, Pipeline
 
 TAIL_LINES = 40
@@ -33,6 +34,7 @@ class Result:
     seconds: float
     returncode: int | None = None
     note: str = ""
+    counts: dict[str, int] = field(default_factory=dict)  # from pytest's closing line
 
     @property
     def ok(self) -> bool:
@@ -127,7 +129,8 @@ class Runner:
             return Result(job.name, "failed", 0.0, None, f"could not start: {exc.strerror}")
         with self._lock:
             self._live.add(proc)
-        reader = threading.Thread(target=self._pump, args=(job, proc, sink), daemon=True)
+        seen: dict[str, int] = {}
+        reader = threading.Thread(target=self._pump, args=(job, proc, sink, seen), daemon=True)
         reader.start()
         try:
             proc.wait(timeout=job.step.timeout)
@@ -141,16 +144,24 @@ class Runner:
         seconds = time.monotonic() - start
         if sink is not None:
             sink.close()
-        return self._result(job, proc.returncode, seconds, timed_out)
+        result = self._result(job, proc.returncode, seconds, timed_out)
+        result.counts = seen
+        return result
 
     def _sink(self, job: Job) -> TextIO | None:
         if self.logs is None:
             return None
         return (self.logs / f"{job.name}.log").open("w", encoding="utf-8")
 
-    def _pump(self, job: Job, proc: subprocess.Popen[str], sink: TextIO | None) -> None:
+    def _pump(
+        self, job: Job, proc: subprocess.Popen[str], sink: TextIO | None, seen: dict[str, int]
+    ) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
+            found = tallies.parse_closing(line)
+            if found is not None:
+                seen.clear()
+                seen.update(found)
             if sink is not None:
                 sink.write(line)
             else:
@@ -206,4 +217,9 @@ def table(results: Sequence[Result], wall: float) -> str:
         counts[r.status] = counts.get(r.status, 0) + 1
     summary = ", ".join(f"{n} {status}" for status, n in counts.items()) or "no jobs"
     lines.append(f"{len(results)} jobs: {summary}; wall time {wall:.1f}s")
+    summed = tallies.total(r.counts for r in results)
+    extra = ", ".join(f"{summed[k]} {k}" for k in ("xfailed", "xpassed", "deselected") if summed[k])
+    if extra:
+        lines.append(f"also: {extra}")
+    lines.append(tallies.closing_line(summed))
     return "\n".join(lines)

@@ -94,7 +94,7 @@ def test_tox_envs_mirror_the_jobs(snapshot: Path) -> None:
     parser.read(snapshot / "tox.ini")
     envs = {s.removeprefix("testenv:") for s in parser.sections() if s.startswith("testenv:")}
     jobs = {j.name for j in pipeline.jobs()}
-    assert envs == jobs | {"lint"}
+    assert envs == jobs
     envlist = {e.strip() for e in parser["tox"]["envlist"].split(",")}
     assert envlist == envs
     for job in jobs:
@@ -107,21 +107,18 @@ def nox_sessions(root: Path) -> list[dict[str, Any]]:
     return json.loads(proc.stdout)
 
 
-def test_nox_sessions_are_the_pipeline_jobs_plus_lint(snapshot: Path) -> None:
+def test_nox_sessions_are_the_pipeline_jobs(snapshot: Path) -> None:
     pipeline = real(snapshot)
     sessions = nox_sessions(snapshot)
     names = set()
     for session in sessions:
         label, engine = session["name"], session["call_spec"].get("engine")
-        if label == "lint":
-            names.add("lint")
-            continue
         step = next(s for s in pipeline.steps if s.label == label)
         job = next(j for j in pipeline.jobs() if j.step is step and j.engine == engine)
         names.add(job.name)
         assert session["description"] == (step.help or step.label)
     assert len(sessions) == len(names)
-    assert names == {j.name for j in pipeline.jobs()} | {"lint"}
+    assert names == {j.name for j in pipeline.jobs()}
 
 
 VALUES = st.recursive(

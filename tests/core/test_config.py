@@ -40,8 +40,9 @@ def test_create_config_defaults(model_dir: ModelDirFactory) -> None:
 
 
 def test_explicit_head_dim_and_mqa(model_dir: ModelDirFactory) -> None:
-    root = model_dir(head_dim=32, num_key_value_heads=1, architectures=["Qwen2ForCausalLM"],
-                     model_type="qwen2")
+    root = model_dir(
+        head_dim=32, num_key_value_heads=1, architectures=["Qwen2ForCausalLM"], model_type="qwen2"
+    )
     m = EngineArgs(model=str(root)).create_config().model
     assert (m.head_dim, m.num_kv_heads, m.architecture) == (32, 1, "Qwen2ForCausalLM")
 
@@ -100,8 +101,14 @@ def test_cuda_without_cuda(model_dir: ModelDirFactory) -> None:
 
 
 def _cache(**kw: object) -> CacheConfig:
-    base = dict(block_size=16, num_kv_blocks=None, kv_cache_memory_bytes=None,
-                max_num_seqs=4, max_model_len=64, enable_prefix_caching=True)
+    base = dict(
+        block_size=16,
+        num_kv_blocks=None,
+        kv_cache_memory_bytes=None,
+        max_num_seqs=4,
+        max_model_len=64,
+        enable_prefix_caching=True,
+    )
     base.update(kw)
     return CacheConfig(**base)  # type: ignore[arg-type]
 
@@ -138,8 +145,11 @@ def test_budget_too_small() -> None:
         ({"model": 3}, TypeError, "model must be a non-empty path"),
         ({"model": ""}, TypeError, "model must be a non-empty path"),
         ({"tokenizer": 1}, TypeError, "tokenizer must be a non-empty path"),
-        ({"dtype": "float64"}, ValueError,
-         "dtype must be one of auto, float32, float16, bfloat16, got 'float64'"),
+        (
+            {"dtype": "float64"},
+            ValueError,
+            "dtype must be one of auto, float32, float16, bfloat16, got 'float64'",
+        ),
         ({"dtype": torch.int8}, ValueError, "dtype must be one of .* got torch.int8"),
         ({"device": "tpu"}, ValueError, "device must be one of auto, cpu, cuda, got 'tpu'"),
         ({"seed": -1}, ValueError, "seed must be >= 0, got -1"),

@@ -28,20 +28,25 @@ def test_choices_are_enforced(monkeypatch: pytest.MonkeyPatch) -> None:
         _ = envs.TANDEM_ENGINE
 
 
-@pytest.mark.parametrize(("raw", "value"), [("1", True), ("yes", True), ("off", False),
-                                            ("False", False)])
+@pytest.mark.parametrize(
+    ("raw", "value"), [("1", True), ("yes", True), ("off", False), ("False", False)]
+)
 def test_bool_parsing(monkeypatch: pytest.MonkeyPatch, raw: str, value: bool) -> None:
     monkeypatch.setenv("TANDEM_DEBUG_CHECKS", raw)
     assert envs.TANDEM_DEBUG_CHECKS is value
 
 
-@pytest.mark.parametrize(("name", "raw", "message"), [
-    ("TANDEM_DEBUG_CHECKS", "maybe", "TANDEM_DEBUG_CHECKS='maybe': expected one of 1/0"),
-    ("TANDEM_NUM_THREADS", "four", "TANDEM_NUM_THREADS='four'"),
-    ("TANDEM_ENGINE_READY_TIMEOUT", "soon", "TANDEM_ENGINE_READY_TIMEOUT='soon'"),
-])
-def test_bad_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, raw: str,
-                                      message: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "raw", "message"),
+    [
+        ("TANDEM_DEBUG_CHECKS", "maybe", "TANDEM_DEBUG_CHECKS='maybe': expected one of 1/0"),
+        ("TANDEM_NUM_THREADS", "four", "TANDEM_NUM_THREADS='four'"),
+        ("TANDEM_ENGINE_READY_TIMEOUT", "soon", "TANDEM_ENGINE_READY_TIMEOUT='soon'"),
+    ],
+)
+def test_bad_values_name_the_variable(
+    monkeypatch: pytest.MonkeyPatch, name: str, raw: str, message: str
+) -> None:
     monkeypatch.setenv(name, raw)
     with pytest.raises(ValueError, match=message):
         getattr(envs, name)

@@ -28,8 +28,11 @@ def test_stop_reason_kinds() -> None:
 
 
 def test_bad_finish_reason() -> None:
-    with pytest.raises(ValueError, match=r"finish_reason must be one of stop, length, abort or "
-                                         "None, got 'eos'"):
+    with pytest.raises(
+        ValueError,
+        match=r"finish_reason must be one of stop, length, abort or "
+        "None, got 'eos'",
+    ):
         CompletionOutput(0, "", [], finish_reason="eos")
 
 

@@ -110,8 +110,12 @@ def _ends(text: str, stop: str, limit: int) -> list[int]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(text=texts, stops=stop_lists, cuts=st.lists(st.integers(0, 60), max_size=8),
-       include=st.booleans())
+@given(
+    text=texts,
+    stops=stop_lists,
+    cuts=st.lists(st.integers(0, 60), max_size=8),
+    include=st.booleans(),
+)
 def test_streaming_stops_at_first_completed_stop(
     text: str, stops: list[str], cuts: list[int], include: bool
 ) -> None:
@@ -152,7 +156,7 @@ def test_releasable_never_ends_inside_a_stop_prefix(text: str, stops: list[str])
     m = StopStringMatcher(stops)
     out = m.releasable_text(text)
     assert text.startswith(out)
-    held = text[len(out):]
+    held = text[len(out) :]
     if held:
         assert any(s.startswith(held) and len(s) > len(held) for s in stops)
     # the held suffix is the longest one that could still grow into a stop string

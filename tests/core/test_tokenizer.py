@@ -36,7 +36,10 @@ def test_hf_loads_fast_tokenizer_that_adds_bos(tokenizer_dir: Path) -> None:
     assert hf.is_fast
     assert len(hf) == 512
     assert (hf.unk_token_id, hf.bos_token_id, hf.eos_token_id, hf.pad_token_id) == (
-        UNK_ID, BOS_ID, EOS_ID, PAD_ID,
+        UNK_ID,
+        BOS_ID,
+        EOS_ID,
+        PAD_ID,
     )
     ids = hf.encode("Hello there")
     assert ids[0] == BOS_ID and EOS_ID not in ids
@@ -54,8 +57,9 @@ def test_deterministic_across_processes(tmp_path: Path, tokenizer_dir: Path) -> 
     code = "import sys; from tandem.core.testing import tokenizer; tokenizer.make_tokenizer("
     code += "sys.argv[1])"
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
-    subprocess.run([sys.executable, "-c", code, str(tmp_path / "p")], check=True, env=env,
-                   timeout=120)
+    subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "p")], check=True, env=env, timeout=120
+    )
     assert (tmp_path / "p" / "tokenizer.json").read_bytes() == (
         tokenizer_dir / "tokenizer.json"
     ).read_bytes()
@@ -92,8 +96,9 @@ def test_remade_when_a_file_is_missing(tmp_path: Path) -> None:
         ({"vocab_size": 512.0}, TypeError, "vocab_size must be an int, got float"),
     ],
 )
-def test_make_tokenizer_bad_input(tmp_path: Path, kwargs: dict[str, object],
-                                  exc: type[Exception], message: str) -> None:
+def test_make_tokenizer_bad_input(
+    tmp_path: Path, kwargs: dict[str, object], exc: type[Exception], message: str
+) -> None:
     kwargs.setdefault("path", tmp_path / "t")
     with pytest.raises(exc, match=message):
         make_tokenizer(**kwargs)  # type: ignore[arg-type]

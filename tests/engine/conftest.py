@@ -85,9 +85,13 @@ class HFReference:
         model = self.model(path)
         ids = torch.tensor([prompt])
         with torch.no_grad():
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                 max_new_tokens=max_new_tokens)
-        return out[0, len(prompt):].tolist()
+            out = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                do_sample=False,
+                max_new_tokens=max_new_tokens,
+            )
+        return out[0, len(prompt) :].tolist()
 
     def logprobs(self, path: Path, tokens: list[int]) -> torch.Tensor:
         """log-softmax of transformers' logits at every position of ``tokens``: [L, V]."""

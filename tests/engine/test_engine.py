@@ -40,8 +40,9 @@ def test_stop_token_ids(engine, run) -> None:
 def test_min_tokens_delays_stop_token(engine, run) -> None:
     ref = run(engine, PROMPTS[:1], greedy(max_tokens=12))[0].outputs[0].token_ids
     stop = ref[0]
-    out = run(engine, PROMPTS[:1], greedy(max_tokens=12, stop_token_ids=[stop],
-                                          min_tokens=3))[0].outputs[0]
+    out = run(engine, PROMPTS[:1], greedy(max_tokens=12, stop_token_ids=[stop], min_tokens=3))[
+        0
+    ].outputs[0]
     assert stop not in out.token_ids[:3]
     assert out.finish_reason == "length" or len(out.token_ids) > 3
 
@@ -76,21 +77,31 @@ def test_stop_string_cuts_text_and_holds_back(engine, run, include: bool) -> Non
 def test_seeded_sample_same_alone_and_in_batch(new_engine, run) -> None:
     target = SamplingParams(temperature=1.0, seed=1234, max_tokens=10, ignore_eos=True)
     alone = run(new_engine(), PROMPTS[1:2], target)[0].outputs[0].token_ids
-    others = [SamplingParams(temperature=0.7, max_tokens=20), greedy(max_tokens=3),
-              SamplingParams(temperature=1.3, seed=5, top_k=20, max_tokens=20)]
+    others = [
+        SamplingParams(temperature=0.7, max_tokens=20),
+        greedy(max_tokens=3),
+        SamplingParams(temperature=1.3, seed=5, top_k=20, max_tokens=20),
+    ]
     # a tight KV cache also preempts and recomputes along the way
     eng = new_engine(max_model_len=32, block_size=4, num_kv_blocks=8)
-    outs = run(eng, [PROMPTS[0], PROMPTS[2], PROMPTS[1], PROMPTS[0]],
-               [others[0], others[1], target, others[2]])
+    outs = run(
+        eng,
+        [PROMPTS[0], PROMPTS[2], PROMPTS[1], PROMPTS[0]],
+        [others[0], others[1], target, others[2]],
+    )
     assert outs[2].outputs[0].token_ids == alone
     assert eng.scheduler.num_preemptions > 0
 
 
 def test_n_samples_first_matches_n1_and_differ(engine, run) -> None:
-    one = run(engine, PROMPTS[:1], SamplingParams(temperature=1.0, seed=7, max_tokens=8,
-                                                  ignore_eos=True))[0]
-    many = run(engine, PROMPTS[:1], SamplingParams(n=3, temperature=1.0, seed=7, max_tokens=8,
-                                                   ignore_eos=True))[0]
+    one = run(
+        engine, PROMPTS[:1], SamplingParams(temperature=1.0, seed=7, max_tokens=8, ignore_eos=True)
+    )[0]
+    many = run(
+        engine,
+        PROMPTS[:1],
+        SamplingParams(n=3, temperature=1.0, seed=7, max_tokens=8, ignore_eos=True),
+    )[0]
     assert [c.index for c in many.outputs] == [0, 1, 2]
     assert many.outputs[0].token_ids == one.outputs[0].token_ids
     assert len({tuple(c.token_ids) for c in many.outputs}) > 1
@@ -134,8 +145,9 @@ def test_abort_frees_and_others_finish(engine) -> None:
         ("dup", [1, 2], None, ValueError, "already in use"),
     ],
 )
-def test_bad_input_is_rejected_and_engine_still_serves(engine, run, rid, prompt, params, exc,
-                                                       match) -> None:
+def test_bad_input_is_rejected_and_engine_still_serves(
+    engine, run, rid, prompt, params, exc, match
+) -> None:
     engine.add_request("dup", [1, 2], greedy(max_tokens=1))
     with pytest.raises(exc, match=match):
         engine.add_request(rid, prompt, params)
@@ -163,8 +175,9 @@ def test_sampler_is_injected(tiny_llama, run) -> None:
     from tandem.v0 import LLMEngine
 
     sampler = CountingSampler()
-    eng = LLMEngine.from_engine_args(EngineArgs(model=str(tiny_llama), max_model_len=64),
-                                     sampler=sampler)
+    eng = LLMEngine.from_engine_args(
+        EngineArgs(model=str(tiny_llama), max_model_len=64), sampler=sampler
+    )
     try:
         run(eng, PROMPTS[:2], greedy(max_tokens=4))
         assert eng.runner.sampler is sampler and sampler.rows == 8

@@ -29,8 +29,9 @@ def prompts(seed: int = 0, lens: tuple[int, ...] = PROMPT_LENS) -> list[list[int
     ],
     ids=["plain", "preempt", "chunked"],
 )
-def test_greedy_matches_transformers(tiny_arch_model: Path, kwargs: dict, hf, new_engine,
-                                     run) -> None:
+def test_greedy_matches_transformers(
+    tiny_arch_model: Path, kwargs: dict, hf, new_engine, run
+) -> None:
     engine = new_engine(tiny_arch_model, **kwargs)
     batch = prompts()
     outs = run(engine, batch, SamplingParams(temperature=0.0, max_tokens=24))

@@ -6,9 +6,25 @@ from tandem.core import cli
 
 
 def test_generate_prints_each_completion(tiny_model_dir, capsys) -> None:
-    code = cli.main(["generate", "--model", str(tiny_model_dir), "--engine", "v0",
-                     "--max-tokens", "3", "--n", "2", "--temperature", "0.8", "--seed", "1",
-                     "hello", "world"])
+    code = cli.main(
+        [
+            "generate",
+            "--model",
+            str(tiny_model_dir),
+            "--engine",
+            "v0",
+            "--max-tokens",
+            "3",
+            "--n",
+            "2",
+            "--temperature",
+            "0.8",
+            "--seed",
+            "1",
+            "hello",
+            "world",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "prompt: 'hello'" in out and "prompt: 'world'" in out

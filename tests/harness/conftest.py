@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from hx_support import INI
 
-pytest_plugins = ["pytester"]
 
 
 @pytest.fixture

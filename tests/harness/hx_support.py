@@ -14,6 +14,7 @@ harness_ops_namespace = demo
 {extra}
 """
 
+
 def ini(pytester: pytest.Pytester, extra: str) -> None:
     pytester.makefile(".ini", pytest=INI.format(extra=textwrap.dedent(extra)))
 
@@ -21,5 +22,6 @@ def ini(pytester: pytest.Pytester, extra: str) -> None:
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     """Run pytest in a subprocess (forks and global state stay out of this process)."""
     quiet = ("-p", "no:hypothesispytest", "-p", "no:benchmark", "-p", "no:anyio")
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", *quiet,
-                                         *args)
+    return pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", *quiet, *args
+    )

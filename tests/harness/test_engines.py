@@ -15,7 +15,8 @@ def test_marker_levels_and_env_var(suite: pytest.Pytester) -> None:
         import pytest
         pytestmark = pytest.mark.engines("v0", "v1")
     """)
-    suite.makepyfile(test_levels="""
+    suite.makepyfile(
+        test_levels="""
         import os, pytest
 
         def test_package_level(engine):
@@ -32,23 +33,28 @@ def test_marker_levels_and_env_var(suite: pytest.Pytester) -> None:
 
         def test_no_engine_arg():
             assert os.environ["DEMO_ENGINE"] in ("v0", "v1")
-    """)
-    suite.makepyfile(test_module="""
+    """
+    )
+    suite.makepyfile(
+        test_module="""
         import os, pytest
         pytestmark = pytest.mark.engines("v0")
 
         def test_module_level(engine):
             assert engine == "v0"
-    """)
+    """
+    )
     result = run(suite, "-v", "--isolate", "none")
     result.assert_outcomes(passed=7, xfailed=1)
-    result.stdout.fnmatch_lines([
-        "*test_levels.py::test_package_level[[]v0[]] PASSED*",
-        "*test_levels.py::test_package_level[[]v1[]] PASSED*",
-        "*TestOnlyV1::test_class_level[[]v1[]] PASSED*",
-        "*test_gap[[]v1[]] XFAIL*v1 lacks this*",
-        "*test_module.py::test_module_level[[]v0[]] PASSED*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_levels.py::test_package_level[[]v0[]] PASSED*",
+            "*test_levels.py::test_package_level[[]v1[]] PASSED*",
+            "*TestOnlyV1::test_class_level[[]v1[]] PASSED*",
+            "*test_gap[[]v1[]] XFAIL*v1 lacks this*",
+            "*test_module.py::test_module_level[[]v0[]] PASSED*",
+        ]
+    )
     assert "test_class_level[v0]" not in result.stdout.str()
 
 
@@ -176,11 +182,16 @@ def test_helpers_check_input() -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(names=st.lists(st.from_regex(r"[a-z][a-z0-9]{0,5}", fullmatch=True), min_size=1,
-                      max_size=4, unique=True),
-       gaps=st.dictionaries(st.from_regex(r"[a-z][a-z0-9]{0,5}", fullmatch=True),
-                            st.from_regex(r"[a-z ]{1,12}", fullmatch=True).map(str.strip)
-                            .filter(bool), max_size=3))
+@given(
+    names=st.lists(
+        st.from_regex(r"[a-z][a-z0-9]{0,5}", fullmatch=True), min_size=1, max_size=4, unique=True
+    ),
+    gaps=st.dictionaries(
+        st.from_regex(r"[a-z][a-z0-9]{0,5}", fullmatch=True),
+        st.from_regex(r"[a-z ]{1,12}", fullmatch=True).map(str.strip).filter(bool),
+        max_size=3,
+    ),
+)
 def test_parse_engines_property(names: list[str], gaps: dict[str, str]) -> None:
     mark = pytest.mark.engines(*names, **{k: f"xfail: {v}" for k, v in gaps.items()}).mark
     specs = parse_engines(mark)

@@ -29,13 +29,16 @@ PIDS = """
 
 
 def _pids(path: Path) -> dict[str, int]:
-    return {name: int(pid) for name, pid in (line.split() for line in path.read_text().split(
-        "\n") if line)}
+    return {
+        name: int(pid)
+        for name, pid in (line.split() for line in path.read_text().split("\n") if line)
+    }
 
 
 @pytest.mark.parametrize("level", ["none", "engine", "module", "test"])
-def test_isolation_levels(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-                          level: str) -> None:
+def test_isolation_levels(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, level: str
+) -> None:
     log = suite.path / "pids.log"
     monkeypatch.setenv("PID_LOG", str(log))
     suite.makepyfile(test_pids=PIDS)
@@ -54,12 +57,14 @@ def test_isolation_levels(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatc
     assert os.getpid() not in pids.values()
 
 
-def test_marker_and_ini_choose_the_level(suite: pytest.Pytester,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_marker_and_ini_choose_the_level(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     log = suite.path / "pids.log"
     monkeypatch.setenv("PID_LOG", str(log))
     ini(suite, "harness_isolation = none")
-    suite.makepyfile(test_pids="""
+    suite.makepyfile(
+        test_pids="""
         import os, pytest
         def record(name):
             with open(os.environ["PID_LOG"], "a") as f:
@@ -74,7 +79,8 @@ def test_marker_and_ini_choose_the_level(suite: pytest.Pytester,
 
         def test_c():
             record("c")
-    """)
+    """
+    )
     run(suite).assert_outcomes(passed=3)
     pids = _pids(log)
     assert pids["a"] == pids["c"] != pids["b"]
@@ -83,14 +89,17 @@ def test_marker_and_ini_choose_the_level(suite: pytest.Pytester,
 def test_zygote_preloads_once(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     log = suite.path / "imports.log"
     monkeypatch.setenv("PID_LOG", str(log))
-    suite.makepyfile(heavy="""
+    suite.makepyfile(
+        heavy="""
         import os
         with open(os.environ["PID_LOG"], "a") as f:
             f.write(f"import {os.getpid()}\\n")
         STATE = []
-    """)
+    """
+    )
     ini(suite, "harness_preload = heavy\nharness_isolation = test")
-    suite.makepyfile(test_heavy="""
+    suite.makepyfile(
+        test_heavy="""
         import os, sys
 
         def test_a():
@@ -99,20 +108,26 @@ def test_zygote_preloads_once(suite: pytest.Pytester, monkeypatch: pytest.Monkey
 
         def test_b():
             assert sys.modules["heavy"].STATE == []  # a fresh child: test_a's append is gone
-    """)
+    """
+    )
     run(suite).assert_outcomes(passed=2)
     assert len(log.read_text().splitlines()) == 1
 
 
-@pytest.mark.parametrize(("body", "expected"), [
-    ("os.kill(os.getpid(), signal.SIGSEGV)", "killed by signal SIGSEGV"),
-    ("os.abort()", "killed by signal SIGABRT"),
-    ("os._exit(3)", "exited with code 3"),
-    ("os._exit(0)", "exited with code 0"),
-])
-def test_crash_fails_the_test_and_the_unit_goes_on(suite: pytest.Pytester, body: str,
-                                                    expected: str) -> None:
-    suite.makepyfile(test_crash=f"""
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("os.kill(os.getpid(), signal.SIGSEGV)", "killed by signal SIGSEGV"),
+        ("os.abort()", "killed by signal SIGABRT"),
+        ("os._exit(3)", "exited with code 3"),
+        ("os._exit(0)", "exited with code 0"),
+    ],
+)
+def test_crash_fails_the_test_and_the_unit_goes_on(
+    suite: pytest.Pytester, body: str, expected: str
+) -> None:
+    suite.makepyfile(
+        test_crash=f"""
         import os, signal, pytest
 
         @pytest.mark.engines("v0")
@@ -127,17 +142,25 @@ def test_crash_fails_the_test_and_the_unit_goes_on(suite: pytest.Pytester, body:
         @pytest.mark.engines("v0")
         def test_after(engine):
             pass
-    """)
+    """
+    )
     result = run(suite, "-v")
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*test_crash[[]v0[]] FAILED*", "*test_after[[]v0[]] PASSED*",
-                                 f"*Crash: the child process*{expected}*test_crash*",
-                                 "*last stdout*", "last words"])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_crash[[]v0[]] FAILED*",
+            "*test_after[[]v0[]] PASSED*",
+            f"*Crash: the child process*{expected}*test_crash*",
+            "*last stdout*",
+            "last words",
+        ]
+    )
 
 
 def test_timeout_kills_the_child(suite: pytest.Pytester) -> None:
     ini(suite, "harness_timeout = 30")
-    suite.makepyfile(test_hang="""
+    suite.makepyfile(
+        test_hang="""
         import time, pytest
 
         @pytest.mark.timeout(0.5)
@@ -147,21 +170,29 @@ def test_timeout_kills_the_child(suite: pytest.Pytester) -> None:
 
         def test_after():
             pass
-    """)
+    """
+    )
     result = run(suite, "-v")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*test_after PASSED*",
-                                 "*Timeout: test_hang.py::test_hang ran longer than 0.5 s*",
-                                 "*last stdout*", "sleeping"])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_after PASSED*",
+            "*Timeout: test_hang.py::test_hang ran longer than 0.5 s*",
+            "*last stdout*",
+            "sleeping",
+        ]
+    )
     assert result.duration < 20
 
 
 def test_timeout_from_the_command_line(suite: pytest.Pytester) -> None:
-    suite.makepyfile(test_hang="""
+    suite.makepyfile(
+        test_hang="""
         import time
         def test_hang():
             time.sleep(60)
-    """)
+    """
+    )
     result = run(suite, "--harness-timeout", "0.3")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*ran longer than 0.3 s*"])
@@ -171,14 +202,16 @@ def test_bad_options_are_usage_errors(suite: pytest.Pytester) -> None:
     suite.makepyfile("def test_a(): pass")
     result = run(suite, "--isolate", "thread")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--isolate: expected one of none, engine, module, test, "
-                                 "got 'thread'*"])
+    result.stderr.fnmatch_lines(
+        ["*--isolate: expected one of none, engine, module, test, got 'thread'*"]
+    )
     result = run(suite, "--harness-timeout", "soon")
     result.stderr.fnmatch_lines(["*--harness-timeout: expected a float, got 'soon'*"])
 
 
 def test_reports_stream_back_as_ordinary_reports(suite: pytest.Pytester) -> None:
-    suite.makepyfile(test_r="""
+    suite.makepyfile(
+        test_r="""
         import pytest
 
         @pytest.mark.engines("v0", "v1")
@@ -195,11 +228,18 @@ def test_reports_stream_back_as_ordinary_reports(suite: pytest.Pytester) -> None
         @pytest.mark.xfail(reason="known")
         def test_xfail():
             raise RuntimeError
-    """)
+    """
+    )
     result = run(suite, "-rA", "--durations=3", "--junitxml=out.xml", "--isolate", "test")
     result.assert_outcomes(passed=2, failed=1, skipped=1, xfailed=1)
-    result.stdout.fnmatch_lines(["*AssertionError: boom*", "*Captured stdout call*",
-                                 "captured-out", "*slowest 3 durations*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*AssertionError: boom*",
+            "*Captured stdout call*",
+            "captured-out",
+            "*slowest 3 durations*",
+        ]
+    )
     xml = (suite.path / "out.xml").read_text()
     assert 'name="test_ok[v0]"' in xml and "boom" in xml
     assert '<property name="engine" value="v1"' in xml

@@ -40,17 +40,25 @@ def test_coverage_table_and_json(suite: pytest.Pytester) -> None:
     suite.makepyfile(test_matrix=MATRIX)
     result = run(suite, "--engine-report", "out/cov.json")
     result.assert_outcomes(passed=5, failed=1, xfailed=1)
-    result.stdout.fnmatch_lines([
-        "*engine coverage*",
-        "engine*passed*failed*xfailed*skipped*not covered",
-        "v0 * 3 * 0 * 0 * 0 * 1",
-        "v1 * 1 * 1 * 1 * 0 * 1",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*engine coverage*",
+            "engine*passed*failed*xfailed*skipped*not covered",
+            "v0 * 3 * 0 * 0 * 0 * 1",
+            "v1 * 1 * 1 * 1 * 0 * 1",
+        ]
+    )
     data = json.loads((suite.path / "out" / "cov.json").read_text())
-    assert data["engines"]["v1"] == {"passed": 1, "failed": 1, "xfailed": 1, "skipped": 0,
-                                     "not_covered": 1}
-    assert {"test": "test_matrix.py::test_v0_only", "engine": "v0",
-            "outcome": "passed"} in data["tests"]
+    assert data["engines"]["v1"] == {
+        "passed": 1,
+        "failed": 1,
+        "xfailed": 1,
+        "skipped": 0,
+        "not_covered": 1,
+    }
+    assert {"test": "test_matrix.py::test_v0_only", "engine": "v0", "outcome": "passed"} in data[
+        "tests"
+    ]
 
 
 def test_coverage_under_xdist(suite: pytest.Pytester) -> None:
@@ -61,11 +69,13 @@ def test_coverage_under_xdist(suite: pytest.Pytester) -> None:
     assert data["engines"]["v0"]["passed"] == 3
 
 
-def test_xdist_workers_each_fork_their_children(suite: pytest.Pytester,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_xdist_workers_each_fork_their_children(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     log = suite.path / "pids.log"
     monkeypatch.setenv("PID_LOG", str(log))
-    suite.makepyfile(test_x="""
+    suite.makepyfile(
+        test_x="""
         import os, pytest
 
         @pytest.mark.parametrize("n", range(6))
@@ -74,7 +84,8 @@ def test_xdist_workers_each_fork_their_children(suite: pytest.Pytester,
                 f.write(f"{os.getpid()} {os.getppid()} {os.environ.get('PYTEST_XDIST_WORKER')}\\n")
             if n == 3:
                 os.kill(os.getpid(), 9)
-    """)
+    """
+    )
     result = run(suite, "-n", "2", "--isolate", "test")
     result.assert_outcomes(passed=5, failed=1)
     rows = [line.split() for line in log.read_text().splitlines()]
@@ -83,7 +94,8 @@ def test_xdist_workers_each_fork_their_children(suite: pytest.Pytester,
 
 
 def test_seed_is_reset_printed_and_replayable(suite: pytest.Pytester) -> None:
-    suite.makepyfile(test_seed="""
+    suite.makepyfile(
+        test_seed="""
         import random
 
         def test_a():
@@ -92,7 +104,8 @@ def test_seed_is_reset_printed_and_replayable(suite: pytest.Pytester) -> None:
         def test_b():
             print("draw", random.random())
             assert False
-    """)
+    """
+    )
     result = run(suite, "-rA", "--harness-seed", "1234")
     draws = [line for line in result.stdout.lines if line.startswith("draw ")]
     assert len(draws) == 2 and draws[0] == draws[1]
@@ -103,7 +116,8 @@ def test_seed_is_reset_printed_and_replayable(suite: pytest.Pytester) -> None:
 
 def test_find_polluter(suite: pytest.Pytester) -> None:
     suite.makepyfile(state="VALUES = []")
-    suite.makepyfile(test_poll="""
+    suite.makepyfile(
+        test_poll="""
         import pytest, state
 
         @pytest.mark.parametrize("n", range(5))
@@ -119,16 +133,19 @@ def test_find_polluter(suite: pytest.Pytester) -> None:
 
         def test_victim():
             assert state.VALUES == []
-    """)
+    """
+    )
     result = run(suite, "--isolate", "none", "--find-polluter", "test_poll.py::test_victim")
-    result.stdout.fnmatch_lines(["*polluter is test_poll.py::test_polluter*",
-                                 "*polluter: test_poll.py::test_polluter*"])
+    result.stdout.fnmatch_lines(
+        ["*polluter is test_poll.py::test_polluter*", "*polluter: test_poll.py::test_polluter*"]
+    )
     result = run(suite, "--find-polluter", "test_nothing")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
 def test_lf_k_x_and_junit(suite: pytest.Pytester) -> None:
-    suite.makepyfile(test_sel="""
+    suite.makepyfile(
+        test_sel="""
         import pytest
 
         @pytest.mark.engines("v0", "v1")
@@ -141,7 +158,8 @@ def test_lf_k_x_and_junit(suite: pytest.Pytester) -> None:
 
         def test_last():
             pass
-    """)
+    """
+    )
     quiet = ("-p", "no:hypothesispytest", "-p", "no:benchmark", "-p", "no:anyio")
     first = suite.runpytest_subprocess(*quiet, "--junitxml=j.xml")
     first.assert_outcomes(passed=4, failed=1)
@@ -196,17 +214,21 @@ def test_wire_round_trip() -> None:
         os.close(read)
 
 
-@pytest.mark.parametrize(("nodeid", "base"), [
-    ("t.py::test_x[v0]", "t.py::test_x"),
-    ("t.py::test_x[v0-3]", "t.py::test_x[3]"),
-    ("t.py::test_x[2-v0]", "t.py::test_x[2]"),
-])
+@pytest.mark.parametrize(
+    ("nodeid", "base"),
+    [
+        ("t.py::test_x[v0]", "t.py::test_x"),
+        ("t.py::test_x[v0-3]", "t.py::test_x[3]"),
+        ("t.py::test_x[2-v0]", "t.py::test_x[2]"),
+    ],
+)
 def test_coverage_base_id(nodeid: str, base: str) -> None:
     assert coverage._base(nodeid, "v0") == base
 
 
 def test_warnings_from_children_are_recorded_and_filtered(suite: pytest.Pytester) -> None:
-    suite.makepyfile(test_w="""
+    suite.makepyfile(
+        test_w="""
         import warnings, pytest
 
         def test_warns():
@@ -215,15 +237,18 @@ def test_warnings_from_children_are_recorded_and_filtered(suite: pytest.Pytester
         @pytest.mark.filterwarnings("error::RuntimeWarning")
         def test_error_filter():
             warnings.warn("now an error", RuntimeWarning)
-    """)
+    """
+    )
     result = run(suite, "--isolate", "test")
     result.assert_outcomes(passed=1, failed=1, warnings=1)
-    result.stdout.fnmatch_lines(["*warnings summary*", "*DeprecationWarning: old api*",
-                                 "*RuntimeWarning: now an error*"])
+    result.stdout.fnmatch_lines(
+        ["*warnings summary*", "*DeprecationWarning: old api*", "*RuntimeWarning: now an error*"]
+    )
 
 
 def test_cuda_initialised_before_fork_fails_the_run(suite: pytest.Pytester) -> None:
-    suite.makepyfile(torch="""
+    suite.makepyfile(
+        torch="""
         import types
         _state = {"on": False}
 
@@ -231,7 +256,8 @@ def test_cuda_initialised_before_fork_fails_the_run(suite: pytest.Pytester) -> N
             _state["on"] = True
 
         cuda = types.SimpleNamespace(_lazy_init=_lazy_init, is_initialized=lambda: _state["on"])
-    """)
+    """
+    )
     suite.makeconftest("""
         import torch
 
@@ -244,6 +270,11 @@ def test_cuda_initialised_before_fork_fails_the_run(suite: pytest.Pytester) -> N
     ini(suite, "harness_preload = torch")  # preloaded: its CUDA init is watched from the start
     result = run(suite)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*CUDA was initialised in the process that forks*",
-                                 "*First CUDA initialisation:*", "*setup_gpu_at_import*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*CUDA was initialised in the process that forks*",
+            "*First CUDA initialisation:*",
+            "*setup_gpu_at_import*",
+        ]
+    )
     run(suite, "--harness-start", "spawn").stdout.fnmatch_lines(["*CUDA was initialised*"])

@@ -69,8 +69,16 @@ def build_case(
     reference.write_kv_cache(k, v, k_cache, v_cache, slot_mapping)
     cu = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32)
     return PagedCase(
-        q, k, v, k_cache, v_cache, cu, torch.tensor(seq_lens, dtype=torch.int32), table,
-        slot_mapping, head_size**-0.5,
+        q,
+        k,
+        v,
+        k_cache,
+        v_cache,
+        cu,
+        torch.tensor(seq_lens, dtype=torch.int32),
+        table,
+        slot_mapping,
+        head_size**-0.5,
     )
 
 

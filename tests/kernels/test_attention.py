@@ -16,8 +16,17 @@ PROPS = settings(max_examples=30, deadline=None)
 
 
 def _prefill(case, fn):
-    return fn(case.q, case.k, case.v, case.k_cache, case.v_cache, case.cu_seqlens_q,
-              case.seq_lens, case.block_tables, case.scale)
+    return fn(
+        case.q,
+        case.k,
+        case.v,
+        case.k_cache,
+        case.v_cache,
+        case.cu_seqlens_q,
+        case.seq_lens,
+        case.block_tables,
+        case.scale,
+    )
 
 
 def _decode(case, fn):
@@ -49,8 +58,9 @@ def test_prefill_matches_reference(paged_case, seed, lens, heads, head_size, blo
     block_size=st.sampled_from([1, 4, 8, 16]),
 )
 def test_decode_matches_reference(paged_case, seed, seq_lens, heads, head_size, block_size):
-    case = paged_case(seed, [1] * len(seq_lens), [s - 1 for s in seq_lens], *heads, head_size,
-                      block_size)
+    case = paged_case(
+        seed, [1] * len(seq_lens), [s - 1 for s in seq_lens], *heads, head_size, block_size
+    )
     got = _decode(case, ops.decode_attention)
     want = _decode(case, reference.decode_attention)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
@@ -71,17 +81,26 @@ def test_prefill_without_context_reads_new_kv_not_cache(paged_case):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_low_precision_close_to_reference(paged_case, dtype):
     case = paged_case(5, [3, 1, 6], [4, 0, 9], 8, 2, 16, 4, dtype=dtype)
-    torch.testing.assert_close(_prefill(case, ops.prefill_attention),
-                               _prefill(case, reference.prefill_attention), atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(
+        _prefill(case, ops.prefill_attention),
+        _prefill(case, reference.prefill_attention),
+        atol=2e-2,
+        rtol=2e-2,
+    )
     dec = paged_case(6, [1, 1], [7, 12], 8, 2, 16, 4, dtype=dtype)
-    torch.testing.assert_close(_decode(dec, ops.decode_attention),
-                               _decode(dec, reference.decode_attention), atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(
+        _decode(dec, ops.decode_attention),
+        _decode(dec, reference.decode_attention),
+        atol=2e-2,
+        rtol=2e-2,
+    )
 
 
 def test_decode_with_empty_batch(paged_case):
     case = paged_case(0, [1], [3], 4, 2, 8, 4)
-    out = ops.decode_attention(case.q[:0], case.k_cache, case.v_cache, case.seq_lens[:0],
-                               case.block_tables[:0], case.scale)
+    out = ops.decode_attention(
+        case.q[:0], case.k_cache, case.v_cache, case.seq_lens[:0], case.block_tables[:0], case.scale
+    )
     assert out.shape == (0, 4, 8)
 
 
@@ -102,8 +121,9 @@ def test_decode_work_does_not_grow_with_batch(paged_case, batch):
     for b in (1, batch):
         case = paged_case(b, [1] * b, [5 + i for i in range(b)], 4, 2, 8, 4)
         with _CountOps() as counter:
-            decode_impl(case.q, case.k_cache, case.v_cache, case.seq_lens, case.block_tables,
-                        case.scale)
+            decode_impl(
+                case.q, case.k_cache, case.v_cache, case.seq_lens, case.block_tables, case.scale
+            )
         counts.append(counter.calls)
     assert counts[0] == counts[1]
 
@@ -114,7 +134,16 @@ def test_prefill_counter_sees_per_sequence_work(paged_case):
     for b in (1, 3):
         case = paged_case(b, [2] * b, [3] * b, 4, 2, 8, 4)
         with _CountOps() as counter:
-            prefill_impl(case.q, case.k, case.v, case.k_cache, case.v_cache,
-                         case.cu_seqlens_q, case.seq_lens, case.block_tables, case.scale)
+            prefill_impl(
+                case.q,
+                case.k,
+                case.v,
+                case.k_cache,
+                case.v_cache,
+                case.cu_seqlens_q,
+                case.seq_lens,
+                case.block_tables,
+                case.scale,
+            )
         counts.append(counter.calls)
     assert counts[1] > counts[0] > 0

@@ -58,8 +58,17 @@ def test_torch_backend_runs_a_mixed_step(paged_case):
     backend.write_kv_cache(case.k, case.v, k_cache, v_cache, case.slot_mapping)
     reference.write_kv_cache(case.k, case.v, want_k, want_v, case.slot_mapping)
     assert torch.equal(k_cache, want_k) and torch.equal(v_cache, want_v)
-    args = (case.q, case.k, case.v, case.k_cache, case.v_cache, case.cu_seqlens_q,
-            case.seq_lens, case.block_tables, case.scale)
+    args = (
+        case.q,
+        case.k,
+        case.v,
+        case.k_cache,
+        case.v_cache,
+        case.cu_seqlens_q,
+        case.seq_lens,
+        case.block_tables,
+        case.scale,
+    )
     torch.testing.assert_close(backend.prefill(*args), reference.prefill_attention(*args))
     dec = paged_case(5, [1, 1], [6, 2], 4, 2, 8, 4)
     dargs = (dec.q, dec.k_cache, dec.v_cache, dec.seq_lens, dec.block_tables, dec.scale)
@@ -76,10 +85,13 @@ def _split(case):
     """(CUDA bf16 args, CPU fp32 args holding the same bf16-rounded values)."""
     floats = ("q", "k", "v", "k_cache", "v_cache")
     names = (*floats, "cu_seqlens_q", "seq_lens", "block_tables")
-    ref = [getattr(case, n).to(torch.bfloat16).float() if n in floats else getattr(case, n)
-           for n in names]
-    dev = [t.to("cuda", torch.bfloat16) if n in floats else t.to("cuda")
-           for n, t in zip(names, ref)]
+    ref = [
+        getattr(case, n).to(torch.bfloat16).float() if n in floats else getattr(case, n)
+        for n in names
+    ]
+    dev = [
+        t.to("cuda", torch.bfloat16) if n in floats else t.to("cuda") for n, t in zip(names, ref)
+    ]
     return dev, ref
 
 
@@ -138,7 +150,8 @@ def test_flash_attn_ops_register_on_first_use_only():
     """Run in a fresh interpreter: registering ops here would outlive the test."""
     import subprocess
 
-    done = subprocess.run([sys.executable, "-c", _LAZY_SCRIPT], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", _LAZY_SCRIPT], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"

@@ -19,8 +19,13 @@ def _tol(dtype: torch.dtype) -> dict[str, float]:
 
 
 @PROPS
-@given(seed=SEEDS, tokens=st.integers(1, 9), hidden=st.integers(1, 48), dtype=DTYPES,
-       eps=st.sampled_from([1e-6, 1e-5, 0.1]))
+@given(
+    seed=SEEDS,
+    tokens=st.integers(1, 9),
+    hidden=st.integers(1, 48),
+    dtype=DTYPES,
+    eps=st.sampled_from([1e-6, 1e-5, 0.1]),
+)
 def test_rms_norm(seed, tokens, hidden, dtype, eps):
     g = torch.Generator().manual_seed(seed)
     x = (torch.randn((tokens, hidden), generator=g) * 3).to(dtype)
@@ -52,8 +57,13 @@ def test_rms_norm_accepts_leading_dims_and_leaves_input():
 
 
 @PROPS
-@given(seed=SEEDS, tokens=st.integers(1, 9), heads=st.sampled_from([(4, 4), (4, 2), (3, 1)]),
-       head_size=st.sampled_from([2, 8, 16]), dtype=DTYPES)
+@given(
+    seed=SEEDS,
+    tokens=st.integers(1, 9),
+    heads=st.sampled_from([(4, 4), (4, 2), (3, 1)]),
+    head_size=st.sampled_from([2, 8, 16]),
+    dtype=DTYPES,
+)
 def test_rotary_embedding(seed, tokens, heads, head_size, dtype):
     g = torch.Generator().manual_seed(seed)
     max_pos = 32
@@ -67,8 +77,9 @@ def test_rotary_embedding(seed, tokens, heads, head_size, dtype):
     torch.testing.assert_close(got_q, want_q, **_tol(dtype))
     torch.testing.assert_close(got_k, want_k, **_tol(dtype))
     # a rotation keeps the norm of each half-pair
-    torch.testing.assert_close(got_q.float().norm(dim=-1), q.float().norm(dim=-1),
-                               atol=3e-2, rtol=3e-2)
+    torch.testing.assert_close(
+        got_q.float().norm(dim=-1), q.float().norm(dim=-1), atol=3e-2, rtol=3e-2
+    )
 
 
 def test_rotary_position_zero_is_identity():
@@ -89,9 +100,14 @@ def test_silu_and_mul(seed, tokens, inter, dtype):
 
 
 @PROPS
-@given(seed=SEEDS, tokens=st.integers(0, 12), blocks=st.integers(1, 6),
-       block_size=st.sampled_from([1, 2, 4, 8]), kv_heads=st.integers(1, 3),
-       padding=st.floats(0, 0.5))
+@given(
+    seed=SEEDS,
+    tokens=st.integers(0, 12),
+    blocks=st.integers(1, 6),
+    block_size=st.sampled_from([1, 2, 4, 8]),
+    kv_heads=st.integers(1, 3),
+    padding=st.floats(0, 0.5),
+)
 def test_write_kv_cache(seed, tokens, blocks, block_size, kv_heads, padding):
     g = torch.Generator().manual_seed(seed)
     num_slots = blocks * block_size

@@ -28,13 +28,27 @@ def _silu_args():
 
 
 def _write_args():
-    return (torch.randn(3, 2, 8), torch.randn(3, 2, 8), torch.zeros(4, 4, 2, 8),
-            torch.zeros(4, 4, 2, 8), torch.tensor([7, -1, 2]))
+    return (
+        torch.randn(3, 2, 8),
+        torch.randn(3, 2, 8),
+        torch.zeros(4, 4, 2, 8),
+        torch.zeros(4, 4, 2, 8),
+        torch.tensor([7, -1, 2]),
+    )
 
 
 def _prefill_args(case):
-    return (case.q, case.k, case.v, case.k_cache, case.v_cache, case.cu_seqlens_q,
-            case.seq_lens, case.block_tables, case.scale)
+    return (
+        case.q,
+        case.k,
+        case.v,
+        case.k_cache,
+        case.v_cache,
+        case.cu_seqlens_q,
+        case.seq_lens,
+        case.block_tables,
+        case.scale,
+    )
 
 
 def _decode_args(case):

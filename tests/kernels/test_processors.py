@@ -30,6 +30,7 @@ def _logits(seed: int, rows: int, vocab: int) -> tuple[torch.Generator, torch.Te
 
 # --- per-row references -----------------------------------------------------------
 
+
 def _ref_penalties(x, prompt, counts, pres, freq, rep):
     out = x.clone()
     for b in range(x.shape[0]):
@@ -62,6 +63,7 @@ def _ref_top_p(row: torch.Tensor, p: float) -> torch.Tensor:
 
 # --- property tests -----------------------------------------------------------------
 
+
 @PROPS
 @given(seed=SEEDS, shape=SHAPES)
 def test_penalties(seed, shape):
@@ -79,8 +81,9 @@ def test_neutral_penalties_change_nothing():
     x = torch.randn(2, 6)
     counts = torch.tensor([[0, 1, 2, 0, 0, 5], [1, 0, 0, 0, 0, 0]])
     zeros = torch.zeros(2)
-    out = apply_penalties(x, torch.ones(2, 6, dtype=torch.bool), counts, zeros, zeros,
-                          torch.ones(2))
+    out = apply_penalties(
+        x, torch.ones(2, 6, dtype=torch.bool), counts, zeros, zeros, torch.ones(2)
+    )
     assert torch.equal(out, x)
 
 
@@ -151,8 +154,10 @@ def test_processors_do_not_modify_their_input():
 
 def test_chained_processors_leave_a_valid_distribution():
     x = torch.randn(3, 50)
-    out = apply_min_p(apply_top_p(apply_top_k(x, torch.tensor([5, 0, 1])),
-                                  torch.tensor([0.9, 0.3, 1.0])), torch.tensor([0.1, 0.0, 0.5]))
+    out = apply_min_p(
+        apply_top_p(apply_top_k(x, torch.tensor([5, 0, 1])), torch.tensor([0.9, 0.3, 1.0])),
+        torch.tensor([0.1, 0.0, 0.5]),
+    )
     probs = out.softmax(-1)
     assert not math.isnan(probs.sum().item())
     assert int(torch.isfinite(out[2]).sum()) == 1
@@ -168,13 +173,30 @@ def test_chained_processors_leave_a_valid_distribution():
         (lambda x: apply_top_p(x, torch.tensor([0.5])), ValueError, r"p.shape\[0\]"),
         (lambda x: apply_min_p(x, torch.tensor([1.5, 0.0])), ValueError, "min_p must be in"),
         (lambda x: apply_min_p(x[0], torch.tensor([0.5])), ValueError, "logits must have 2"),
-        (lambda x: apply_penalties(x, torch.zeros(2, 4), torch.zeros(2, 4, dtype=torch.int64),
-                                   torch.zeros(2), torch.zeros(2), torch.ones(2)),
-         ValueError, "prompt_mask must have dtype"),
-        (lambda x: apply_penalties(x, torch.zeros(2, 4, dtype=torch.bool),
-                                   torch.zeros(2, 4, dtype=torch.int64), torch.zeros(2),
-                                   torch.zeros(2), torch.zeros(2)),
-         ValueError, "repetition must be in"),
+        (
+            lambda x: apply_penalties(
+                x,
+                torch.zeros(2, 4),
+                torch.zeros(2, 4, dtype=torch.int64),
+                torch.zeros(2),
+                torch.zeros(2),
+                torch.ones(2),
+            ),
+            ValueError,
+            "prompt_mask must have dtype",
+        ),
+        (
+            lambda x: apply_penalties(
+                x,
+                torch.zeros(2, 4, dtype=torch.bool),
+                torch.zeros(2, 4, dtype=torch.int64),
+                torch.zeros(2),
+                torch.zeros(2),
+                torch.zeros(2),
+            ),
+            ValueError,
+            "repetition must be in",
+        ),
         (lambda x: apply_temperature(x.tolist(), torch.ones(2)), TypeError, "logits"),
     ],
 )

@@ -21,8 +21,12 @@ def _probs(g: torch.Generator, rows: int, vocab: int, zero_frac: float = 0.0) ->
 
 
 @PROPS
-@given(seed=st.integers(0, 2**31 - 1), rows=st.integers(1, 6), vocab=st.integers(1, 40),
-       pick=st.integers(0, 5))
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    rows=st.integers(1, 6),
+    vocab=st.integers(1, 40),
+    pick=st.integers(0, 5),
+)
 def test_a_row_draws_the_same_token_whatever_the_batch(seed, rows, vocab, pick):
     g = torch.Generator().manual_seed(seed)
     probs = _probs(g, rows, vocab)
@@ -40,8 +44,13 @@ def test_a_row_draws_the_same_token_whatever_the_batch(seed, rows, vocab, pick):
 
 
 @PROPS
-@given(seed=st.integers(0, 2**31 - 1), rows=st.integers(1, 4), vocab=st.integers(1, 24),
-       zero_frac=st.floats(0.0, 0.9), big_seeds=st.booleans())
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    rows=st.integers(1, 4),
+    vocab=st.integers(1, 24),
+    zero_frac=st.floats(0.0, 0.9),
+    big_seeds=st.booleans(),
+)
 def test_matches_reference(seed, rows, vocab, zero_frac, big_seeds):
     g = torch.Generator().manual_seed(seed)
     probs = _probs(g, rows, vocab, zero_frac)
@@ -53,8 +62,12 @@ def test_matches_reference(seed, rows, vocab, zero_frac, big_seeds):
 
 
 @PROPS
-@given(seed=st.integers(0, 2**31 - 1), rows=st.integers(1, 8), vocab=st.integers(2, 50),
-       zero_frac=st.floats(0.3, 0.95))
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    rows=st.integers(1, 8),
+    vocab=st.integers(2, 50),
+    zero_frac=st.floats(0.3, 0.95),
+)
 def test_never_draws_a_zero_probability_token(seed, rows, vocab, zero_frac):
     g = torch.Generator().manual_seed(seed)
     probs = _probs(g, rows, vocab, zero_frac)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tomllib
 import zipfile
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {

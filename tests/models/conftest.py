@@ -30,13 +30,21 @@ def sharded_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class PagedRunner:
     """Drives a model step by step over a paged cache whose blocks are handed out shuffled."""
 
-    def __init__(self, model: torch.nn.Module, block_size: int = 4, num_blocks: int = 96,
-                 seed: int = 0) -> None:
+    def __init__(
+        self, model: torch.nn.Module, block_size: int = 4, num_blocks: int = 96, seed: int = 0
+    ) -> None:
         spec = model.spec
         self.model = model
         self.block_size = block_size
-        self.caches = allocate_kv_caches(spec.num_layers, spec.num_kv_heads, spec.head_dim,
-                                         num_blocks, block_size, torch.float32, "cpu")
+        self.caches = allocate_kv_caches(
+            spec.num_layers,
+            spec.num_kv_heads,
+            spec.head_dim,
+            num_blocks,
+            block_size,
+            torch.float32,
+            "cpu",
+        )
         gen = torch.Generator().manual_seed(seed)
         self.free = torch.randperm(num_blocks, generator=gen).tolist()
         self.tables: dict[int, list[int]] = {}

@@ -9,8 +9,9 @@ from tandem.core.kv_cache import allocate_kv_caches, kv_cache_bytes_per_block
 
 
 def test_bytes_per_block_matches_allocation():
-    caches = allocate_kv_caches(3, 2, 8, num_blocks=5, block_size=4, dtype=torch.float16,
-                                device="cpu")
+    caches = allocate_kv_caches(
+        3, 2, 8, num_blocks=5, block_size=4, dtype=torch.float16, device="cpu"
+    )
     assert len(caches) == 3
     for k, v in caches:
         assert k.shape == v.shape == (5, 4, 2, 8)

@@ -69,8 +69,11 @@ def test_missing_and_unexpected_weights_are_listed(model_dirs, tmp_path):
     del tensors["model.norm.weight"]
     tensors["model.extra.weight"] = torch.zeros(2)
     save_file(tensors, broken / "model.safetensors")
-    with pytest.raises(ValueError, match=r"missing weights \(1\): model\.norm\.weight.*"
-                                         r"unexpected weights \(1\): model\.extra\.weight"):
+    with pytest.raises(
+        ValueError,
+        match=r"missing weights \(1\): model\.norm\.weight.*"
+        r"unexpected weights \(1\): model\.extra\.weight",
+    ):
         load_model(broken)
 
 

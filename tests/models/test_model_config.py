@@ -14,15 +14,26 @@ from tandem.core.models.spec import ModelSpec, read_rope
 
 
 def hf(**kw):
-    base = dict(architectures=["LlamaForCausalLM"], vocab_size=32, hidden_size=16,
-                intermediate_size=32, num_hidden_layers=1, num_attention_heads=4,
-                num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6)
+    base = dict(
+        architectures=["LlamaForCausalLM"],
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-6,
+    )
     return SimpleNamespace(**{**base, **kw})
 
 
 def test_registry():
-    assert supported_architectures() == ["LlamaForCausalLM", "MistralForCausalLM",
-                                         "Qwen2ForCausalLM"]
+    assert supported_architectures() == [
+        "LlamaForCausalLM",
+        "MistralForCausalLM",
+        "Qwen2ForCausalLM",
+    ]
     assert get_model_class("MistralForCausalLM").__name__ == "MistralForCausalLM"
     with pytest.raises(ValueError, match=r"must be one of LlamaForCausalLM, Mistral.*got 'Gpt2'"):
         get_model_class("Gpt2")
@@ -35,9 +46,19 @@ def test_legacy_rope_attributes():
 
 
 def test_rope_parameters_take_precedence():
-    rope = read_rope(hf(rope_theta=1.0, rope_parameters={
-        "rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0, "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0, "original_max_position_embeddings": 32}))
+    rope = read_rope(
+        hf(
+            rope_theta=1.0,
+            rope_parameters={
+                "rope_type": "llama3",
+                "rope_theta": 5e5,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 32,
+            },
+        )
+    )
     assert (rope.theta, rope.type, rope.original_max_position) == (5e5, "llama3", 32)
 
 
@@ -45,8 +66,14 @@ def test_rope_matches_transformers_inv_freq():
     from transformers import LlamaConfig
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    params = {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0, "low_freq_factor": 1.0,
-              "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    params = {
+        "rope_type": "llama3",
+        "rope_theta": 5e5,
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64,
+    }
     config = LlamaConfig(hidden_size=64, num_attention_heads=2, rope_parameters=params)
     expected, _ = ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
     torch.testing.assert_close(inv_freq(32, read_rope(config)), expected)
@@ -68,8 +95,9 @@ def test_bad_configs(kw, match):
 
 
 def test_spec_traps():
-    spec = ModelSpec.from_hf(hf(architectures=["Qwen2ForCausalLM"], head_dim=12,
-                                tie_word_embeddings=True))
+    spec = ModelSpec.from_hf(
+        hf(architectures=["Qwen2ForCausalLM"], head_dim=12, tie_word_embeddings=True)
+    )
     assert spec.qkv_bias and not spec.o_bias and spec.tie_word_embeddings
     assert spec.head_dim == 12
 

@@ -14,8 +14,17 @@ import pytest
 from .fixtures import IsolatedEnv, engine, isolated_env, scoped_ops
 from .markers import EngineSpec, parse_engines
 
-__all__ = ["EngineSpec", "IsolatedEnv", "engine", "engines", "isolate", "isolated_env",
-           "parse_engines", "scoped_ops", "timeout"]
+__all__ = [
+    "EngineSpec",
+    "IsolatedEnv",
+    "engine",
+    "engines",
+    "isolate",
+    "isolated_env",
+    "parse_engines",
+    "scoped_ops",
+    "timeout",
+]
 
 
 def engines(*names: str, **gaps: str) -> Any:

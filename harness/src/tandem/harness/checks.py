@@ -70,18 +70,23 @@ def excuse(snap: Snap, settings: Settings) -> None:
 def compare(snap: Snap, settings: Settings) -> list[str]:
     """Leaks since ``snap`` (state is restored where it can be)."""
     ignore = set(snap.ignore)
-    procs, threads, attrs, patches, ops = (snap.procs, snap.threads, snap.attrs, snap.patches,
-                                           snap.ops)
+    procs, threads, attrs, patches, ops = (
+        snap.procs,
+        snap.threads,
+        snap.attrs,
+        snap.patches,
+        snap.ops,
+    )
     if snap.excused is not None:
         after = snap.excused
-        ignore |= {k for k in set(after.env) | set(snap.env)
-                   if after.env.get(k) != snap.env.get(k)}
+        ignore |= {k for k in set(after.env) | set(snap.env) if after.env.get(k) != snap.env.get(k)}
         procs, threads = procs | after.procs, threads | after.threads
         ops = after.ops if isinstance(ops, int) else ops | after.ops  # type: ignore[operator]
         attrs = {**after.attrs, **{k: v for k, v in attrs.items() if k not in after.attrs}}
         patches = patches + after.patches
     if snap.before_teardown is not None and any(
-            getattr(f, "cached_result", None) is None for f in snap.wider):
+        getattr(f, "cached_result", None) is None for f in snap.wider
+    ):
         env, now = snap.before_teardown, leak_env.snapshot()
         ignore |= {k for k in set(env) | set(now) if env.get(k) != now.get(k)}
     frozen = frozenset(ignore)

@@ -75,10 +75,18 @@ def _warnings_for(item: pytest.Item) -> Any:
 def send_warning(message: warnings.WarningMessage, nodeid: str) -> None:
     """Stream a warning the item raised to the parent, which records it as its own."""
     category = message.category
-    wire.send(STATE.result_fd, {"warning": {
-        "message": str(message.message), "category": f"{category.__module__}:"
-        f"{category.__qualname__}", "filename": message.filename, "lineno": message.lineno,
-        "nodeid": nodeid}})
+    wire.send(
+        STATE.result_fd,
+        {
+            "warning": {
+                "message": str(message.message),
+                "category": f"{category.__module__}:{category.__qualname__}",
+                "filename": message.filename,
+                "lineno": message.lineno,
+                "nodeid": nodeid,
+            }
+        },
+    )
 
 
 def load_warning(data: dict[str, Any]) -> warnings.WarningMessage:
@@ -89,5 +97,6 @@ def load_warning(data: dict[str, Any]) -> warnings.WarningMessage:
         category = getattr(category, part, None)
     if not (isinstance(category, type) and issubclass(category, Warning)):
         category = UserWarning
-    return warnings.WarningMessage(category(data["message"]), category, data["filename"],
-                                   data["lineno"])
+    return warnings.WarningMessage(
+        category(data["message"]), category, data["filename"], data["lineno"]
+    )

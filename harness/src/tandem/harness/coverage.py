@@ -69,9 +69,13 @@ class Coverage:
         return lines
 
     def write(self, path: str) -> None:
-        data: dict[str, Any] = {"engines": {e: asdict(r) for e, r in self.rows().items()},
-                                "tests": [{"test": b, "engine": e, "outcome": o}
-                                          for (b, e), o in sorted(self.outcomes.items())]}
+        data: dict[str, Any] = {
+            "engines": {e: asdict(r) for e, r in self.rows().items()},
+            "tests": [
+                {"test": b, "engine": e, "outcome": o}
+                for (b, e), o in sorted(self.outcomes.items())
+            ],
+        }
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(data, indent=2) + "\n")

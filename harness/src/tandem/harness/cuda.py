@@ -47,9 +47,13 @@ def guard() -> None:
     """Raise if this process initialised CUDA (forking it would hand children a broken CUDA)."""
     if not initialised():
         return
-    where = _FIRST_INIT[0] if _FIRST_INIT else "(not recorded: CUDA was initialised before " \
-        "the harness loaded)\n"
+    where = (
+        _FIRST_INIT[0]
+        if _FIRST_INIT
+        else "(not recorded: CUDA was initialised before the harness loaded)\n"
+    )
     raise ForkUnsafe(
         "tandem-harness: CUDA was initialised in the process that forks test children; "
         "forking it is unsafe. Use --harness-start spawn (or harness_start_method = spawn), "
-        "or keep CUDA out of conftest/import time.\nFirst CUDA initialisation:\n" + where)
+        "or keep CUDA out of conftest/import time.\nFirst CUDA initialisation:\n" + where
+    )

@@ -30,11 +30,12 @@ class IsolatedEnv:
 
     def _check(self, name: Any) -> None:
         if not isinstance(name, str) or not name or "=" in name:
-            raise TypeError(f"isolated_env: name must be a non-empty str without '=', "
-                            f"got {name!r}")
+            raise TypeError(f"isolated_env: name must be a non-empty str without '=', got {name!r}")
         if self._protected and name == self._protected:
-            raise ValueError(f"isolated_env: {name} selects the engine and is set by the "
-                             "harness; use @pytest.mark.engines(...) instead")
+            raise ValueError(
+                f"isolated_env: {name} selects the engine and is set by the "
+                "harness; use @pytest.mark.engines(...) instead"
+            )
         self._saved.setdefault(name, os.environ.get(name))
 
     def setenv(self, name: str, value: str) -> None:

@@ -30,8 +30,13 @@ def watched(prefixes: tuple[str, ...]) -> list[tuple[str, types.ModuleType]]:
     cached = _CACHE.get(prefixes)
     if cached is None or cached[0] != count:
         dotted = tuple(p + "." for p in prefixes)
-        names = [n for n in list(sys.modules) if (n in prefixes or n.startswith(dotted))
-                 and n != _OWN and not n.startswith(_OWN + ".")]
+        names = [
+            n
+            for n in list(sys.modules)
+            if (n in prefixes or n.startswith(dotted))
+            and n != _OWN
+            and not n.startswith(_OWN + ".")
+        ]
         _CACHE[prefixes] = cached = (count, names)
     out = []
     for name in cached[1]:

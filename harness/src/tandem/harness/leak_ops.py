@@ -114,8 +114,9 @@ def record(namespace: str) -> None:
     def define_key(lib: Any, schema: str, *a: Any, **k: Any) -> tuple[str, str]:
         return ("def", _qualify(lib, schema))
 
-    def impl_key(lib: Any, op: Any, fn: Any = None, key: str = "", *a: Any,
-                 **k: Any) -> tuple[str, str] | None:
+    def impl_key(
+        lib: Any, op: Any, fn: Any = None, key: str = "", *a: Any, **k: Any
+    ) -> tuple[str, str] | None:
         op_name = op if isinstance(op, str) else getattr(op, "__name__", "")
         return (k.get("dispatch_key", key) or "impl", _qualify(lib, op_name))
 
@@ -129,8 +130,14 @@ def record(namespace: str) -> None:
     wrap(library, "register_kernel", kernel_key)
     opdef = getattr(library, "CustomOpDef", None)
     if opdef is not None:
-        wrap(opdef, "register_kernel", lambda self, device=None, *a, **k: (
-            f"kernel:{device}", f"{getattr(self, '_namespace', '')}::{getattr(self, '_name', '')}"))
+        wrap(
+            opdef,
+            "register_kernel",
+            lambda self, device=None, *a, **k: (
+                f"kernel:{device}",
+                f"{getattr(self, '_namespace', '')}::{getattr(self, '_name', '')}",
+            ),
+        )
 
 
 class _suppress:

@@ -19,5 +19,7 @@ def diff(before: set[threading.Thread], grace: float = 0.2) -> list[str]:
     leaked = _live() - before
     for thread in leaked:
         thread.join(grace / max(1, len(leaked)))
-    return [f"non-daemon thread {t.name!r} is still alive" for t in sorted(
-        (t for t in leaked if t.is_alive()), key=lambda t: t.name)]
+    return [
+        f"non-daemon thread {t.name!r} is still alive"
+        for t in sorted((t for t in leaked if t.is_alive()), key=lambda t: t.name)
+    ]

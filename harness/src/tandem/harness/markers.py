@@ -38,7 +38,7 @@ def parse_engines(mark: pytest.Mark) -> list[EngineSpec]:
     for name, gap in mark.kwargs.items():
         if not isinstance(gap, str) or not gap.startswith("xfail:"):
             raise ValueError(f"engines({name}=...): a gap must be 'xfail: <reason>', got {gap!r}")
-        reason = gap[len("xfail:"):].strip()
+        reason = gap[len("xfail:") :].strip()
         if not reason:
             raise ValueError(f"engines({name}=...): the xfail reason is empty in {gap!r}")
         specs = [s for s in specs if s.name != name]
@@ -120,7 +120,8 @@ def isolation_of(item: Any, default: str) -> str:
     level = mark.args[0] if mark.args else mark.kwargs.get("level")
     if level not in LEVELS:
         raise pytest.UsageError(
-            f"{item.nodeid}: isolate(level): expected one of {', '.join(LEVELS)}, got {level!r}")
+            f"{item.nodeid}: isolate(level): expected one of {', '.join(LEVELS)}, got {level!r}"
+        )
     return level
 
 
@@ -132,7 +133,8 @@ def timeout_of(item: Any, default: float) -> float:
     value = mark.args[0] if mark.args else mark.kwargs.get("seconds")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
         raise pytest.UsageError(
-            f"{item.nodeid}: timeout(seconds): expected a number >= 0, got {value!r}")
+            f"{item.nodeid}: timeout(seconds): expected a number >= 0, got {value!r}"
+        )
     return float(value)
 
 

@@ -39,41 +39,77 @@ class Settings:
 def add(parser: pytest.Parser) -> None:
     """Register the harness's options (called from ``pytest_addoption``)."""
     group = parser.getgroup("tandem-harness", "engine matrix, isolation and leak checks")
-    group.addoption("--engines", default=None, metavar="NAMES",
-                    help="comma-separated engines to keep (env: see harness_engines_env)")
-    group.addoption("--isolate", default=None, metavar="LEVEL",
-                    help=f"isolation level, one of {', '.join(LEVELS)}")
-    group.addoption("--harness-start", default=None, metavar="METHOD",
-                    help="how fresh processes start: fork (from the zygote) or spawn")
-    group.addoption("--harness-timeout", default=None, metavar="SECONDS",
-                    help="per-test timeout in isolated children (0 = none)")
-    group.addoption("--leaks", default=None, metavar="MODE",
-                    help="fail (default) or warn: what a leak does to its test")
-    group.addoption("--harness-seed", default=None, metavar="N",
-                    help="seed for random/numpy/torch before each test (replay a failure)")
-    group.addoption("--engine-report", default=None, metavar="PATH",
-                    help="write the engine coverage table as JSON to PATH")
-    group.addoption("--find-polluter", default=None, metavar="TEST_ID",
-                    help="bisect the tests before TEST_ID to the one that makes it fail")
+    group.addoption(
+        "--engines",
+        default=None,
+        metavar="NAMES",
+        help="comma-separated engines to keep (env: see harness_engines_env)",
+    )
+    group.addoption(
+        "--isolate",
+        default=None,
+        metavar="LEVEL",
+        help=f"isolation level, one of {', '.join(LEVELS)}",
+    )
+    group.addoption(
+        "--harness-start",
+        default=None,
+        metavar="METHOD",
+        help="how fresh processes start: fork (from the zygote) or spawn",
+    )
+    group.addoption(
+        "--harness-timeout",
+        default=None,
+        metavar="SECONDS",
+        help="per-test timeout in isolated children (0 = none)",
+    )
+    group.addoption(
+        "--leaks",
+        default=None,
+        metavar="MODE",
+        help="fail (default) or warn: what a leak does to its test",
+    )
+    group.addoption(
+        "--harness-seed",
+        default=None,
+        metavar="N",
+        help="seed for random/numpy/torch before each test (replay a failure)",
+    )
+    group.addoption(
+        "--engine-report",
+        default=None,
+        metavar="PATH",
+        help="write the engine coverage table as JSON to PATH",
+    )
+    group.addoption(
+        "--find-polluter",
+        default=None,
+        metavar="TEST_ID",
+        help="bisect the tests before TEST_ID to the one that makes it fail",
+    )
     group.addoption("--harness-worker", default="", help="internal: serve a spawned child")
-    parser.addini("harness_watch_prefixes", "module name prefixes to watch", type="args",
-                  default=[])
-    parser.addini("harness_engine_env", "env var set to the engine while a test runs",
-                  default="")
+    parser.addini(
+        "harness_watch_prefixes", "module name prefixes to watch", type="args", default=[]
+    )
+    parser.addini("harness_engine_env", "env var set to the engine while a test runs", default="")
     parser.addini("harness_engine_group", "entry-point group listing the engines", default="")
-    parser.addini("harness_default_engines", "engines for unmarked tests", type="args",
-                  default=[])
-    parser.addini("harness_engines_env", "env var selecting engines like --engines",
-                  default="HARNESS_ENGINES")
-    parser.addini("harness_preload", "modules the zygote imports before forking",
-                  type="args", default=[])
-    parser.addini("harness_isolation", f"isolation level: {', '.join(LEVELS)}",
-                  default="engine")
+    parser.addini("harness_default_engines", "engines for unmarked tests", type="args", default=[])
+    parser.addini(
+        "harness_engines_env", "env var selecting engines like --engines", default="HARNESS_ENGINES"
+    )
+    parser.addini(
+        "harness_preload", "modules the zygote imports before forking", type="args", default=[]
+    )
+    parser.addini("harness_isolation", f"isolation level: {', '.join(LEVELS)}", default="engine")
     parser.addini("harness_start_method", "fork or spawn", default="fork")
     parser.addini("harness_timeout", "per-test timeout in seconds (0 = none)", default="0")
     parser.addini("harness_ops_namespace", "torch.library namespace to check", default="")
-    parser.addini("harness_cache_clearers", "callables 'module:function' clearing caches",
-                  type="args", default=[])
+    parser.addini(
+        "harness_cache_clearers",
+        "callables 'module:function' clearing caches",
+        type="args",
+        default=[],
+    )
     parser.addini("harness_leaks", "fail or warn", default="fail")
     parser.addini("harness_engine_report", "path of the JSON coverage report", default="")
 
@@ -115,10 +151,12 @@ def load(config: pytest.Config) -> Settings:
         selected=_names(selected),
         preload=tuple(ini("harness_preload")),
         isolation=_choice("--isolate", opt.isolate or ini("harness_isolation"), LEVELS),
-        start_method=_choice("--harness-start", opt.harness_start
-                             or ini("harness_start_method"), START_METHODS),
-        timeout=float(_number("--harness-timeout", opt.harness_timeout
-                              or ini("harness_timeout"), float)),
+        start_method=_choice(
+            "--harness-start", opt.harness_start or ini("harness_start_method"), START_METHODS
+        ),
+        timeout=float(
+            _number("--harness-timeout", opt.harness_timeout or ini("harness_timeout"), float)
+        ),
         ops_namespace=ini("harness_ops_namespace"),
         cache_clearers=tuple(ini("harness_cache_clearers")),
         leaks=_choice("--leaks", opt.leaks or ini("harness_leaks"), LEAK_MODES),

@@ -74,8 +74,10 @@ def pytest_configure_node(node: Any) -> None:
 def pytest_report_header(config: pytest.Config) -> str:
     s = STATE.settings
     engines = ",".join(s.selected) or "all"
-    return (f"tandem-harness: isolation={s.isolation} start={s.start_method} "
-            f"leaks={s.leaks} seed={STATE.seed} engines={engines}")
+    return (
+        f"tandem-harness: isolation={s.isolation} start={s.start_method} "
+        f"leaks={s.leaks} seed={STATE.seed} engines={engines}"
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -86,25 +88,30 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if STATE.known:
         unknown = [s.name for s in specs if s.name not in STATE.known]
         STATE.extra.setdefault("unknown", []).extend(
-            f"{metafunc.definition.nodeid}: {name}" for name in unknown)
+            f"{metafunc.definition.nodeid}: {name}" for name in unknown
+        )
     if "engine" not in metafunc.fixturenames:
         metafunc.fixturenames.append("engine")
     metafunc.parametrize("engine", markers.params(specs))
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
-                                  items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
     settings = STATE.settings
     known = STATE.known or tuple(sorted(STATE.extra["seen"]))
     if STATE.extra.get("unknown"):
         raise pytest.UsageError(
             f"unknown engine in @pytest.mark.engines: {', '.join(STATE.extra['unknown'])}; "
-            f"known engines: {', '.join(known) or '(none)'}")
+            f"known engines: {', '.join(known) or '(none)'}"
+        )
     bad = [name for name in settings.selected if name not in known]
     if bad:
-        raise pytest.UsageError(f"--engines: unknown engine(s) {', '.join(bad)}; "
-                                f"known engines: {', '.join(known) or '(none)'}")
+        raise pytest.UsageError(
+            f"--engines: unknown engine(s) {', '.join(bad)}; "
+            f"known engines: {', '.join(known) or '(none)'}"
+        )
     problems = leak_ops.problems()
     if problems:
         pytest.exit("tandem-harness: custom op conflicts:\n" + "\n".join(problems), returncode=1)
@@ -134,11 +141,14 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         from .polluter import hunt
 
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+
         def say(text: str) -> None:
             if reporter is not None:
                 reporter.write_line(text)
-        STATE.extra["polluter"] = hunt(session.config.stash[DRIVER], session.items,
-                                       settings.find_polluter, say)
+
+        STATE.extra["polluter"] = hunt(
+            session.config.stash[DRIVER], session.items, settings.find_polluter, say
+        )
         return True
     return None
 
@@ -194,8 +204,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.when == "teardown":
         _after_teardown(item, report)
     if report.failed:
-        report.sections.append(("harness", f"seed {STATE.seed} (replay: --harness-seed "
-                                           f"{STATE.seed})"))
+        report.sections.append(
+            ("harness", f"seed {STATE.seed} (replay: --harness-seed {STATE.seed})")
+        )
     if STATE.in_child:
         child.send_report(item.config, report)
 

@@ -25,8 +25,10 @@ def _target(items: list[pytest.Item], wanted: str) -> int:
         return matches[0]
     raise pytest.UsageError(
         f"--find-polluter: {wanted!r} names {len(matches)} collected tests; give a full test id"
-        f" (one of the collected ids, e.g. {items[0].nodeid!r})" if items else
-        f"--find-polluter: no tests were collected, so {wanted!r} cannot be found")
+        f" (one of the collected ids, e.g. {items[0].nodeid!r})"
+        if items
+        else f"--find-polluter: no tests were collected, so {wanted!r} cannot be found"
+    )
 
 
 def _trial(driver: Driver, subset: list[pytest.Item], target: pytest.Item) -> bool:
@@ -42,8 +44,9 @@ def _trial(driver: Driver, subset: list[pytest.Item], target: pytest.Item) -> bo
     return failed
 
 
-def hunt(driver: Driver, items: list[pytest.Item], wanted: str,
-         say: Callable[[str], None]) -> str | None:
+def hunt(
+    driver: Driver, items: list[pytest.Item], wanted: str, say: Callable[[str], None]
+) -> str | None:
     """The node id of the polluter (or None), explaining each step through ``say``."""
     index = _target(items, wanted)
     target, earlier = items[index], items[:index]

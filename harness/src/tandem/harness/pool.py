@@ -77,10 +77,21 @@ class Pool:
     def _spawn(self, cmd_r: int, res_w: int) -> subprocess.Popen[bytes]:
         cuda.guard()
         args = _child_args(list(self.config.invocation_params.args))
-        argv = [sys.executable, "-m", "pytest", *args, "-p", "no:xdist",
-                f"--harness-worker={cmd_r},{res_w},{self.folder}", "-q", "--isolate", "none"]
-        return subprocess.Popen(argv, pass_fds=(cmd_r, res_w),
-                                cwd=str(self.config.invocation_params.dir))
+        argv = [
+            sys.executable,
+            "-m",
+            "pytest",
+            *args,
+            "-p",
+            "no:xdist",
+            f"--harness-worker={cmd_r},{res_w},{self.folder}",
+            "-q",
+            "--isolate",
+            "none",
+        ]
+        return subprocess.Popen(
+            argv, pass_fds=(cmd_r, res_w), cwd=str(self.config.invocation_params.dir)
+        )
 
     def _kill(self, child: Child) -> None:
         for kill in (os.killpg, os.kill):
@@ -140,8 +151,18 @@ class Pool:
                 self._folder.rmdir()
 
 
-_VALUED = ("-n", "--numprocesses", "--dist", "--maxprocesses", "--find-polluter",
-           "--engine-report", "--junitxml", "--junit-xml", "--isolate", "--harness-start")
+_VALUED = (
+    "-n",
+    "--numprocesses",
+    "--dist",
+    "--maxprocesses",
+    "--find-polluter",
+    "--engine-report",
+    "--junitxml",
+    "--junit-xml",
+    "--isolate",
+    "--harness-start",
+)
 
 
 def _child_args(args: list[str]) -> list[str]:
@@ -155,7 +176,8 @@ def _child_args(args: list[str]) -> list[str]:
             skip = True
             continue
         if arg.startswith(tuple(f"{name}=" for name in _VALUED)) or (
-                arg.startswith("-n") and arg[2:].isdigit()):
+            arg.startswith("-n") and arg[2:].isdigit()
+        ):
             continue
         out.append(arg)
     return out

@@ -80,8 +80,9 @@ class Driver(Pool):
             self.spare = None
         self.close_all()
 
-    def run(self, item: pytest.Item, nextitem: pytest.Item | None, log: Log,
-            unit: Any = None) -> Outcome:
+    def run(
+        self, item: pytest.Item, nextitem: pytest.Item | None, log: Log, unit: Any = None
+    ) -> Outcome:
         """Run one item in the child of its unit, logging reports through ``log``.
 
         ``unit`` forces the unit (and makes ``nextitem`` part of it), as the polluter hunt does.
@@ -142,8 +143,10 @@ class Driver(Pool):
                 return outcome
             if deadline is not None and time.monotonic() >= deadline:
                 self._kill(child)
-                text = (f"Timeout: {item.nodeid} ran longer than {limit:g} s; "
-                        f"the harness killed its child (pid {child.pid})")
+                text = (
+                    f"Timeout: {item.nodeid} ran longer than {limit:g} s; "
+                    f"the harness killed its child (pid {child.pid})"
+                )
                 self._fail(item, log, outcome, text + self._last_output(child))
                 self._drop(child)
                 return outcome
@@ -155,24 +158,33 @@ class Driver(Pool):
                 return
             self._take(message, item, log, outcome)
 
-    def _take(self, message: dict[str, Any], item: pytest.Item, log: Log,
-              outcome: Outcome) -> bool:
+    def _take(self, message: dict[str, Any], item: pytest.Item, log: Log, outcome: Outcome) -> bool:
         if "report" in message:
             report = wire.load_report(self.config, message["report"])
             outcome.reports.append(report)
             log(report)
         elif "warning" in message:
             data = message["warning"]
-            self.config.hook.pytest_warning_recorded.call_historic(kwargs={
-                "warning_message": child_loop.load_warning(data), "when": "runtest",
-                "nodeid": data["nodeid"], "location": None})
+            self.config.hook.pytest_warning_recorded.call_historic(
+                kwargs={
+                    "warning_message": child_loop.load_warning(data),
+                    "when": "runtest",
+                    "nodeid": data["nodeid"],
+                    "location": None,
+                }
+            )
         elif "done" in message:
             outcome.done = True
             whens = {r.when: r for r in outcome.reports}
             ran = "call" in whens or ("setup" in whens and not whens["setup"].passed)
             if not ran or "teardown" not in whens:
-                self._fail(item, log, outcome, "proof of execution: the child finished "
-                           f"{item.nodeid} without reporting all of its phases")
+                self._fail(
+                    item,
+                    log,
+                    outcome,
+                    "proof of execution: the child finished "
+                    f"{item.nodeid} without reporting all of its phases",
+                )
             return True
         elif "internal" in message:
             self._fail(item, log, outcome, "tandem-harness child error:\n" + message["internal"])
@@ -186,8 +198,10 @@ class Driver(Pool):
         if code < 0:
             with contextlib.suppress(ValueError):
                 how = f"was killed by signal {signal.Signals(-code).name}"
-        return (f"Crash: the child process (pid {child.pid}) {how} while running "
-                f"{item.nodeid}" + self._last_output(child))
+        return (
+            f"Crash: the child process (pid {child.pid}) {how} while running "
+            f"{item.nodeid}" + self._last_output(child)
+        )
 
     def _last_output(self, child: Child) -> str:
         parts = []
@@ -208,13 +222,26 @@ class Driver(Pool):
         if engine is not None and ("engine", engine) not in props:
             props.append(("engine", engine))
         report = pytest.TestReport(
-            item.nodeid, item.location, {k: 1 for k in item.keywords}, "failed", text,
-            when, user_properties=props)  # type: ignore[arg-type]
+            item.nodeid,
+            item.location,
+            {k: 1 for k in item.keywords},
+            "failed",
+            text,
+            when,
+            user_properties=props,
+        )  # type: ignore[arg-type]
         outcome.reports.append(report)
         log(report)
         if when != "teardown":
-            ok = pytest.TestReport(item.nodeid, item.location, {k: 1 for k in item.keywords},
-                                   "passed", None, "teardown", user_properties=props)
+            ok = pytest.TestReport(
+                item.nodeid,
+                item.location,
+                {k: 1 for k in item.keywords},
+                "passed",
+                None,
+                "teardown",
+                user_properties=props,
+            )
             outcome.reports.append(ok)
             log(ok)
 

@@ -14,7 +14,6 @@ def reseed(seed: int) -> None:
     random.seed(seed)
     numpy = sys.modules.get("numpy")
     if numpy is not None:  # loaded by the tests that use it; importing it here costs a child
-
         numpy.random.seed(seed % 2**32)
     torch = sys.modules.get("torch")
     manual_seed = getattr(torch, "manual_seed", None)

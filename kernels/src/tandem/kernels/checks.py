@@ -42,8 +42,7 @@ def dim(name: str, value: Tensor, axis: int, expected: int, what: str) -> None:
     """Check ``value.shape[axis] == expected`` where ``what`` says where expected comes from."""
     if value.shape[axis] != expected:
         raise ValueError(
-            f"{name}.shape[{axis}] must equal {what} ({expected}), "
-            f"got shape {tuple(value.shape)}"
+            f"{name}.shape[{axis}] must equal {what} ({expected}), got shape {tuple(value.shape)}"
         )
 
 

@@ -66,7 +66,7 @@ def seeded_uniform(seeds: Tensor, counters: Tensor, vocab_size: int) -> Tensor:
     checks.same_device(seeds=s, counters=c)
     checks.integer("vocab_size", vocab_size, 1)
     keys = stream_keys(s, c)  # [B]
-    steps = (torch.arange(1, vocab_size + 1, dtype=torch.int64, device=s.device) * GAMMA)
+    steps = torch.arange(1, vocab_size + 1, dtype=torch.int64, device=s.device) * GAMMA
     bits = mix(keys[:, None] + steps[None, :])  # [B, V]
     mantissa = _shr(bits, 12).to(torch.float64)
     return mantissa.add_(0.5).mul_(2.0**-52)

@@ -37,9 +37,7 @@ def get_backend(name: str) -> AttentionBackend:
     if not isinstance(name, str):
         raise TypeError(f"backend name must be a str, got {type(name).__name__}")
     if name not in REGISTRY:
-        raise ValueError(
-            f"unknown attention backend {name!r}; known backends: {known_backends()}"
-        )
+        raise ValueError(f"unknown attention backend {name!r}; known backends: {known_backends()}")
     cls = _load(name)
     if not cls.is_available():
         raise ValueError(

@@ -31,15 +31,28 @@ class AttentionBackend(ABC):
 
     @abstractmethod
     def prefill(
-        self, q: Tensor, k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor,
-        cu_seqlens_q: Tensor, seq_lens: Tensor, block_tables: Tensor, scale: float,
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        cu_seqlens_q: Tensor,
+        seq_lens: Tensor,
+        block_tables: Tensor,
+        scale: float,
     ) -> Tensor:
         """Varlen causal attention of new tokens q: [T, H, D] over the cache -> [T, H, D]."""
 
     @abstractmethod
     def decode(
-        self, q: Tensor, k_cache: Tensor, v_cache: Tensor, seq_lens: Tensor,
-        block_tables: Tensor, scale: float,
+        self,
+        q: Tensor,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        seq_lens: Tensor,
+        block_tables: Tensor,
+        scale: float,
     ) -> Tensor:
         """One new token per sequence, q: [B, H, D] -> [B, H, D]."""
 

@@ -29,8 +29,15 @@ def _register() -> dict[str, Any]:
 
     @define("flash_attn_prefill_attention")
     def prefill(
-        q: Tensor, k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor,
-        cu_seqlens_q: Tensor, seq_lens: Tensor, block_tables: Tensor, scale: float,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        cu_seqlens_q: Tensor,
+        seq_lens: Tensor,
+        block_tables: Tensor,
+        scale: float,
     ) -> Tensor:
         from flash_attn import flash_attn_varlen_func
 
@@ -38,10 +45,16 @@ def _register() -> dict[str, Any]:
         cu_k[1:] = seq_lens.cumsum(0)
         q_lens = cu_seqlens_q[1:] - cu_seqlens_q[:-1]
         return flash_attn_varlen_func(
-            q, k_cache, v_cache,
-            cu_seqlens_q=cu_seqlens_q.int(), cu_seqlens_k=cu_k,
-            max_seqlen_q=int(q_lens.max()), max_seqlen_k=int(seq_lens.max()),
-            softmax_scale=scale, causal=True, block_table=block_tables.int(),
+            q,
+            k_cache,
+            v_cache,
+            cu_seqlens_q=cu_seqlens_q.int(),
+            cu_seqlens_k=cu_k,
+            max_seqlen_q=int(q_lens.max()),
+            max_seqlen_k=int(seq_lens.max()),
+            softmax_scale=scale,
+            causal=True,
+            block_table=block_tables.int(),
         )
 
     @prefill.register_fake
@@ -50,15 +63,23 @@ def _register() -> dict[str, Any]:
 
     @define("flash_attn_decode_attention")
     def decode(
-        q: Tensor, k_cache: Tensor, v_cache: Tensor, seq_lens: Tensor,
-        block_tables: Tensor, scale: float,
+        q: Tensor,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        seq_lens: Tensor,
+        block_tables: Tensor,
+        scale: float,
     ) -> Tensor:
         from flash_attn import flash_attn_with_kvcache
 
         out = flash_attn_with_kvcache(
-            q.unsqueeze(1), k_cache, v_cache,  # q: [B, 1, H, D]
-            cache_seqlens=seq_lens.int(), block_table=block_tables.int(),
-            softmax_scale=scale, causal=True,
+            q.unsqueeze(1),
+            k_cache,
+            v_cache,  # q: [B, 1, H, D]
+            cache_seqlens=seq_lens.int(),
+            block_table=block_tables.int(),
+            softmax_scale=scale,
+            causal=True,
         )
         return out.squeeze(1)
 
@@ -96,8 +117,16 @@ class FlashAttnBackend(AttentionBackend):
         torch.ops.tandem.torch_write_kv_cache(k, v, k_cache, v_cache, slot_mapping)
 
     def prefill(
-        self, q: Tensor, k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor,
-        cu_seqlens_q: Tensor, seq_lens: Tensor, block_tables: Tensor, scale: float,
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        cu_seqlens_q: Tensor,
+        seq_lens: Tensor,
+        block_tables: Tensor,
+        scale: float,
     ) -> Tensor:
         attention.check_prefill(
             q, k, v, k_cache, v_cache, cu_seqlens_q, seq_lens, block_tables, scale
@@ -108,8 +137,13 @@ class FlashAttnBackend(AttentionBackend):
         )
 
     def decode(
-        self, q: Tensor, k_cache: Tensor, v_cache: Tensor, seq_lens: Tensor,
-        block_tables: Tensor, scale: float,
+        self,
+        q: Tensor,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        seq_lens: Tensor,
+        block_tables: Tensor,
+        scale: float,
     ) -> Tensor:
         attention.check_decode(q, k_cache, v_cache, seq_lens, block_tables, scale)
         _check_device(q, k_cache)

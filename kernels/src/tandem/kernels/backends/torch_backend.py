@@ -21,16 +21,29 @@ class TorchBackend(AttentionBackend):
         ops.write_kv_cache(k, v, k_cache, v_cache, slot_mapping)
 
     def prefill(
-        self, q: Tensor, k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor,
-        cu_seqlens_q: Tensor, seq_lens: Tensor, block_tables: Tensor, scale: float,
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        cu_seqlens_q: Tensor,
+        seq_lens: Tensor,
+        block_tables: Tensor,
+        scale: float,
     ) -> Tensor:
         return ops.prefill_attention(
             q, k, v, k_cache, v_cache, cu_seqlens_q, seq_lens, block_tables, scale
         )
 
     def decode(
-        self, q: Tensor, k_cache: Tensor, v_cache: Tensor, seq_lens: Tensor,
-        block_tables: Tensor, scale: float,
+        self,
+        q: Tensor,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        seq_lens: Tensor,
+        block_tables: Tensor,
+        scale: float,
     ) -> Tensor:
         return ops.decode_attention(q, k_cache, v_cache, seq_lens, block_tables, scale)
 

@@ -119,8 +119,13 @@ def _(q, k_cache, v_cache, seq_lens, block_tables, scale) -> Tensor:
 
 
 def _check_common(
-    q: object, k_cache: object, v_cache: object, seq_lens: object, block_tables: object,
-    scale: object, batch: int | None,
+    q: object,
+    k_cache: object,
+    v_cache: object,
+    seq_lens: object,
+    block_tables: object,
+    scale: object,
+    batch: int | None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     qt = checks.tensor("q", q, 3, checks.FLOAT_DTYPES)
     kc, vc = checks.paged_cache(k_cache, v_cache)
@@ -143,15 +148,21 @@ def _check_common(
 
 
 def check_prefill(
-    q: object, k: object, v: object, k_cache: object, v_cache: object,
-    cu_seqlens_q: object, seq_lens: object, block_tables: object, scale: object,
+    q: object,
+    k: object,
+    v: object,
+    k_cache: object,
+    v_cache: object,
+    cu_seqlens_q: object,
+    seq_lens: object,
+    block_tables: object,
+    scale: object,
 ) -> None:
     """Validate prefill arguments (reads cu_seqlens_q and seq_lens)."""
     cu = checks.tensor("cu_seqlens_q", cu_seqlens_q, 1, checks.INT_DTYPES)
     if cu.shape[0] < 1:
         raise ValueError("cu_seqlens_q must have B + 1 >= 1 entries, got an empty tensor")
-    qt, kc, *_ = _check_common(q, k_cache, v_cache, seq_lens, block_tables, scale,
-                               cu.shape[0] - 1)
+    qt, kc, *_ = _check_common(q, k_cache, v_cache, seq_lens, block_tables, scale, cu.shape[0] - 1)
     for name, x in (("k", k), ("v", v)):
         t = checks.tensor(name, x, 3, checks.FLOAT_DTYPES)
         expected = (qt.shape[0], kc.shape[2], kc.shape[3])
@@ -168,14 +179,19 @@ def check_prefill(
         )
     lens = seq_lens.tolist()
     if any(n > L for L, n in zip(lens, q_lens)):
-        raise ValueError(
-            f"seq_lens must be >= each sequence's query length {q_lens}, got {lens}"
-        )
+        raise ValueError(f"seq_lens must be >= each sequence's query length {q_lens}, got {lens}")
 
 
 def prefill_attention(
-    q: Tensor, k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor,
-    cu_seqlens_q: Tensor, seq_lens: Tensor, block_tables: Tensor, scale: float,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    cu_seqlens_q: Tensor,
+    seq_lens: Tensor,
+    block_tables: Tensor,
+    scale: float,
 ) -> Tensor:
     """Varlen causal attention; q: [T, H, D], k, v: [T, KVH, D] already in the cache.
 
@@ -189,7 +205,11 @@ def prefill_attention(
 
 
 def check_decode(
-    q: object, k_cache: object, v_cache: object, seq_lens: object, block_tables: object,
+    q: object,
+    k_cache: object,
+    v_cache: object,
+    seq_lens: object,
+    block_tables: object,
     scale: object,
 ) -> None:
     """Validate decode arguments (reads seq_lens and block_tables' ranges)."""
@@ -198,7 +218,11 @@ def check_decode(
 
 
 def decode_attention(
-    q: Tensor, k_cache: Tensor, v_cache: Tensor, seq_lens: Tensor, block_tables: Tensor,
+    q: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    seq_lens: Tensor,
+    block_tables: Tensor,
     scale: float,
 ) -> Tensor:
     """One new token per sequence. q: [B, H, D]; seq_lens: [B]; returns [B, H, D]."""

@@ -31,9 +31,7 @@ def is_defined(name: str) -> bool:
     return hasattr(getattr(torch.ops, OP_NAMESPACE), name)
 
 
-def define(
-    name: str, mutates_args: Iterable[str] = ()
-) -> Callable[[Callable[..., Any]], Any]:
+def define(name: str, mutates_args: Iterable[str] = ()) -> Callable[[Callable[..., Any]], Any]:
     """Decorator: ``torch.library.custom_op`` under ``tandem::<name>``, refusing duplicates."""
     if is_defined(name):
         raise RuntimeError(

@@ -18,8 +18,14 @@ def _logits(logits: object) -> Tensor:
     return checks.tensor("logits", logits, 2, checks.FLOAT_DTYPES)
 
 
-def _row_param(name: str, value: object, logits: Tensor, dtypes: tuple[torch.dtype, ...],
-               low: float, high: float | None = None) -> Tensor:
+def _row_param(
+    name: str,
+    value: object,
+    logits: Tensor,
+    dtypes: tuple[torch.dtype, ...],
+    low: float,
+    high: float | None = None,
+) -> Tensor:
     t = checks.tensor(name, value, 1, dtypes)
     checks.dim(name, t, 0, logits.shape[0], "logits.shape[0]")
     checks.same_device(logits=logits, **{name: t})

@@ -48,5 +48,6 @@ def get_attention_backend(name: str) -> AttentionBackend:
 
 def _check_device_type(device_type: str) -> None:
     if not isinstance(device_type, str) or not device_type:
-        raise TypeError(f"device_type must be a device type string such as 'cpu' or 'cuda', "
-                        f"got {device_type!r}")
+        raise TypeError(
+            f"device_type must be a device type string such as 'cpu' or 'cuda', got {device_type!r}"
+        )

@@ -12,8 +12,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
-def _number(kind: type, name: str, lo: float | None = None, hi: float | None = None,
-            lo_open: bool = False) -> Callable[[str], Any]:
+def _number(
+    kind: type, name: str, lo: float | None = None, hi: float | None = None, lo_open: bool = False
+) -> Callable[[str], Any]:
     """An argparse ``type=`` that parses ``kind`` and checks its range, naming the flag."""
 
     def parse(raw: str) -> Any:
@@ -38,23 +39,40 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tandem", description="Tandem LLM inference.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    gen = sub.add_parser("generate", help="generate completions for prompts",
-                         description="Generate completions and print them.")
+    gen = sub.add_parser(
+        "generate",
+        help="generate completions for prompts",
+        description="Generate completions and print them.",
+    )
     gen.add_argument("prompts", nargs="+", metavar="PROMPT", help="prompt text(s)")
-    gen.add_argument("--model", default=None,
-                     help="Hugging Face model directory (default: the built-in tiny model)")
-    gen.add_argument("--engine", choices=("v0", "v1"), default=None,
-                     help="engine to use (default: $TANDEM_ENGINE, else v0)")
+    gen.add_argument(
+        "--model",
+        default=None,
+        help="Hugging Face model directory (default: the built-in tiny model)",
+    )
+    gen.add_argument(
+        "--engine",
+        choices=("v0", "v1"),
+        default=None,
+        help="engine to use (default: $TANDEM_ENGINE, else v0)",
+    )
     gen.add_argument("--max-tokens", type=_number(int, "--max-tokens", lo=1), default=32)
-    gen.add_argument("--temperature", type=_number(float, "--temperature", lo=0.0), default=0.0,
-                     help="0 means greedy (the default)")
-    gen.add_argument("--top-p", type=_number(float, "--top-p", lo=0.0, hi=1.0, lo_open=True),
-                     default=1.0)
-    gen.add_argument("--top-k", type=_number(int, "--top-k", lo=0), default=0,
-                     help="0 turns top-k off")
+    gen.add_argument(
+        "--temperature",
+        type=_number(float, "--temperature", lo=0.0),
+        default=0.0,
+        help="0 means greedy (the default)",
+    )
+    gen.add_argument(
+        "--top-p", type=_number(float, "--top-p", lo=0.0, hi=1.0, lo_open=True), default=1.0
+    )
+    gen.add_argument(
+        "--top-k", type=_number(int, "--top-k", lo=0), default=0, help="0 turns top-k off"
+    )
     gen.add_argument("--seed", type=_number(int, "--seed"), default=None)
-    gen.add_argument("--n", type=_number(int, "--n", lo=1), default=1,
-                     help="completions per prompt")
+    gen.add_argument(
+        "--n", type=_number(int, "--n", lo=1), default=1, help="completions per prompt"
+    )
     return parser
 
 
@@ -69,8 +87,14 @@ def _generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from tandem.core.sampling_params import SamplingParams
 
     try:
-        params = SamplingParams(n=args.n, temperature=args.temperature, top_p=args.top_p,
-                                top_k=args.top_k, seed=args.seed, max_tokens=args.max_tokens)
+        params = SamplingParams(
+            n=args.n,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            seed=args.seed,
+            max_tokens=args.max_tokens,
+        )
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
     model = args.model if args.model is not None else _default_model()

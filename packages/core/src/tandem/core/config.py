@@ -78,8 +78,10 @@ class ModelConfig:
     def eos_token_ids(self) -> list[int]:
         """EOS ids from config.json and generation_config.json (a model may have several)."""
         out: list[int] = []
-        for raw in (getattr(self.hf_config, "eos_token_id", None),
-                    self.generation_config.get("eos_token_id")):
+        for raw in (
+            getattr(self.hf_config, "eos_token_id", None),
+            self.generation_config.get("eos_token_id"),
+        ):
             for i in raw if isinstance(raw, (list, tuple)) else [raw]:
                 if isinstance(i, int) and not isinstance(i, bool) and i not in out:
                     out.append(i)
@@ -309,8 +311,7 @@ def _read_hf_config(root: Path, supported: tuple[str, ...]) -> tuple[Any, str]:
     arch = next((a for a in archs if a in supported), None)
     if arch is None:
         raise ValueError(
-            f"unsupported architecture {archs!r} in {cfg_file}; "
-            f"supported: {', '.join(supported)}"
+            f"unsupported architecture {archs!r} in {cfg_file}; supported: {', '.join(supported)}"
         )
     from transformers import AutoConfig
 
@@ -339,9 +340,7 @@ def find_weight_files(root: Path) -> list[Path]:
         return files
     files = sorted(root.glob("*.safetensors"))
     if not files:
-        raise ValueError(
-            f"no weights in {root}: expected *.safetensors files or {WEIGHTS_INDEX}"
-        )
+        raise ValueError(f"no weights in {root}: expected *.safetensors files or {WEIGHTS_INDEX}")
     return files
 
 
@@ -371,8 +370,9 @@ def load_model_config(
     limit = getattr(hf_config, "max_position_embeddings", None)
     if max_model_len is None:
         if limit is None:
-            raise ValueError(f"{root / 'config.json'} has no max_position_embeddings; "
-                             f"set max_model_len")
+            raise ValueError(
+                f"{root / 'config.json'} has no max_position_embeddings; set max_model_len"
+            )
         max_model_len = int(limit)
     elif limit is not None and max_model_len > limit:
         raise ValueError(

@@ -104,7 +104,4 @@ class IncrementalDetokenizer:
         return delta
 
     def __repr__(self) -> str:
-        return (
-            f"IncrementalDetokenizer(outputs={len(self.ids) - self._ctx}, "
-            f"text={self.text!r})"
-        )
+        return f"IncrementalDetokenizer(outputs={len(self.ids) - self._ctx}, text={self.text!r})"

@@ -54,20 +54,40 @@ _DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "tandem")
 REGISTRY: dict[str, EnvVar] = {
     v.name: v
     for v in (
-        EnvVar("TANDEM_ENGINE", str, None, "engine used by LLM(engine=None): v0 or v1",
-               choices=("v0", "v1")),
-        EnvVar("TANDEM_ATTENTION_BACKEND", str, None,
-               "force an attention backend (torch, flash_attn); default: best available",
-               choices=("torch", "flash_attn")),
-        EnvVar("TANDEM_CACHE_DIR", str, _DEFAULT_CACHE,
-               "where built-in test models are made and cached"),
-        EnvVar("TANDEM_NUM_THREADS", _optional_int, None,
-               "torch CPU threads used by an engine (default: torch's own choice)"),
+        EnvVar(
+            "TANDEM_ENGINE",
+            str,
+            None,
+            "engine used by LLM(engine=None): v0 or v1",
+            choices=("v0", "v1"),
+        ),
+        EnvVar(
+            "TANDEM_ATTENTION_BACKEND",
+            str,
+            None,
+            "force an attention backend (torch, flash_attn); default: best available",
+            choices=("torch", "flash_attn"),
+        ),
+        EnvVar(
+            "TANDEM_CACHE_DIR",
+            str,
+            _DEFAULT_CACHE,
+            "where built-in test models are made and cached",
+        ),
+        EnvVar(
+            "TANDEM_NUM_THREADS",
+            _optional_int,
+            None,
+            "torch CPU threads used by an engine (default: torch's own choice)",
+        ),
         EnvVar("TANDEM_LOG_LEVEL", str, "WARNING", "log level of the tandem loggers"),
-        EnvVar("TANDEM_ENGINE_READY_TIMEOUT", float, 120.0,
-               "seconds v1 waits for its child processes to become ready"),
-        EnvVar("TANDEM_DEBUG_CHECKS", _bool, False,
-               "extra internal consistency checks (slow)"),
+        EnvVar(
+            "TANDEM_ENGINE_READY_TIMEOUT",
+            float,
+            120.0,
+            "seconds v1 waits for its child processes to become ready",
+        ),
+        EnvVar("TANDEM_DEBUG_CHECKS", _bool, False, "extra internal consistency checks (slow)"),
     )
 }
 

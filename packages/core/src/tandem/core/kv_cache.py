@@ -51,7 +51,9 @@ def allocate_kv_caches(
     )
     dtype = _dtype(dtype)
     return [
-        (torch.zeros(shape, dtype=dtype, device=device),
-         torch.zeros(shape, dtype=dtype, device=device))
+        (
+            torch.zeros(shape, dtype=dtype, device=device),
+            torch.zeros(shape, dtype=dtype, device=device),
+        )
         for _ in range(_positive("num_layers", num_layers))
     ]

@@ -230,4 +230,3 @@ def _progress(total: int) -> Any:
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc="Processed prompts", unit="req", dynamic_ncols=True)
-

@@ -31,8 +31,9 @@ def weight_files(path: str | os.PathLike[str]) -> list[Path]:
         try:
             weight_map = json.loads(index.read_text())["weight_map"]
         except (ValueError, KeyError) as exc:
-            raise ValueError(f"{index} is not a safetensors index (needs 'weight_map'): "
-                             f"{exc}") from None
+            raise ValueError(
+                f"{index} is not a safetensors index (needs 'weight_map'): {exc}"
+            ) from None
         files = [root / name for name in sorted(set(weight_map.values()))]
         missing = [f.name for f in files if not f.is_file()]
         if missing:
@@ -98,8 +99,10 @@ def _resolve(model_config: Any) -> tuple[Any, list[Path], torch.dtype]:
         return hf_config, weight_files(root), torch.float32
     hf_config = getattr(model_config, "hf_config", None)
     if hf_config is None:
-        raise TypeError("model_config must be a checkpoint path or have an 'hf_config', "
-                        f"got {type(model_config).__name__}")
+        raise TypeError(
+            "model_config must be a checkpoint path or have an 'hf_config', "
+            f"got {type(model_config).__name__}"
+        )
     root = getattr(model_config, "model", None) or getattr(model_config, "path", None)
     if root is not None and Path(root).is_dir():
         files = weight_files(root)

@@ -79,9 +79,7 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         check_int("top_k", self.top_k)
         if self.top_k < -1:
-            raise ValueError(
-                f"top_k must be -1 or 0 (disabled) or >= 1, got {self.top_k}"
-            )
+            raise ValueError(f"top_k must be -1 or 0 (disabled) or >= 1, got {self.top_k}")
         self.top_k = max(self.top_k, 0)
         self.min_p = check_float("min_p", self.min_p)
         if not 0.0 <= self.min_p <= 1.0:

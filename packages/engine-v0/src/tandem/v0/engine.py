@@ -50,16 +50,28 @@ class LLMEngine:
 
             model = load_model(mc, config.device, config.dtype)
         block_size = config.cache.block_size
-        per_block = kv_cache_bytes_per_block(mc.num_layers, mc.num_kv_heads, mc.head_dim,
-                                             block_size, config.dtype)
+        per_block = kv_cache_bytes_per_block(
+            mc.num_layers, mc.num_kv_heads, mc.head_dim, block_size, config.dtype
+        )
         num_blocks = config.cache.resolve_num_blocks(per_block)
-        caches = allocate_kv_caches(mc.num_layers, mc.num_kv_heads, mc.head_dim, num_blocks,
-                                    block_size, config.dtype, config.device)
+        caches = allocate_kv_caches(
+            mc.num_layers,
+            mc.num_kv_heads,
+            mc.head_dim,
+            num_blocks,
+            block_size,
+            config.dtype,
+            config.device,
+        )
         self.runner = ModelRunner(model, caches, block_size, sampler or Sampler(), config.device)
         sc = config.scheduler
-        self.scheduler = Scheduler(BlockManager(num_blocks, block_size), sc.max_num_seqs,
-                                   sc.max_num_batched_tokens, sc.max_model_len,
-                                   sc.enable_chunked_prefill)
+        self.scheduler = Scheduler(
+            BlockManager(num_blocks, block_size),
+            sc.max_num_seqs,
+            sc.max_num_batched_tokens,
+            sc.max_model_len,
+            sc.enable_chunked_prefill,
+        )
         self.max_model_len = int(mc.max_model_len)
         self.vocab_size = int(mc.vocab_size)
         eos = list(mc.eos_token_ids)
@@ -77,9 +89,7 @@ class LLMEngine:
         from tandem.core.config import EngineArgs
 
         if not isinstance(engine_args, EngineArgs):
-            raise TypeError(
-                f"engine_args must be an EngineArgs, got {type(engine_args).__name__}"
-            )
+            raise TypeError(f"engine_args must be an EngineArgs, got {type(engine_args).__name__}")
         return cls(engine_args.create_config(), **components)
 
     # requests ------------------------------------------------------------------------
@@ -98,12 +108,11 @@ class LLMEngine:
                     f"prompt token id {bad[0]} is outside the vocabulary [0, {self.vocab_size})"
                 )
             return None, list(prompt)
-        raise TypeError(
-            f"prompt must be a str or a list of token ids, got {type(prompt).__name__}"
-        )
+        raise TypeError(f"prompt must be a str or a list of token ids, got {type(prompt).__name__}")
 
-    def add_request(self, request_id: str, prompt: str | list[int],
-                    params: SamplingParams | None = None) -> None:
+    def add_request(
+        self, request_id: str, prompt: str | list[int], params: SamplingParams | None = None
+    ) -> None:
         """Queue a request; raises ValueError/TypeError (and queues nothing) on bad input."""
         self._check_open()
         if not isinstance(request_id, str) or not request_id:
@@ -124,8 +133,9 @@ class LLMEngine:
             )
         max_tokens = room if params.max_tokens is None else min(params.max_tokens, room)
         self.scheduler.check_fits(len(ids), max_tokens)
-        base = (params.seed if params.seed is not None
-                else self._rng.getrandbits(63)) % SEED_MODULUS
+        base = (
+            params.seed if params.seed is not None else self._rng.getrandbits(63)
+        ) % SEED_MODULUS
         seqs = [
             Sequence(next(self._seq_ids), request_id, i, ids, max_tokens, derive_seed(base, i))
             for i in range(params.n)
@@ -171,12 +181,20 @@ class LLMEngine:
             self.outputs.mark_scheduled(req)
             row = None
             if item.completes:
-                row = SamplingRow(req.params, req.prompt_token_ids, seq.output_token_ids,
-                                  seq.seed, self.outputs.blocked_ids(req.params))
+                row = SamplingRow(
+                    req.params,
+                    req.prompt_token_ids,
+                    seq.output_token_ids,
+                    seq.seed,
+                    self.outputs.blocked_ids(req.params),
+                )
             plp = None
             end = item.start + item.num_new_tokens
-            if (req.wants_prompt_logprobs and end >= req.num_prompt_logprobs_done
-                    and item.start < len(req.prompt_token_ids) - 1):
+            if (
+                req.wants_prompt_logprobs
+                and end >= req.num_prompt_logprobs_done
+                and item.start < len(req.prompt_token_ids) - 1
+            ):
                 plp = req.params.prompt_logprobs
             batch.append(StepRequest(item, row, plp))
         result = self.runner.execute(batch)
@@ -203,8 +221,9 @@ class LLMEngine:
                 del self.requests[rid]
         return outs
 
-    def _add_prompt_logprobs(self, req: Request, start: int,
-                             entries: list[dict[int, tuple[float, int]]]) -> None:
+    def _add_prompt_logprobs(
+        self, req: Request, start: int, entries: list[dict[int, tuple[float, int]]]
+    ) -> None:
         # entries[i] scores prompt token start + 1 + i; keep only positions not yet scored
         assert req.prompt_logprobs is not None
         for i, entry in enumerate(entries):

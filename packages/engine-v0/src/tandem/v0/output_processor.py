@@ -52,8 +52,9 @@ class OutputProcessor:
     def start(self, req: Request) -> None:
         p = req.params
         for seq in req.seqs:
-            detok = IncrementalDetokenizer(self.tokenizer, req.prompt_token_ids,
-                                           p.skip_special_tokens)
+            detok = IncrementalDetokenizer(
+                self.tokenizer, req.prompt_token_ids, p.skip_special_tokens
+            )
             matcher = StopStringMatcher(p.stop_strings, p.include_stop_str_in_output)
             self._text[seq.seq_id] = _SeqText(detok, matcher)
             if p.logprobs is not None:
@@ -104,8 +105,9 @@ class OutputProcessor:
         delta = ""
         if reason is None or p.include_stop_str_in_output:
             delta = st.detok.add([tok])
-        if reason is None and (seq.num_output_tokens >= seq.max_tokens
-                               or seq.num_tokens >= self.max_model_len):
+        if reason is None and (
+            seq.num_output_tokens >= seq.max_tokens or seq.num_tokens >= self.max_model_len
+        ):
             reason = ("length", None)
         if reason is not None:
             delta += st.detok.flush()
@@ -143,8 +145,7 @@ class OutputProcessor:
             request_id=req.request_id,
             prompt=req.prompt,
             prompt_token_ids=list(req.prompt_token_ids),
-            prompt_logprobs=list(req.prompt_logprobs) if req.prompt_logprobs is not None
-            else None,
+            prompt_logprobs=list(req.prompt_logprobs) if req.prompt_logprobs is not None else None,
             outputs=outputs,
             finished=finished,
             num_cached_tokens=0,

@@ -116,8 +116,14 @@ class Sampler:
                     ids = torch.tensor(list(row.output_token_ids), device=x.device)
                     counts[b].index_add_(0, ids, torch.ones_like(ids))
             f32 = torch.float32
-            x = apply_penalties(x, prompt_mask, counts, _column(pres, f32, x.device),
-                                _column(freq, f32, x.device), _column(rep, f32, x.device))
+            x = apply_penalties(
+                x,
+                prompt_mask,
+                counts,
+                _column(pres, f32, x.device),
+                _column(freq, f32, x.device),
+                _column(rep, f32, x.device),
+            )
         return x
 
     def _choose(self, x: Tensor, rows: Sequence[SamplingRow]) -> Tensor:
@@ -129,8 +135,9 @@ class Sampler:
         dev = x.device
         sub = [rows[b] for b in drawn]
         y = x[drawn]  # [S, V]
-        y = apply_temperature(y, _column([float(r.params.temperature) for r in sub],
-                                         torch.float32, dev))
+        y = apply_temperature(
+            y, _column([float(r.params.temperature) for r in sub], torch.float32, dev)
+        )
         ks = [max(0, int(r.params.top_k or 0)) for r in sub]
         if any(ks):
             y = apply_top_k(y, _column(ks, torch.int64, dev))

@@ -109,7 +109,6 @@ class Request:
 
     @property
     def wants_prompt_logprobs(self) -> bool:
-        return (
-            self.params.prompt_logprobs is not None
-            and self.num_prompt_logprobs_done < len(self.prompt_token_ids)
+        return self.params.prompt_logprobs is not None and self.num_prompt_logprobs_done < len(
+            self.prompt_token_ids
         )

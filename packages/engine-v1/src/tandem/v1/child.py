@@ -22,8 +22,10 @@ from tandem.v1.procs import (
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 3:
-        print("usage: python -m tandem.v1.child {core,detokenizer} IPC_DIR PARENT_PID",
-              file=sys.stderr)
+        print(
+            "usage: python -m tandem.v1.child {core,detokenizer} IPC_DIR PARENT_PID",
+            file=sys.stderr,
+        )
         return 2
     role, ipc_dir, ppid_text = args
     parent = int(ppid_text)

@@ -118,8 +118,9 @@ class MPClient:
             code = proc.poll()
             if code is not None:
                 what = "died during start-up" if startup else "died"
-                text = (f"engine v1: the {role} process (pid {proc.pid}) {what}: "
-                        f"{describe_exit(code)}")
+                text = (
+                    f"engine v1: the {role} process (pid {proc.pid}) {what}: {describe_exit(code)}"
+                )
                 raise (EngineStartupError if startup else EngineDeadError)(text)
 
     # -- use -----------------------------------------------------------------------

@@ -38,16 +38,18 @@ def run(ipc_dir: str) -> int:
             proc = OutputProcessor(load_tokenizer(payload["tokenizer"]))
         except Exception:
             linger = 2000
-            to_client.send(m.encode(
-                m.Failed("detokenizer", os.getpid(), traceback.format_exc(), True)))
+            to_client.send(
+                m.encode(m.Failed("detokenizer", os.getpid(), traceback.format_exc(), True))
+            )
             return 1
         to_client.send(m.encode(m.Ready("detokenizer", os.getpid())))
         try:
             loop(proc, from_client, to_client, to_core, from_core)
         except Exception:
             linger = 2000
-            to_client.send(m.encode(
-                m.Failed("detokenizer", os.getpid(), traceback.format_exc(), False)))
+            to_client.send(
+                m.encode(m.Failed("detokenizer", os.getpid(), traceback.format_exc(), False))
+            )
             return 1
         return 0
     except Terminate:
@@ -58,8 +60,13 @@ def run(ipc_dir: str) -> int:
         ctx.term()
 
 
-def loop(proc: object, from_client: zmq.Socket, to_client: zmq.Socket,
-         to_core: zmq.Socket, from_core: zmq.Socket) -> None:
+def loop(
+    proc: object,
+    from_client: zmq.Socket,
+    to_client: zmq.Socket,
+    to_core: zmq.Socket,
+    from_core: zmq.Socket,
+) -> None:
     from tandem.v1.output_processor import OutputProcessor
 
     assert isinstance(proc, OutputProcessor)

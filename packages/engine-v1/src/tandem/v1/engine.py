@@ -113,7 +113,8 @@ class LLMEngine:
             prompt=res.prompt,
             prompt_token_ids=list(res.prompt_token_ids),
             prompt_logprobs=[_logprobs(d) for d in res.prompt_logprobs]
-            if res.prompt_logprobs is not None else None,
+            if res.prompt_logprobs is not None
+            else None,
             outputs=outputs,
             finished=res.finished,
             num_cached_tokens=res.num_cached_tokens,

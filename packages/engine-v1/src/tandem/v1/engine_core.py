@@ -24,10 +24,12 @@ class EngineCore:
         self.runner = ModelRunner(config)
         self.num_kv_blocks = self.runner.num_kv_blocks
         sc = config.scheduler
-        self.kv = KVCacheManager(self.num_kv_blocks, config.cache.block_size,
-                                 sc.enable_prefix_caching)
-        self.scheduler = Scheduler(self.kv, sc.max_num_seqs, sc.max_num_batched_tokens,
-                                   sc.enable_chunked_prefill)
+        self.kv = KVCacheManager(
+            self.num_kv_blocks, config.cache.block_size, sc.enable_prefix_caching
+        )
+        self.scheduler = Scheduler(
+            self.kv, sc.max_num_seqs, sc.max_num_batched_tokens, sc.enable_chunked_prefill
+        )
         self.max_model_len = sc.max_model_len
         self.eos_ids = set(config.model.eos_token_ids)
         self.samples: dict[str, list[Request]] = {}
@@ -62,8 +64,9 @@ class EngineCore:
             reqs.append(req)
         self.samples[msg.request_id] = reqs
 
-    def abort(self, request_ids: list[str], samples: list[tuple[str, int]] = ()) -> list[
-            m.CoreOutput]:
+    def abort(
+        self, request_ids: list[str], samples: list[tuple[str, int]] = ()
+    ) -> list[m.CoreOutput]:
         targets = [r for rid in request_ids for r in self.samples.get(rid, ())]
         for rid, index in samples:
             reqs = self.samples.get(rid, [])
@@ -73,8 +76,15 @@ class EngineCore:
             if req.is_finished:
                 continue
             self._finish(req, "abort")
-            outs.append(m.CoreOutput(req.request_id, req.index, [], finish_reason="abort",
-                                     num_cached_tokens=max(req.num_cached_tokens, 0)))
+            outs.append(
+                m.CoreOutput(
+                    req.request_id,
+                    req.index,
+                    [],
+                    finish_reason="abort",
+                    num_cached_tokens=max(req.num_cached_tokens, 0),
+                )
+            )
         return outs
 
     def _finish(self, req: Request, reason: str, stop_reason: int | str | None = None) -> None:
@@ -106,15 +116,19 @@ class EngineCore:
                 new = [tok]
                 reason, stop_reason = self._check_stop(req, tok)
             lps = result.logprobs.get(req.key)
-            outs.append(m.CoreOutput(
-                req.request_id, req.index, new,
-                new_logprobs=[result.sampled_logprob[req.key]] if tok is not None else [],
-                logprobs=[lps] if lps is not None else None,
-                prompt_logprobs=plp,
-                finish_reason=reason,
-                stop_reason=stop_reason,
-                num_cached_tokens=max(req.num_cached_tokens, 0),
-            ))
+            outs.append(
+                m.CoreOutput(
+                    req.request_id,
+                    req.index,
+                    new,
+                    new_logprobs=[result.sampled_logprob[req.key]] if tok is not None else [],
+                    logprobs=[lps] if lps is not None else None,
+                    prompt_logprobs=plp,
+                    finish_reason=reason,
+                    stop_reason=stop_reason,
+                    num_cached_tokens=max(req.num_cached_tokens, 0),
+                )
+            )
             if reason is not None:
                 self._finish(req, reason, stop_reason)
         return outs

@@ -16,8 +16,9 @@ from tandem.v1.request import Request
 
 
 class InputBatch:
-    def __init__(self, max_rows: int, max_model_len: int, vocab_size: int,
-                 stop_ids: list[int]) -> None:
+    def __init__(
+        self, max_rows: int, max_model_len: int, vocab_size: int, stop_ids: list[int]
+    ) -> None:
         self.max_rows = max_rows
         self.vocab_size = vocab_size
         self.eos_ids = stop_ids
@@ -79,7 +80,8 @@ class InputBatch:
         """Record one new token per row. rows, tokens: [B] int64."""
         cols = torch.tensor([self.num_tokens[r] for r in rows.tolist()], dtype=torch.int64)
         self.token_ids[rows, cols] = tokens
-        self.output_counts.index_put_((rows, tokens), torch.ones_like(tokens, dtype=torch.int32),
-                                      accumulate=True)
+        self.output_counts.index_put_(
+            (rows, tokens), torch.ones_like(tokens, dtype=torch.int32), accumulate=True
+        )
         for r in rows.tolist():
             self.num_tokens[r] += 1

@@ -40,11 +40,17 @@ class ModelRunner:
         self.block_size = config.cache.block_size
         self.num_kv_blocks = config.cache.resolve_num_blocks(config.kv_bytes_per_block)
         self.kv_caches = allocate_kv_caches(
-            mc.num_layers, mc.num_kv_heads, mc.head_dim, self.num_kv_blocks,
-            self.block_size, config.dtype, config.device,
+            mc.num_layers,
+            mc.num_kv_heads,
+            mc.head_dim,
+            self.num_kv_blocks,
+            self.block_size,
+            config.dtype,
+            config.device,
         )
-        self.batch = InputBatch(config.scheduler.max_num_seqs, mc.max_model_len,
-                                mc.vocab_size, mc.eos_token_ids)
+        self.batch = InputBatch(
+            config.scheduler.max_num_seqs, mc.max_model_len, mc.vocab_size, mc.eos_token_ids
+        )
         self.sampler = sampler if sampler is not None else Sampler()
         self.eos_ids = mc.eos_token_ids
 
@@ -119,13 +125,17 @@ class ModelRunner:
             mask_tokens=torch.tensor(mask_tokens, dtype=torch.int64),
             max_logprobs=max(asked, default=-1),
             any_penalties=any(
-                r.sampling.presence_penalty != 0 or r.sampling.frequency_penalty != 0
-                or r.sampling.repetition_penalty != 1 for r in reqs),
+                r.sampling.presence_penalty != 0
+                or r.sampling.frequency_penalty != 0
+                or r.sampling.repetition_penalty != 1
+                for r in reqs
+            ),
             any_sampling=any(r.sampling.temperature != 0 for r in reqs),
         )
 
-    def _prompt_logprobs(self, reqs: list[Request], query_lens: list[int], hidden: Tensor,
-                         result: StepResult) -> None:
+    def _prompt_logprobs(
+        self, reqs: list[Request], query_lens: list[int], hidden: Tensor, result: StepResult
+    ) -> None:
         offset = 0
         for req, n in zip(reqs, query_lens):
             lo = offset

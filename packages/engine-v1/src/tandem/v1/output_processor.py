@@ -56,8 +56,9 @@ class OutputProcessor:
             detok = IncrementalDetokenizer(
                 self.tokenizer, req.prompt_token_ids, spec.skip_special_tokens
             )
-            stop = (StopStringMatcher(spec.stop, spec.include_stop_str_in_output)
-                    if spec.stop else None)
+            stop = (
+                StopStringMatcher(spec.stop, spec.include_stop_str_in_output) if spec.stop else None
+            )
             wants = req.sampling.logprobs is not None
             samples.append(_Sample(i, detok, stop, logprobs=[] if wants else None))
         self.requests[req.request_id] = _Tracked(req, samples)
@@ -66,9 +67,7 @@ class OutputProcessor:
         for rid in request_ids:
             self.requests.pop(rid, None)
 
-    def process(
-        self, outputs: list[m.CoreOutput]
-    ) -> tuple[list[m.Result], list[tuple[str, int]]]:
+    def process(self, outputs: list[m.CoreOutput]) -> tuple[list[m.Result], list[tuple[str, int]]]:
         """Apply one step's outputs; returns (results, samples the core must stop)."""
         touched: dict[str, _Tracked] = {}
         stopped: list[tuple[str, int]] = []

@@ -41,11 +41,15 @@ class Processor:
             raise ValueError(f"request {request_id!r}: the prompt is empty; it needs >= 1 token")
         bad = [t for t in ids if not 0 <= t < self.vocab_size]
         if bad:
-            raise ValueError(f"request {request_id!r}: prompt token id {bad[0]} is outside "
-                             f"the vocabulary [0, {self.vocab_size})")
+            raise ValueError(
+                f"request {request_id!r}: prompt token id {bad[0]} is outside "
+                f"the vocabulary [0, {self.vocab_size})"
+            )
         if n >= self.max_model_len:
-            raise ValueError(f"request {request_id!r}: the prompt has {n} tokens; it must be "
-                             f"shorter than max_model_len={self.max_model_len}")
+            raise ValueError(
+                f"request {request_id!r}: the prompt has {n} tokens; it must be "
+                f"shorter than max_model_len={self.max_model_len}"
+            )
         room = self.max_model_len - n
         max_tokens = room if params.max_tokens is None else min(params.max_tokens, room)
         # a negative or huge seed wraps into [0, 2**63) as in engine v0
@@ -83,5 +87,6 @@ class Processor:
                 if isinstance(t, bool) or not isinstance(t, int):
                     raise TypeError(f"prompt token ids must be ints, got {t!r}")
             return None, list(prompt)
-        raise TypeError(f"prompt must be a str or a list of token ids (int), "
-                        f"got {type(prompt).__name__}")
+        raise TypeError(
+            f"prompt must be a str or a list of token ids (int), got {type(prompt).__name__}"
+        )

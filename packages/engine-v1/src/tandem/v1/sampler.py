@@ -64,9 +64,14 @@ class Sampler:
         if sb.mask_rows.numel():
             x = x.index_put((sb.mask_rows, sb.mask_tokens), torch.tensor(float("-inf")))
         if sb.any_penalties:
-            x = apply_penalties(x, batch.prompt_mask[rows], batch.output_counts[rows],
-                                batch.presence[rows], batch.frequency[rows],
-                                batch.repetition[rows])
+            x = apply_penalties(
+                x,
+                batch.prompt_mask[rows],
+                batch.output_counts[rows],
+                batch.presence[rows],
+                batch.frequency[rows],
+                batch.repetition[rows],
+            )
         temp = batch.temperature[rows]
         greedy = temp == 0
         if sb.any_sampling:

@@ -38,8 +38,15 @@ class PagedAttention(nn.Module):
         p = meta.num_prefill_tokens
         if meta.num_decodes == 0:
             return backend.prefill(
-                q, k, v, k_cache, v_cache, meta.prefill_cu_seqlens_q,
-                meta.prefill_seq_lens, meta.prefill_block_tables, self.scale,
+                q,
+                k,
+                v,
+                k_cache,
+                v_cache,
+                meta.prefill_cu_seqlens_q,
+                meta.prefill_seq_lens,
+                meta.prefill_block_tables,
+                self.scale,
             )
         if meta.num_prefills == 0:
             return backend.decode(
@@ -47,8 +54,15 @@ class PagedAttention(nn.Module):
             )
         out = q.new_empty(q.shape)
         out[:p] = backend.prefill(
-            q[:p], k[:p], v[:p], k_cache, v_cache, meta.prefill_cu_seqlens_q,
-            meta.prefill_seq_lens, meta.prefill_block_tables, self.scale,
+            q[:p],
+            k[:p],
+            v[:p],
+            k_cache,
+            v_cache,
+            meta.prefill_cu_seqlens_q,
+            meta.prefill_seq_lens,
+            meta.prefill_block_tables,
+            self.scale,
         )
         out[p:] = backend.decode(
             q[p:], k_cache, v_cache, meta.decode_seq_lens, meta.decode_block_tables, self.scale

@@ -32,9 +32,7 @@ def _llama3(freq: Tensor, rope: RopeSpec) -> Tensor:
     high_wavelen = old / rope.high_freq_factor
     wavelen = 2 * math.pi / freq
     scaled = torch.where(wavelen > low_wavelen, freq / rope.factor, freq)
-    smooth = (old / wavelen - rope.low_freq_factor) / (
-        rope.high_freq_factor - rope.low_freq_factor
-    )
+    smooth = (old / wavelen - rope.low_freq_factor) / (rope.high_freq_factor - rope.low_freq_factor)
     smoothed = (1 - smooth) * scaled / rope.factor + smooth * scaled
     medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
     return torch.where(medium, smoothed, scaled)

@@ -33,21 +33,29 @@ class LlamaAttention(nn.Module):
         h, kvh, d = spec.num_heads, spec.num_kv_heads, spec.head_dim
         self.sizes = (h * d, kvh * d, kvh * d)
         self.shape = (h, kvh, d)
-        self.qkv_proj = nn.Linear(spec.hidden_size, sum(self.sizes), bias=spec.qkv_bias,
-                                  dtype=dtype)
+        self.qkv_proj = nn.Linear(
+            spec.hidden_size, sum(self.sizes), bias=spec.qkv_bias, dtype=dtype
+        )
         self.o_proj = nn.Linear(h * d, spec.hidden_size, bias=spec.o_bias, dtype=dtype)
         self.rotary = rotary
         self.attn = PagedAttention(h, kvh, d, scale=d**-0.5)
 
-    def forward(self, positions: Tensor, x: Tensor, cache: KVCache, meta: AttentionMetadata,
-                backend: AttentionBackend) -> Tensor:
+    def forward(
+        self,
+        positions: Tensor,
+        x: Tensor,
+        cache: KVCache,
+        meta: AttentionMetadata,
+        backend: AttentionBackend,
+    ) -> Tensor:
         # x: [T, C]
         t = x.shape[0]
         h, kvh, d = self.shape
         q, k, v = self.qkv_proj(x).split(self.sizes, dim=-1)
         # contiguous copies: the elementwise rotary is several times slower on strided views
-        q, k = self.rotary(positions, q.reshape(t, h, d).contiguous(),
-                           k.reshape(t, kvh, d).contiguous())
+        q, k = self.rotary(
+            positions, q.reshape(t, h, d).contiguous(), k.reshape(t, kvh, d).contiguous()
+        )
         v = v.reshape(t, kvh, d)
         out = self.attn(q, k, v, cache[0], cache[1], meta, backend)  # [T, H, D]
         return self.o_proj(out.reshape(t, h * d))
@@ -57,8 +65,7 @@ class LlamaMLP(nn.Module):
     def __init__(self, spec: ModelSpec, dtype: torch.dtype | None) -> None:
         super().__init__()
         inter = spec.intermediate_size
-        self.gate_up_proj = nn.Linear(spec.hidden_size, 2 * inter, bias=spec.mlp_bias,
-                                      dtype=dtype)
+        self.gate_up_proj = nn.Linear(spec.hidden_size, 2 * inter, bias=spec.mlp_bias, dtype=dtype)
         self.down_proj = nn.Linear(inter, spec.hidden_size, bias=spec.mlp_bias, dtype=dtype)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -74,8 +81,15 @@ class LlamaDecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(spec.hidden_size, spec.rms_norm_eps, dtype)
         self.post_attention_layernorm = RMSNorm(spec.hidden_size, spec.rms_norm_eps, dtype)
 
-    def forward(self, positions: Tensor, x: Tensor, residual: Tensor | None, cache: KVCache,
-                meta: AttentionMetadata, backend: AttentionBackend) -> tuple[Tensor, Tensor]:
+    def forward(
+        self,
+        positions: Tensor,
+        x: Tensor,
+        residual: Tensor | None,
+        cache: KVCache,
+        meta: AttentionMetadata,
+        backend: AttentionBackend,
+    ) -> tuple[Tensor, Tensor]:
         x, residual = self.input_layernorm(x, residual)
         x = self.self_attn(positions, x, cache, meta, backend)
         x, residual = self.post_attention_layernorm(x, residual)
@@ -104,13 +118,19 @@ class LlamaForCausalLM(nn.Module):
         self.model = LlamaModel(self.spec, dtype)
         self.lm_head: nn.Linear | None = None
         if not self.spec.tie_word_embeddings:
-            self.lm_head = nn.Linear(self.spec.hidden_size, self.spec.vocab_size, bias=False,
-                                     dtype=dtype)
+            self.lm_head = nn.Linear(
+                self.spec.hidden_size, self.spec.vocab_size, bias=False, dtype=dtype
+            )
         self.attention_backend: str | None = None
         self._backends: dict[str, AttentionBackend] = {}
 
-    def forward(self, input_ids: Tensor, positions: Tensor, kv_caches: list[KVCache],
-                attn_metadata: AttentionMetadata) -> Tensor:
+    def forward(
+        self,
+        input_ids: Tensor,
+        positions: Tensor,
+        kv_caches: list[KVCache],
+        attn_metadata: AttentionMetadata,
+    ) -> Tensor:
         # input_ids, positions: [T] long -> hidden [T, C]
         self._check_inputs(input_ids, positions, kv_caches, attn_metadata)
         backend = self._get_attention_backend(input_ids.device.type)
@@ -124,8 +144,9 @@ class LlamaForCausalLM(nn.Module):
     def compute_logits(self, hidden: Tensor) -> Tensor:
         # hidden: [N, C] -> [N, V] fp32
         if hidden.dim() != 2 or hidden.shape[-1] != self.spec.hidden_size:
-            raise ValueError(f"hidden must have shape [N, {self.spec.hidden_size}], "
-                             f"got {list(hidden.shape)}")
+            raise ValueError(
+                f"hidden must have shape [N, {self.spec.hidden_size}], got {list(hidden.shape)}"
+            )
         weight = self.lm_head.weight if self.lm_head is not None else self.model.embed_tokens.weight
         return torch.nn.functional.linear(hidden, weight).float()
 
@@ -142,20 +163,33 @@ class LlamaForCausalLM(nn.Module):
         self.attention_backend = name
         return backend
 
-    def _check_inputs(self, input_ids: Tensor, positions: Tensor, kv_caches: list[KVCache],
-                      meta: AttentionMetadata) -> None:
+    def _check_inputs(
+        self,
+        input_ids: Tensor,
+        positions: Tensor,
+        kv_caches: list[KVCache],
+        meta: AttentionMetadata,
+    ) -> None:
         if input_ids.dim() != 1 or input_ids.dtype != torch.long:
-            raise ValueError(f"input_ids must be a 1-D long tensor [T], got "
-                             f"{input_ids.dtype} of shape {list(input_ids.shape)}")
+            raise ValueError(
+                f"input_ids must be a 1-D long tensor [T], got "
+                f"{input_ids.dtype} of shape {list(input_ids.shape)}"
+            )
         if positions.shape != input_ids.shape:
-            raise ValueError(f"positions must have the shape of input_ids "
-                             f"{list(input_ids.shape)}, got {list(positions.shape)}")
+            raise ValueError(
+                f"positions must have the shape of input_ids "
+                f"{list(input_ids.shape)}, got {list(positions.shape)}"
+            )
         if len(kv_caches) != self.spec.num_layers:
-            raise ValueError(f"kv_caches must hold one (k_cache, v_cache) per layer "
-                             f"({self.spec.num_layers}), got {len(kv_caches)}")
+            raise ValueError(
+                f"kv_caches must hold one (k_cache, v_cache) per layer "
+                f"({self.spec.num_layers}), got {len(kv_caches)}"
+            )
         if meta.num_tokens != input_ids.shape[0]:
-            raise ValueError(f"attn_metadata covers {meta.num_tokens} tokens but input_ids "
-                             f"has {input_ids.shape[0]}")
+            raise ValueError(
+                f"attn_metadata covers {meta.num_tokens} tokens but input_ids "
+                f"has {input_ids.shape[0]}"
+            )
 
 
 class MistralForCausalLM(LlamaForCausalLM):

@@ -102,9 +102,7 @@ def read_rope(hf_config: Any) -> RopeSpec:
     theta = 10000.0 if theta is None else float(theta)
     rope_type = params.get("rope_type", params.get("type", "default"))
     if rope_type not in ROPE_TYPES:
-        raise ValueError(
-            f"rope_type must be one of {', '.join(ROPE_TYPES)}, got {rope_type!r}"
-        )
+        raise ValueError(f"rope_type must be one of {', '.join(ROPE_TYPES)}, got {rope_type!r}")
     if float(params.get("partial_rotary_factor", 1.0)) != 1.0:
         raise ValueError(
             "partial_rotary_factor must be 1.0 for Llama-family models, "
@@ -165,5 +163,6 @@ def _warn_sliding_window(hf_config: Any) -> None:
     if enabled and window and max_pos and window < max_pos:
         logger.warning(
             "sliding_window=%s is ignored (full attention); outputs differ from the "
-            "reference for sequences longer than the window", window
+            "reference for sequences longer than the window",
+            window,
         )

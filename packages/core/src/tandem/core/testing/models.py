@@ -27,42 +27,70 @@ STAMP = "tandem_model.json"
 
 MODEL_SIZES: dict[str, dict[str, Any]] = {
     "tiny": {
-        "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512,
-        "max_position_embeddings": 512, "initializer_range": 0.15,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 512,
+        "max_position_embeddings": 512,
+        "initializer_range": 0.15,
     },
     "small": {
-        "hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 8,
-        "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 8192,
-        "max_position_embeddings": 2048, "initializer_range": 0.05,
+        "hidden_size": 512,
+        "intermediate_size": 1536,
+        "num_hidden_layers": 8,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "vocab_size": 8192,
+        "max_position_embeddings": 2048,
+        "initializer_range": 0.05,
     },
 }
 
 # The checkpoint traps each architecture carries (sizes above may still override them).
 ARCHS: dict[str, tuple[str, dict[str, Any]]] = {
-    "llama": ("LlamaConfig", {  # GQA + llama3 rope scaling
-        "rope_parameters": {
-            "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
-            "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 64,
+    "llama": (
+        "LlamaConfig",
+        {  # GQA + llama3 rope scaling
+            "rope_parameters": {
+                "rope_type": "llama3",
+                "rope_theta": 500000.0,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 64,
+            },
+            "rms_norm_eps": 1e-5,
         },
-        "rms_norm_eps": 1e-5,
-    }),
-    "mistral": ("MistralConfig", {  # MQA + head_dim != hidden/heads + linear rope scaling
-        "num_key_value_heads": 1, "head_dim": 32,
-        "rope_parameters": {"rope_type": "linear", "rope_theta": 1000000.0, "factor": 2.0},
-        "rms_norm_eps": 1e-5,
-    }),
-    "qwen2": ("Qwen2Config", {  # q/k/v bias + tied embeddings
-        "tie_word_embeddings": True,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
-        "rms_norm_eps": 1e-6,
-    }),
+    ),
+    "mistral": (
+        "MistralConfig",
+        {  # MQA + head_dim != hidden/heads + linear rope scaling
+            "num_key_value_heads": 1,
+            "head_dim": 32,
+            "rope_parameters": {"rope_type": "linear", "rope_theta": 1000000.0, "factor": 2.0},
+            "rms_norm_eps": 1e-5,
+        },
+    ),
+    "qwen2": (
+        "Qwen2Config",
+        {  # q/k/v bias + tied embeddings
+            "tie_word_embeddings": True,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+            "rms_norm_eps": 1e-6,
+        },
+    ),
 }
 
 
-def settings(size: str = "tiny", arch: str = "llama", seed: int = 0,
-             max_shard_size: str | int | None = None, **overrides: Any) -> dict[str, Any]:
+def settings(
+    size: str = "tiny",
+    arch: str = "llama",
+    seed: int = 0,
+    max_shard_size: str | int | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
     """Every setting that determines the checkpoint (validated), as a JSON-able dict."""
     if size not in MODEL_SIZES:
         raise ValueError(f"size must be one of {', '.join(MODEL_SIZES)}, got {size!r}")
@@ -71,24 +99,37 @@ def settings(size: str = "tiny", arch: str = "llama", seed: int = 0,
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {seed!r}")
     if max_shard_size is not None and not isinstance(max_shard_size, (str, int)):
-        raise TypeError(f"max_shard_size must be a size like '200KB' or bytes, "
-                        f"got {max_shard_size!r}")
+        raise TypeError(
+            f"max_shard_size must be a size like '200KB' or bytes, got {max_shard_size!r}"
+        )
     config_cls = _config_class(arch)
     known = set(config_cls().to_dict())
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise ValueError(f"unknown {config_cls.__name__} override(s) {', '.join(unknown)}; "
-                         "overrides must be config.json fields")
+        raise ValueError(
+            f"unknown {config_cls.__name__} override(s) {', '.join(unknown)}; "
+            "overrides must be config.json fields"
+        )
     config = {**MODEL_SIZES[size], **ARCHS[arch][1], **overrides}
     return {
-        "format": FORMAT_VERSION, "size": size, "arch": arch, "seed": seed,
-        "max_shard_size": max_shard_size, "config": config,
+        "format": FORMAT_VERSION,
+        "size": size,
+        "arch": arch,
+        "seed": seed,
+        "max_shard_size": max_shard_size,
+        "config": config,
     }
 
 
-def make_model(path: str | os.PathLike[str] | None = None, size: str = "tiny",
-               arch: str = "llama", *, seed: int = 0, max_shard_size: str | int | None = None,
-               **overrides: Any) -> Path:
+def make_model(
+    path: str | os.PathLike[str] | None = None,
+    size: str = "tiny",
+    arch: str = "llama",
+    *,
+    seed: int = 0,
+    max_shard_size: str | int | None = None,
+    **overrides: Any,
+) -> Path:
     """Make (or reuse) the checkpoint; returns its directory.
 
     ``path=None`` caches under ``TANDEM_CACHE_DIR/models``; ``max_shard_size`` writes a
@@ -107,8 +148,10 @@ def make_model(path: str | os.PathLike[str] | None = None, size: str = "tiny",
     if _matches(target, blob):
         return target
     if target.exists() and any(target.iterdir()):
-        raise ValueError(f"path {str(target)!r} already holds something other than this "
-                         "model; pass an empty or new directory")
+        raise ValueError(
+            f"path {str(target)!r} already holds something other than this "
+            "model; pass an empty or new directory"
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
@@ -142,8 +185,11 @@ def _write(directory: Path, spec: dict[str, Any]) -> None:
 
     make_tokenizer(directory, vocab_size=spec["config"]["vocab_size"])
     tok = AutoTokenizer.from_pretrained(directory)
-    ids = {"bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id,
-           "pad_token_id": tok.pad_token_id}
+    ids = {
+        "bos_token_id": tok.bos_token_id,
+        "eos_token_id": tok.eos_token_id,
+        "pad_token_id": tok.pad_token_id,
+    }
     config = _config_class(spec["arch"])(**spec["config"], **ids)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec["seed"])

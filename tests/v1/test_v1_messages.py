@@ -17,12 +17,21 @@ def test_requests_round_trip() -> None:
 
 
 def test_core_and_client_messages_round_trip() -> None:
-    out = m.CoreOutputs([m.CoreOutput("r", 1, [4], [-0.5], [[(4, -0.5, 1)]], None,
-                                      "stop", 4, 8)])
+    out = m.CoreOutputs([m.CoreOutput("r", 1, [4], [-0.5], [[(4, -0.5, 1)]], None, "stop", 4, 8)])
     assert m.from_core.decode(m.encode(out)) == out
-    res = m.Results([m.Result("r", None, [1], [None, {2: (-1.0, 1, "a")}],
-                              [m.Completion(0, "t", [4], -0.5, None, "length", None)],
-                              True, 0)])
+    res = m.Results(
+        [
+            m.Result(
+                "r",
+                None,
+                [1],
+                [None, {2: (-1.0, 1, "a")}],
+                [m.Completion(0, "t", [4], -0.5, None, "length", None)],
+                True,
+                0,
+            )
+        ]
+    )
     assert m.to_client.decode(m.encode(res)) == res
     for msg in (m.Ready("core", 1, 9), m.Failed("core", 1, "tb", True)):
         assert m.to_client.decode(m.encode(msg)) == msg

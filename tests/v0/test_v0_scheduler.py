@@ -13,8 +13,14 @@ def make_seq(seq_id: int, prompt_len: int, max_tokens: int) -> Sequence:
     return Sequence(seq_id, f"r{seq_id}", 0, [7] * prompt_len, max_tokens, seed=seq_id)
 
 
-def make_scheduler(blocks: int = 16, size: int = 4, seqs: int = 8, tokens: int = 64,
-                   max_len: int = 64, chunked: bool = True) -> Scheduler:
+def make_scheduler(
+    blocks: int = 16,
+    size: int = 4,
+    seqs: int = 8,
+    tokens: int = 64,
+    max_len: int = 64,
+    chunked: bool = True,
+) -> Scheduler:
     return Scheduler(BlockManager(blocks, size), seqs, tokens, max_len, chunked)
 
 
@@ -37,10 +43,14 @@ def test_prefill_then_decodes() -> None:
     sched.add(b)
     out = run_step(sched)
     assert [(s.seq.seq_id, s.num_new_tokens, s.is_decode) for s in out.scheduled] == [
-        (0, 5, False), (1, 3, False)]
+        (0, 5, False),
+        (1, 3, False),
+    ]
     out = run_step(sched)
     assert [(s.seq.seq_id, s.num_new_tokens, s.is_decode) for s in out.scheduled] == [
-        (0, 1, True), (1, 1, True)]
+        (0, 1, True),
+        (1, 1, True),
+    ]
     run_step(sched)
     assert a.is_finished and b.is_finished and not sched.has_unfinished()
     assert sched.block_manager.num_free_blocks == 16
@@ -152,8 +162,9 @@ def test_abort_from_each_queue_frees_blocks() -> None:
     max_seqs=st.integers(1, 5),
     budget=st.integers(4, 20),
     chunked=st.booleans(),
-    reqs=st.lists(st.tuples(st.integers(1, 8), st.integers(1, 6), st.integers(0, 3)),
-                  min_size=1, max_size=8),
+    reqs=st.lists(
+        st.tuples(st.integers(1, 8), st.integers(1, 6), st.integers(0, 3)), min_size=1, max_size=8
+    ),
 )
 def test_scheduler_invariants(blocks, size, max_seqs, budget, chunked, reqs) -> None:
     sched = Scheduler(BlockManager(blocks, size), max_seqs, budget, 64, chunked)

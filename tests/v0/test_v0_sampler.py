@@ -11,8 +11,13 @@ from tandem.v0.sampler import Sampler, SamplingRow
 V = 12
 
 
-def row(seed: int = 0, out: tuple[int, ...] = (), prompt: tuple[int, ...] = (1,),
-        blocked: tuple[int, ...] = (), **params) -> SamplingRow:
+def row(
+    seed: int = 0,
+    out: tuple[int, ...] = (),
+    prompt: tuple[int, ...] = (1,),
+    blocked: tuple[int, ...] = (),
+    **params,
+) -> SamplingRow:
     return SamplingRow(SamplingParams(**params), list(prompt), list(out), seed, blocked)
 
 
@@ -36,8 +41,9 @@ def test_greedy_is_argmax_and_logprobs_are_raw() -> None:
 def test_input_logits_untouched() -> None:
     x = logits_for(1)
     before = x.clone()
-    Sampler()(x, [row(temperature=0.0, min_tokens=3, blocked=(int(x.argmax()),),
-                      repetition_penalty=1.5)])
+    Sampler()(
+        x, [row(temperature=0.0, min_tokens=3, blocked=(int(x.argmax()),), repetition_penalty=1.5)]
+    )
     assert torch.equal(x, before)
 
 
@@ -108,8 +114,9 @@ def test_rows_must_match_logits() -> None:
     top_p=st.floats(0.2, 1.0),
     min_p=st.floats(0.0, 0.5),
 )
-def test_seeded_sample_is_batch_independent(seed, counter, pos, others, temperature, top_k,
-                                            top_p, min_p) -> None:
+def test_seeded_sample_is_batch_independent(
+    seed, counter, pos, others, temperature, top_k, top_p, min_p
+) -> None:
     g = torch.Generator().manual_seed(seed % 1000)
     target_logits = torch.randn(1, V, generator=g) * 2
     params = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p)
@@ -125,4 +132,5 @@ def test_seeded_sample_is_batch_independent(seed, counter, pos, others, temperat
     # the drawn token survives every filter: it is within the top-k when k is set
     if top_k:
         assert alone.rank <= top_k or bool(
-            (target_logits[0] == target_logits[0, alone.token_id]).sum() > 1)
+            (target_logits[0] == target_logits[0, alone.token_id]).sum() > 1
+        )

@@ -18,8 +18,13 @@ def tokenizer(tiny_llama):
     return load_tokenizer(tiny_llama)
 
 
-def feed(tokenizer, params: SamplingParams, tokens: list[int], max_tokens: int = 10,
-         max_model_len: int = 64) -> tuple[Sequence, list[bool]]:
+def feed(
+    tokenizer,
+    params: SamplingParams,
+    tokens: list[int],
+    max_tokens: int = 10,
+    max_model_len: int = 64,
+) -> tuple[Sequence, list[bool]]:
     proc = OutputProcessor(tokenizer, [EOS], max_model_len)
     seq = Sequence(0, "r", 0, [1, 50], max_tokens, seed=0)
     req = Request("r", None, [1, 50], params, [seq])
@@ -58,8 +63,9 @@ def test_length_and_max_model_len(tokenizer) -> None:
 def test_stop_token_text_included_on_request(tokenizer) -> None:
     seq, _ = feed(tokenizer, SamplingParams(stop_token_ids=[61]), [60, 61])
     assert (seq.finish_reason, seq.stop_reason, seq.text) == ("stop", 61, tokenizer.decode([60]))
-    seq, _ = feed(tokenizer, SamplingParams(stop_token_ids=[61], include_stop_str_in_output=True),
-                  [60, 61])
+    seq, _ = feed(
+        tokenizer, SamplingParams(stop_token_ids=[61], include_stop_str_in_output=True), [60, 61]
+    )
     assert seq.text == tokenizer.decode([60, 61])
 
 

@@ -79,8 +79,9 @@ def test_killed_child_raises_engine_dead_error(role: str, make_args: Any) -> Non
             fresh.step()
 
 
-def test_start_up_failure_carries_the_child_traceback(make_args: Any, tiny_dir: Path,
-                                                      tmp_path: Path) -> None:
+def test_start_up_failure_carries_the_child_traceback(
+    make_args: Any, tiny_dir: Path, tmp_path: Path
+) -> None:
     bad = tmp_path / "bad"
     bad.mkdir()
     for f in tiny_dir.iterdir():
@@ -109,8 +110,9 @@ PARENT = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_children_exit_when_the_parent_is_killed(tiny_dir: Path) -> None:
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tiny_dir)],
-                              stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(tiny_dir)], stdout=subprocess.PIPE, text=True
+    )
     try:
         line = parent.stdout.readline()
         pids = [int(p) for p in line.split()]
@@ -125,8 +127,9 @@ def test_children_exit_when_the_parent_is_killed(tiny_dir: Path) -> None:
         parent.stdout.close()
 
 
-@pytest.mark.parametrize("cycles", [pytest.param(3, id="3"),
-                                    pytest.param(50, id="50", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "cycles", [pytest.param(3, id="3"), pytest.param(50, id="50", marks=pytest.mark.slow)]
+)
 def test_create_shutdown_cycles_do_not_grow(cycles: int, make_args: Any) -> None:
     import threading
 

@@ -87,10 +87,15 @@ def test_prefix_hit_sets_num_cached_tokens() -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.integers(1, 20), min_size=1, max_size=8), st.integers(3, 12),
-       st.integers(2, 24), st.booleans())
-def test_random_workloads_finish_without_leaks(lengths: list[int], blocks: int, budget: int,
-                                               caching: bool) -> None:
+@given(
+    st.lists(st.integers(1, 20), min_size=1, max_size=8),
+    st.integers(3, 12),
+    st.integers(2, 24),
+    st.booleans(),
+)
+def test_random_workloads_finish_without_leaks(
+    lengths: list[int], blocks: int, budget: int, caching: bool
+) -> None:
     kv = KVCacheManager(blocks, 2, caching)
     s = Scheduler(kv, 4, budget, True)
     reqs = [req(f"r{i}", min(n, 2 * blocks - 4)) for i, n in enumerate(lengths)]

@@ -1,0 +1,43 @@
+"""Project-wide fixtures: the tiny checkpoints, the transformers reference, an `LLM`.
+
+The harness plugin provides ``engine`` (the current engine's name), ``isolated_env`` and
+``scoped_ops``; suites that face the engines declare ``pytest.mark.engines`` in their own
+``conftest.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tandem.core.testing import HFReference, make_model
+
+ARCHS = ("llama", "mistral", "qwen2")
+
+
+@pytest.fixture(scope="session")
+def tiny_model() -> Path:
+    """The tiny Llama checkpoint (GQA, llama3 rope scaling) with its BPE tokenizer."""
+    return make_model(size="tiny", arch="llama")
+
+
+@pytest.fixture(scope="session", params=ARCHS)
+def tiny_arch_model(request: pytest.FixtureRequest) -> Path:
+    """Each architecture's tiny checkpoint, with the traps that architecture carries."""
+    return make_model(size="tiny", arch=request.param)
+
+
+@pytest.fixture(scope="session")
+def hf() -> HFReference:
+    return HFReference()
+
+
+@pytest.fixture
+def llm(tiny_model: Path, engine: str) -> Iterator[object]:
+    """An ``LLM`` on the tiny model for the engine the harness is running."""
+    from tandem.core import LLM
+
+    with LLM(model=tiny_model, engine=engine, max_model_len=128) as instance:
+        yield instance
