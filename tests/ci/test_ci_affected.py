@@ -52,11 +52,15 @@ def test_kernels_change_affects_both_engines(clone: Path) -> None:
     assert "docs" not in jobs and "ci" not in jobs
 
 
+# any Python change is linted and format-checked
+PYTHON_CHECKS = {"lint", "format"}
+
+
 def test_engine_v1_change_affects_v1_jobs_and_harness_only(clone: Path) -> None:
     touch(clone, first_file(clone, "packages/engine-v1/src/"))
     commit(clone, "engine v1 change")
     pipeline = load(clone / "ci" / "pipeline.toml")
-    assert selected(clone, "HEAD~1") == engine_jobs(pipeline, "v1") | {"harness"}
+    assert selected(clone, "HEAD~1") == engine_jobs(pipeline, "v1") | {"harness"} | PYTHON_CHECKS
 
 
 def test_readme_change_affects_only_docs(clone: Path) -> None:
@@ -77,9 +81,9 @@ def test_uncommitted_and_untracked_changes_count(clone: Path) -> None:
     touch(clone, "README.md")  # unstaged edit
     assert selected(clone, "HEAD") == {"docs"}
     touch(clone, "tests/layout/test_new_layout.py", "def test_x():\n    pass\n")  # untracked
-    assert selected(clone, "HEAD") == {"docs", "layout"}
+    assert selected(clone, "HEAD") == {"docs", "layout"} | PYTHON_CHECKS
     git(clone, "add", "-A")  # staged
-    assert selected(clone, "HEAD") == {"docs", "layout"}
+    assert selected(clone, "HEAD") == {"docs", "layout"} | PYTHON_CHECKS
 
 
 def test_base_uses_the_merge_base(clone: Path) -> None:
@@ -120,7 +124,7 @@ def test_cli_affected(clone: Path) -> None:
     report = json.loads(proc.stdout)
     names = {row["job"] for row in report["jobs"]}
     pipeline = load(clone / "ci" / "pipeline.toml")
-    assert names == engine_jobs(pipeline, "v0") | {"harness"}
+    assert names == engine_jobs(pipeline, "v0") | {"harness"} | PYTHON_CHECKS
     assert all(row["cause"].startswith("packages/engine-v0/") for row in report["jobs"])
     text = cli(clone, "affected", "--base", "HEAD~1")
     assert "engine-v0  <- packages/engine-v0/" in text.stdout

@@ -8,18 +8,39 @@ the per-block byte size, which only the engine knows: ``CacheConfig.resolve_num_
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from dataclasses import dataclass, field, fields
-from pathlib import Path
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
 
-from tandem.core.sampling_params import check_bool, check_int
+from tandem.core.model_config import (
+    SUPPORTED_ARCHITECTURES,
+    WEIGHTS_INDEX,
+    ModelConfig,
+    find_weight_files,
+    load_model_config,
+)
+from tandem.core.validate import check_bool, check_int
 
-SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
+__all__ = [
+    "DEFAULT_KV_CACHE_BYTES",
+    "DEVICES",
+    "DTYPES",
+    "SUPPORTED_ARCHITECTURES",
+    "WEIGHTS_INDEX",
+    "CacheConfig",
+    "EngineArgs",
+    "EngineConfig",
+    "ModelConfig",
+    "SchedulerConfig",
+    "find_weight_files",
+    "load_model_config",
+    "resolve_device",
+    "resolve_dtype",
+]
+
 DTYPES: dict[str, torch.dtype | None] = {
     "auto": None,
     "float32": torch.float32,
@@ -29,63 +50,6 @@ DTYPES: dict[str, torch.dtype | None] = {
 DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_KV_CACHE_BYTES = 1 << 30
 MIN_BATCHED_TOKENS = 2048
-
-WEIGHTS_INDEX = "model.safetensors.index.json"
-
-
-@dataclass(slots=True)
-class ModelConfig:
-    path: Path
-    hf_config: Any  # transformers.PretrainedConfig
-    architecture: str
-    dtype: torch.dtype
-    max_model_len: int
-    weight_files: list[Path]
-    tokenizer: Path
-    generation_config: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def num_layers(self) -> int:
-        return int(self.hf_config.num_hidden_layers)
-
-    @property
-    def num_heads(self) -> int:
-        return int(self.hf_config.num_attention_heads)
-
-    @property
-    def num_kv_heads(self) -> int:
-        kv = getattr(self.hf_config, "num_key_value_heads", None)
-        return int(kv) if kv is not None else self.num_heads
-
-    @property
-    def hidden_size(self) -> int:
-        return int(self.hf_config.hidden_size)
-
-    @property
-    def head_dim(self) -> int:
-        dim = getattr(self.hf_config, "head_dim", None)
-        return int(dim) if dim is not None else self.hidden_size // self.num_heads
-
-    @property
-    def vocab_size(self) -> int:
-        return int(self.hf_config.vocab_size)
-
-    @property
-    def max_position_embeddings(self) -> int | None:
-        return getattr(self.hf_config, "max_position_embeddings", None)
-
-    @property
-    def eos_token_ids(self) -> list[int]:
-        """EOS ids from config.json and generation_config.json (a model may have several)."""
-        out: list[int] = []
-        for raw in (
-            getattr(self.hf_config, "eos_token_id", None),
-            self.generation_config.get("eos_token_id"),
-        ):
-            for i in raw if isinstance(raw, (list, tuple)) else [raw]:
-                if isinstance(i, int) and not isinstance(i, bool) and i not in out:
-                    out.append(i)
-        return out
 
 
 @dataclass(slots=True)
@@ -291,105 +255,3 @@ def resolve_dtype(dtype: str | torch.dtype, device: torch.device, hf_config: Any
     if isinstance(raw, torch.dtype) and raw in DTYPES.values() and raw != torch.float32:
         return raw
     return torch.float16
-
-
-def _read_hf_config(root: Path, supported: tuple[str, ...]) -> tuple[Any, str]:
-    if not root.exists():
-        raise ValueError(f"model directory does not exist: {root}")
-    if not root.is_dir():
-        raise ValueError(f"model must be a directory, got a file: {root}")
-    cfg_file = root / "config.json"
-    if not cfg_file.is_file():
-        raise ValueError(f"no config.json in the model directory {root}")
-    try:
-        raw = json.loads(cfg_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"could not parse {cfg_file}: {exc}") from None
-    if not isinstance(raw, dict):
-        raise ValueError(f"{cfg_file} must hold a JSON object, got {type(raw).__name__}")
-    archs = raw.get("architectures") or []
-    arch = next((a for a in archs if a in supported), None)
-    if arch is None:
-        raise ValueError(
-            f"unsupported architecture {archs!r} in {cfg_file}; supported: {', '.join(supported)}"
-        )
-    from transformers import AutoConfig
-
-    try:
-        hf_config = AutoConfig.from_pretrained(str(root), local_files_only=True)
-    except Exception as exc:  # transformers raises many kinds; keep the cause
-        raise ValueError(f"could not load {cfg_file} with transformers: {exc}") from exc
-    return hf_config, arch
-
-
-def find_weight_files(root: Path) -> list[Path]:
-    """The safetensors files of a checkpoint: from the shard index, or every *.safetensors."""
-    index = root / WEIGHTS_INDEX
-    if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            names = sorted(set(weight_map.values()))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ValueError(f"could not parse {index} (needs a 'weight_map'): {exc}") from None
-        files = [root / name for name in names]
-        missing = [f.name for f in files if not f.is_file()]
-        if missing:
-            raise ValueError(f"{index} names missing shard(s): {', '.join(missing)}")
-        if not files:
-            raise ValueError(f"{index} has an empty weight_map")
-        return files
-    files = sorted(root.glob("*.safetensors"))
-    if not files:
-        raise ValueError(f"no weights in {root}: expected *.safetensors files or {WEIGHTS_INDEX}")
-    return files
-
-
-def _read_generation_config(root: Path) -> dict[str, Any]:
-    gen = root / "generation_config.json"
-    if not gen.is_file():
-        return {}
-    try:
-        raw = json.loads(gen.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"could not parse {gen}: {exc}") from None
-    return raw if isinstance(raw, dict) else {}
-
-
-def load_model_config(
-    model: str | os.PathLike[str],
-    tokenizer: str | os.PathLike[str] | None = None,
-    dtype: str | torch.dtype = "auto",
-    device: torch.device | None = None,
-    max_model_len: int | None = None,
-    supported: tuple[str, ...] = SUPPORTED_ARCHITECTURES,
-) -> ModelConfig:
-    """Read and check a local Hugging Face model directory."""
-    root = Path(model).expanduser()
-    hf_config, arch = _read_hf_config(root, supported)
-    weights = find_weight_files(root)
-    limit = getattr(hf_config, "max_position_embeddings", None)
-    if max_model_len is None:
-        if limit is None:
-            raise ValueError(
-                f"{root / 'config.json'} has no max_position_embeddings; set max_model_len"
-            )
-        max_model_len = int(limit)
-    elif limit is not None and max_model_len > limit:
-        raise ValueError(
-            f"max_model_len must be <= {limit} (the model's max_position_embeddings), "
-            f"got {max_model_len}"
-        )
-    tok = root if tokenizer is None else Path(tokenizer).expanduser()
-    if not tok.is_dir():
-        raise ValueError(f"tokenizer must be an existing directory, got {tok}")
-    device = device if device is not None else resolve_device("auto")
-    return ModelConfig(
-        path=root,
-        hf_config=hf_config,
-        architecture=arch,
-        dtype=resolve_dtype(dtype, device, hf_config),
-        max_model_len=max_model_len,
-        weight_files=weights,
-        tokenizer=tok,
-        generation_config=_read_generation_config(root),
-    )

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tandem.core.engines import load_engine_class, resolve_engine_name
+from tandem.core.stats import EngineStats
 
 
 @dataclass(slots=True, frozen=True)
@@ -207,6 +208,12 @@ class LLM:
             if bar is not None:
                 bar.close()
         return finals
+
+    def stats(self) -> EngineStats:
+        """The engine's :class:`~tandem.core.stats.EngineStats` now."""
+        if self._closed:
+            raise RuntimeError("this LLM was shut down; create a new one")
+        return self.engine.stats()
 
     # lifetime ------------------------------------------------------------------------
     def shutdown(self) -> None:

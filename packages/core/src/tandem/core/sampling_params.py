@@ -8,42 +8,13 @@ model's length limit", ``stop`` may be one string or a list of them.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
+from tandem.core.validate import check_bool, check_float, check_int, type_name
+
 GREEDY_EPS = 1e-5
 _PENALTY_LIMIT = 2.0
-
-
-def _type_name(value: Any) -> str:
-    return type(value).__name__
-
-
-def check_int(name: str, value: Any, lo: int | None = None, none_ok: bool = False) -> None:
-    """TypeError unless ``value`` is an int (bool is not); ValueError when below ``lo``."""
-    if value is None and none_ok:
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        kind = "an int or None" if none_ok else "an int"
-        raise TypeError(f"{name} must be {kind}, got {_type_name(value)} ({value!r})")
-    if lo is not None and value < lo:
-        raise ValueError(f"{name} must be >= {lo}, got {value}")
-
-
-def check_float(name: str, value: Any) -> float:
-    """TypeError unless ``value`` is a real number; ValueError for NaN or infinity."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a float, got {_type_name(value)} ({value!r})")
-    out = float(value)
-    if not math.isfinite(out):
-        raise ValueError(f"{name} must be a finite number, got {out}")
-    return out
-
-
-def check_bool(name: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {_type_name(value)} ({value!r})")
 
 
 @dataclass(slots=True)
@@ -149,11 +120,11 @@ def _stop_list(value: Any) -> list[str]:
         return []
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)):
-        raise TypeError(f"stop must be a str, a list of str or None, got {_type_name(value)}")
+        raise TypeError(f"stop must be a str, a list of str or None, got {type_name(value)}")
     out: list[str] = []
     for s in items:
         if not isinstance(s, str):
-            raise TypeError(f"stop must contain only str, got {_type_name(s)} ({s!r})")
+            raise TypeError(f"stop must contain only str, got {type_name(s)} ({s!r})")
         if not s:
             raise ValueError("stop strings must be non-empty, got ''")
         out.append(s)
@@ -164,7 +135,7 @@ def _id_list(value: Any) -> list[int]:
     if value is None:
         return []
     if not isinstance(value, (list, tuple)):
-        raise TypeError(f"stop_token_ids must be a list of int or None, got {_type_name(value)}")
+        raise TypeError(f"stop_token_ids must be a list of int or None, got {type_name(value)}")
     for k, i in enumerate(value):
         check_int(f"stop_token_ids[{k}]", i, lo=0)
     return list(value)

@@ -17,6 +17,7 @@ import torch
 from tandem.core.kv_cache import allocate_kv_caches, kv_cache_bytes_per_block
 from tandem.core.outputs import RequestOutput
 from tandem.core.sampling_params import SamplingParams
+from tandem.core.stats import EngineStats
 from tandem.core.tokenizer import Tokenizer, load_tokenizer
 from tandem.kernels.sampling import derive_seed
 from tandem.v0.block_manager import BlockManager
@@ -166,6 +167,18 @@ class LLMEngine:
 
     def get_num_unfinished_requests(self) -> int:
         return len(self.requests)
+
+    def stats(self) -> EngineStats:
+        """Scheduler and KV cache counts now (no prefix cache: cached prompt tokens are 0)."""
+        self._check_open()
+        sched, bm = self.scheduler, self.scheduler.block_manager
+        return EngineStats(
+            num_running=len(sched.running),
+            num_waiting=len(sched.waiting) + len(sched.preempted),
+            num_preemptions=sched.num_preemptions,
+            num_kv_blocks=bm.num_blocks,
+            num_free_kv_blocks=bm.num_free_blocks,
+        )
 
     # stepping ------------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:

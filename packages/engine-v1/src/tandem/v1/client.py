@@ -1,6 +1,6 @@
 """Clients of the engine core: in another process (``MPClient``) or in this one.
 
-Both offer ``send(msg)``, ``results(block)`` and ``shutdown()``. ``MPClient`` owns two
+Both offer ``send(msg)``, ``results(block)``, ``stats()`` and ``shutdown()``. ``MPClient`` owns two
 children (engine core, detokenizer), four ``ipc://`` sockets in a private temporary
 directory and a ZMQ context; all of them live in a ``_Resources`` object that a
 ``weakref.finalize`` releases, so an engine dropped without ``shutdown()`` still
@@ -57,6 +57,9 @@ class MPClient:
         self._finalizer = weakref.finalize(self, res.close)
         self.dead: str | None = None
         self.num_kv_blocks = 0
+        # the core's counts as of the latest Results seen (cheap, possibly a step old)
+        self.last_stats: m.CoreStats | None = None
+        self._pending: list[m.Result] = []  # results read while waiting for a StatsReply
         try:
             res.ipc_dir = tempfile.mkdtemp(prefix="tandem-v1-")
             write_payload(res.ipc_dir, payload)
@@ -133,7 +136,7 @@ class MPClient:
         stop(list(self._res.procs.values()), grace=1.0)
         return EngineDeadError(f"{text}\nThe engine is unusable; create a new one.")
 
-    def send(self, msg: m.AddRequest | m.Abort) -> None:
+    def send(self, msg: m.AddRequest | m.Abort | m.GetStats) -> None:
         self._alive()
         data = m.encode(msg)
         while True:
@@ -156,19 +159,39 @@ class MPClient:
                     raise self._die(self._failure_text(msg)) from None
             raise self._die(str(exc)) from None
 
+    def _read(self) -> m.CoreStats | None:
+        """Take every message waiting now; results go to ``_pending``; a StatsReply's stats."""
+        reply = None
+        while self._in.poll(0):
+            msg = m.to_client.decode(self._in.recv())
+            if isinstance(msg, m.Results):
+                self._pending.extend(msg.results)
+                if msg.stats is not None:
+                    self.last_stats = msg.stats
+            elif isinstance(msg, m.StatsReply):
+                reply = self.last_stats = msg.stats
+            elif isinstance(msg, m.Failed):
+                raise self._die(self._failure_text(msg))
+        return reply
+
     def results(self, block: bool) -> list[m.Result]:
         """Every result available now; with ``block``, wait until there is at least one."""
         self._alive()
-        out: list[m.Result] = []
         while True:
-            while self._in.poll(0):
-                msg = m.to_client.decode(self._in.recv())
-                if isinstance(msg, m.Results):
-                    out.extend(msg.results)
-                elif isinstance(msg, m.Failed):
-                    raise self._die(self._failure_text(msg))
-            if out or not block:
+            self._read()
+            if self._pending or not block:
+                out, self._pending = self._pending, []
                 return out
+            if not self._in.poll(POLL_MS):
+                self._watch()
+
+    def stats(self) -> m.CoreStats:
+        """Ask the core for its counts now (after every message sent before this call)."""
+        self.send(m.GetStats())
+        while True:
+            reply = self._read()
+            if reply is not None:
+                return reply
             if not self._in.poll(POLL_MS):
                 self._watch()
 

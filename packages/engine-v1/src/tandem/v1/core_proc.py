@@ -62,10 +62,14 @@ def loop(core: object, inp: zmq.Socket, out: zmq.Socket) -> None:
                     raw = inp.recv(zmq.NOBLOCK)
                 except zmq.Again:
                     break
-                done = core.handle(m.to_core.decode(raw))
+                msg = m.to_core.decode(raw)
+                if isinstance(msg, m.GetStats):
+                    out.send(m.encode(m.StatsReply(core.stats())))
+                    continue
+                done = core.handle(msg)
                 if done:
-                    out.send(m.encode(m.CoreOutputs(done)))
+                    out.send(m.encode(m.CoreOutputs(done, core.stats())))
         if core.has_work():
             outputs = core.step()
             if outputs:
-                out.send(m.encode(m.CoreOutputs(outputs)))
+                out.send(m.encode(m.CoreOutputs(outputs, core.stats())))

@@ -84,7 +84,7 @@ def loop(
                 msg = m.to_core.decode(raw)
                 if isinstance(msg, m.AddRequest):
                     proc.add(msg)
-                else:
+                elif isinstance(msg, m.Abort):
                     proc.abort(msg.request_ids)
                 to_core.send(raw)
         if from_core in ready:
@@ -95,10 +95,10 @@ def loop(
                     break
                 msg = m.from_core.decode(raw)
                 if not isinstance(msg, m.CoreOutputs):
-                    to_client.send(raw)  # the core's Ready / Failed
+                    to_client.send(raw)  # the core's StatsReply / Ready / Failed
                     continue
                 results, stopped = proc.process(msg.outputs)
                 if stopped:
                     to_core.send(m.encode(m.Abort([], stopped)))
                 if results:
-                    to_client.send(m.encode(m.Results(results)))
+                    to_client.send(m.encode(m.Results(results, msg.stats)))

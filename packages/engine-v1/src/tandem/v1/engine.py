@@ -13,6 +13,7 @@ from typing import Any
 
 from tandem.core import envs
 from tandem.core.outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
+from tandem.core.stats import EngineStats
 from tandem.core.tokenizer import load_tokenizer
 from tandem.v1 import messages as m
 from tandem.v1.errors import EngineDeadError
@@ -77,6 +78,18 @@ class LLMEngine:
 
     def get_num_unfinished_requests(self) -> int:
         return len(self._metrics)
+
+    def stats(self) -> EngineStats:
+        """The engine core's counts now (a round trip to the core process when multiprocess).
+
+        The answer reflects every request, abort and stop sent before the call. A block
+        that only the prefix cache holds counts as free, so once all requests are done
+        ``num_free_kv_blocks == num_kv_blocks`` (the cached prefixes stay reusable until
+        their blocks are handed out again).
+        """
+        self._usable()
+        snap = self.client.stats()
+        return EngineStats(**{f: getattr(snap, f) for f in snap.__struct_fields__})
 
     def step(self) -> list[RequestOutput]:
         self._usable()

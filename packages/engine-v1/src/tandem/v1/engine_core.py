@@ -34,6 +34,20 @@ class EngineCore:
         self.eos_ids = set(config.model.eos_token_ids)
         self.samples: dict[str, list[Request]] = {}
         self.arrivals = 0
+        self._cached_finished = 0  # prefix-cache hit tokens of samples that left
+
+    def stats(self) -> m.CoreStats:
+        """Counts now; ``num_free_kv_blocks`` includes blocks only the prefix cache holds."""
+        sched = self.scheduler
+        live = sum(max(r.num_cached_tokens, 0) for r in sched.requests.values())
+        return m.CoreStats(
+            num_running=len(sched.running),
+            num_waiting=len(sched.waiting),
+            num_preemptions=sched.num_preemptions,
+            num_kv_blocks=self.kv.num_blocks,
+            num_free_kv_blocks=self.kv.num_free,
+            num_cached_prompt_tokens=self._cached_finished + live,
+        )
 
     def has_work(self) -> bool:
         return self.scheduler.has_work()
@@ -43,7 +57,9 @@ class EngineCore:
         if isinstance(msg, m.AddRequest):
             self.add(msg)
             return []
-        return self.abort(msg.request_ids, msg.samples)
+        if isinstance(msg, m.Abort):
+            return self.abort(msg.request_ids, msg.samples)
+        raise TypeError(f"EngineCore.handle: expected AddRequest or Abort, got {msg!r}")
 
     def add(self, msg: m.AddRequest) -> None:
         if msg.request_id in self.samples:
@@ -88,6 +104,8 @@ class EngineCore:
         return outs
 
     def _finish(self, req: Request, reason: str, stop_reason: int | str | None = None) -> None:
+        if req.key in self.scheduler.requests:
+            self._cached_finished += max(req.num_cached_tokens, 0)
         self.scheduler.finish(req, reason, stop_reason)
         self.runner.remove(req.key)
         reqs = self.samples.get(req.request_id, [])

@@ -31,5 +31,8 @@ class InprocClient:
             self.core.abort([], stopped)
         return results
 
+    def stats(self) -> m.CoreStats:
+        return self.core.stats()
+
     def shutdown(self) -> None:
         self.core = None  # type: ignore[assignment]

@@ -2,11 +2,17 @@
 
 Paths (every path is one ordered ZMQ PUSH -> PULL pipe):
 
-* client -> detokenizer: ``AddRequest`` / ``Abort`` (the detokenizer registers the
-  request, then forwards it to the core, so an abort can never overtake its request);
+* client -> detokenizer: ``AddRequest`` / ``Abort`` / ``GetStats`` (the detokenizer
+  registers the request, then forwards it to the core, so an abort can never overtake
+  its request);
 * detokenizer -> core: the same messages, plus ``Abort`` when a stop string ends a request;
-* core -> detokenizer: ``CoreOutputs`` (new token ids, logprobs, finish flags) and status;
-* detokenizer -> client: ``Results`` (ready-made output records) and status.
+* core -> detokenizer: ``CoreOutputs`` (new token ids, logprobs, finish flags, the core's
+  stats after the step), ``StatsReply`` and status;
+* detokenizer -> client: ``Results`` (ready-made output records, the core's latest stats),
+  ``StatsReply`` and status.
+
+A ``GetStats`` travels the same ordered pipes as aborts, so the ``StatsReply`` it gets
+reflects every abort sent before it (a stop-string abort of the detokenizer included).
 """
 
 from __future__ import annotations
@@ -58,6 +64,25 @@ class Abort(msgspec.Struct, tag="abort", array_like=True, frozen=True):
     samples: list[tuple[str, int]] = []
 
 
+class GetStats(msgspec.Struct, tag="get_stats", array_like=True, frozen=True):
+    """Ask the core for a :class:`CoreStats` snapshot, answered with ``StatsReply``."""
+
+
+class CoreStats(msgspec.Struct, array_like=True, frozen=True):
+    """The fields of ``tandem.core.stats.EngineStats``, as the core counts them."""
+
+    num_running: int
+    num_waiting: int
+    num_preemptions: int
+    num_kv_blocks: int
+    num_free_kv_blocks: int
+    num_cached_prompt_tokens: int
+
+
+class StatsReply(msgspec.Struct, tag="stats", array_like=True, frozen=True):
+    stats: CoreStats
+
+
 class Ready(msgspec.Struct, tag="ready", array_like=True, frozen=True):
     who: str
     pid: int
@@ -93,6 +118,7 @@ class CoreOutput(msgspec.Struct, array_like=True, frozen=True):
 
 class CoreOutputs(msgspec.Struct, tag="outputs", array_like=True, frozen=True):
     outputs: list[CoreOutput]
+    stats: CoreStats | None = None  # the core's counts once these outputs were made
 
 
 class Completion(msgspec.Struct, array_like=True, frozen=True):
@@ -118,11 +144,12 @@ class Result(msgspec.Struct, array_like=True, frozen=True):
 
 class Results(msgspec.Struct, tag="results", array_like=True, frozen=True):
     results: list[Result]
+    stats: CoreStats | None = None  # passed on from the CoreOutputs these came from
 
 
-ToCore = AddRequest | Abort
-FromCore = CoreOutputs | Ready | Failed
-ToClient = Results | Ready | Failed
+ToCore = AddRequest | Abort | GetStats
+FromCore = CoreOutputs | StatsReply | Ready | Failed
+ToClient = Results | StatsReply | Ready | Failed
 
 _encoder = msgspec.msgpack.Encoder()
 to_core = msgspec.msgpack.Decoder(ToCore)
