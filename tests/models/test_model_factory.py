@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 import tandem.core.testing.models as factory
 from tandem.core.testing import MODEL_SIZES, make_model
@@ -100,3 +101,30 @@ def test_refuses_a_foreign_directory(tmp_path):
     (tmp_path / "m" / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="already holds something other"):
         make_model(tmp_path / "m")
+
+
+def test_training_lowers_the_corpus_loss_and_is_deterministic(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tandem.core.testing.train import token_stream
+
+    base = make_model(tmp_path / "base", num_hidden_layers=1)
+    trained = make_model(tmp_path / "t1", num_hidden_layers=1, train_steps=30)
+    again = make_model(tmp_path / "t2", num_hidden_layers=1, train_steps=30)
+    blob = "model.safetensors"
+    assert (trained / blob).read_bytes() == (again / blob).read_bytes()
+    stream = token_stream(AutoTokenizer.from_pretrained(base))[:257]
+
+    def loss(path):
+        model = AutoModelForCausalLM.from_pretrained(path).eval()
+        with torch.no_grad():
+            logits = model(input_ids=stream[None, :-1]).logits[0]
+        return float(torch.nn.functional.cross_entropy(logits, stream[1:]))
+
+    assert loss(trained) < loss(base) - 0.5
+
+
+@pytest.mark.parametrize("steps", [-1, 1.5, True])
+def test_bad_train_steps(tmp_path, steps):
+    with pytest.raises(ValueError, match="train_steps must be an int >= 0"):
+        make_model(tmp_path / "x", train_steps=steps)

@@ -11,6 +11,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+# the built-in model is trained this long on its corpus on first use (seconds on a CPU)
+DEMO_TRAIN_STEPS = 600
+
 
 def _number(
     kind: type, name: str, lo: float | None = None, hi: float | None = None, lo_open: bool = False
@@ -79,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _default_model() -> str:
     from tandem.core.testing import make_model
 
-    return str(make_model(size="tiny"))
+    return str(make_model(size="tiny", train_steps=DEMO_TRAIN_STEPS))
 
 
 def _generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -89,6 +89,7 @@ def settings(
     arch: str = "llama",
     seed: int = 0,
     max_shard_size: str | int | None = None,
+    train_steps: int = 0,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Every setting that determines the checkpoint (validated), as a JSON-able dict."""
@@ -102,6 +103,8 @@ def settings(
         raise TypeError(
             f"max_shard_size must be a size like '200KB' or bytes, got {max_shard_size!r}"
         )
+    if isinstance(train_steps, bool) or not isinstance(train_steps, int) or train_steps < 0:
+        raise ValueError(f"train_steps must be an int >= 0, got {train_steps!r}")
     config_cls = _config_class(arch)
     known = set(config_cls().to_dict())
     unknown = sorted(set(overrides) - known)
@@ -111,7 +114,9 @@ def settings(
             "overrides must be config.json fields"
         )
     config = {**MODEL_SIZES[size], **ARCHS[arch][1], **overrides}
+    trained = {"train_steps": train_steps} if train_steps else {}  # untrained keys unchanged
     return {
+        **trained,
         "format": FORMAT_VERSION,
         "size": size,
         "arch": arch,
@@ -128,15 +133,17 @@ def make_model(
     *,
     seed: int = 0,
     max_shard_size: str | int | None = None,
+    train_steps: int = 0,
     **overrides: Any,
 ) -> Path:
     """Make (or reuse) the checkpoint; returns its directory.
 
     ``path=None`` caches under ``TANDEM_CACHE_DIR/models``; ``max_shard_size`` writes a
     sharded checkpoint with ``model.safetensors.index.json``; ``overrides`` are config
-    fields (e.g. ``num_hidden_layers=1``).
+    fields (e.g. ``num_hidden_layers=1``); ``train_steps`` trains the model briefly on the
+    tokenizer's built-in corpus so that it writes corpus-like text (the CLI's default model).
     """
-    spec = settings(size, arch, seed, max_shard_size, **overrides)
+    spec = settings(size, arch, seed, max_shard_size, train_steps, **overrides)
     blob = json.dumps(spec, sort_keys=True)
     if path is None:
         digest = hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -195,6 +202,10 @@ def _write(directory: Path, spec: dict[str, Any]) -> None:
         torch.manual_seed(spec["seed"])
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
         _perturb(model)
+        if spec.get("train_steps"):
+            from tandem.core.testing.train import train
+
+            train(model, tok, spec["train_steps"], spec["seed"])
     kwargs = {} if spec["max_shard_size"] is None else {"max_shard_size": spec["max_shard_size"]}
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
