@@ -1,128 +1,187 @@
-"""Offline throughput: tandem engines vs transformers ``generate``, in the same run.
+"""Offline throughput: tandem v0 and v1 beside transformers, a pure model loop and the roofline.
 
-    python benchmarks/throughput.py [--engines v0 v1] [--quick] [--size small]
+    python benchmarks/throughput.py [--engines v0 v1] [--quick] [--size small] [--threads N]
 
 The fixed workload: 64 requests whose prompt lengths are drawn from 16..256 (seed 0),
-128 new tokens each, greedy, EOS ignored, prompts given as token ids. transformers runs
-it one request at a time and in static batches of 16 (left-padded). Prints output
-tokens/s for every runner and each engine's ratio to both transformers baselines.
-``--quick`` shrinks the workload (16 requests, prompts 16..64, 32 new tokens).
+128 new tokens each, greedy, EOS ignored, prompts given as token ids. Runners, each in
+a fresh process of its own: the tandem engines (``LLM(...)``), transformers ``generate``
+one request at a time and in static batches of 16, the pure model loop (forward +
+argmax on pre-built tensors with v1's step shapes, see ``bench_loop.py``) and vLLM's
+CPU build when ``import vllm`` works. The machine's fp32 GEMM rate is measured in the
+same run; the workload's matrix FLOPs divided by it is the roofline. Prints a table
+(output tok/s, ratios to transformers batch-16, to the pure loop and to the roofline,
+start-up s, peak RSS) and writes a JSON file and a PNG bar chart (with matplotlib) into
+``benchmarks/results/``. ``--quick`` shrinks the workload (16 requests, prompts 16..64,
+32 new tokens).
 """
 
 from __future__ import annotations
 
 import argparse
-import random
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
+import json
+import os
+import resource
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
 
-import torch
+from bench_runners import Timing, gemm_rate, make_workload, run_hf, run_tandem, run_vllm
+from bench_runners import workload_flops as count_flops
 
-from tandem.core.testing import make_model
-
-
-@dataclass(slots=True)
-class Workload:
-    prompts: list[list[int]]
-    new_tokens: int
-
-    @property
-    def output_tokens(self) -> int:
-        return len(self.prompts) * self.new_tokens
+RESULTS = Path(__file__).resolve().parent / "results"
+MARK = "RESULT "
+HF16 = "transformers batch-16"
 
 
-def make_workload(
-    num: int, lo: int, hi: int, new_tokens: int, vocab: int, seed: int = 0
-) -> Workload:
-    rng = random.Random(seed)
-    prompts = [[rng.randrange(4, vocab) for _ in range(rng.randint(lo, hi))] for _ in range(num)]
-    return Workload(prompts, new_tokens)
+def workload(args: argparse.Namespace, vocab: int):
+    if args.quick:
+        return make_workload(16, 16, 64, 32, vocab)
+    return make_workload(64, 16, 256, 128, vocab)
 
 
-def run_tandem(path: str, engine: str, work: Workload) -> float:
-    from tandem.core.llm import LLM
-    from tandem.core.sampling_params import SamplingParams
+def child(args: argparse.Namespace, path: str, cfg: dict) -> None:
+    """Run one runner in this process and print its Timing and peak RSS as JSON."""
+    work = workload(args, cfg["vocab_size"])
+    name, threads = args.child, args.threads
+    if name.startswith("tandem "):
+        timing = run_tandem(path, name.split()[1], work, threads)
+    elif name == "transformers 1-at-a-time":
+        timing = run_hf(path, work, 1, threads)
+    elif name == HF16:
+        timing = run_hf(path, work, 16, threads)
+    elif name == "pure model loop":
+        from bench_loop import run_pure_loop
 
-    params = SamplingParams(temperature=0.0, max_tokens=work.new_tokens, ignore_eos=True)
-    with LLM(model=path, engine=engine, dtype="float32") as llm:
-        llm.generate([{"prompt_token_ids": work.prompts[0]}], params, use_tqdm=False)  # warm-up
-        start = time.perf_counter()
-        outs = llm.generate([{"prompt_token_ids": p} for p in work.prompts], params, use_tqdm=False)
-        elapsed = time.perf_counter() - start
-    produced = sum(len(o.outputs[0].token_ids) for o in outs)
-    if produced != work.output_tokens:
-        raise RuntimeError(f"{engine} produced {produced} tokens, expected {work.output_tokens}")
-    return elapsed
+        timing = run_pure_loop(path, work, threads)
+    elif name == "vllm cpu":
+        timing = run_vllm(path, work, threads)
+    else:
+        raise ValueError(f"--child must name a runner, got {name!r}")
+    print(MARK + json.dumps({**asdict(timing), "rss_mb": peak_rss_mb()}), flush=True)
 
 
-def run_hf(path: str, work: Workload, batch: int) -> float:
-    from transformers import AutoModelForCausalLM
+def peak_rss_mb() -> float:
+    """Peak RSS of this process plus its largest finished child (v1's engine core)."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return (own + kids) / 1024
 
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    pad = model.generation_config.pad_token_id or 0
 
-    def generate(prompts: list[list[int]]) -> None:
-        width = max(len(p) for p in prompts)
-        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])  # left padding
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-        with torch.no_grad():
-            out = model.generate(
-                ids,
-                attention_mask=mask,
-                do_sample=False,
-                pad_token_id=pad,
-                max_new_tokens=work.new_tokens,
-                min_new_tokens=work.new_tokens,
-            )
-        if out.shape[1] - width != work.new_tokens:
-            raise RuntimeError("transformers stopped early")
+def spawn(name: str, args: argparse.Namespace) -> dict:
+    cmd = [sys.executable, __file__, "--child", name, "--size", args.size]
+    cmd += ["--quick"] if args.quick else []
+    cmd += ["--threads", str(args.threads)] if args.threads is not None else []
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        return {**asdict(Timing(None, note="failed: " + " | ".join(tail))), "rss_mb": None}
+    return json.loads(lines[-1][len(MARK) :])
 
-    generate(work.prompts[:1])  # warm-up
-    start = time.perf_counter()
-    for i in range(0, len(work.prompts), batch):
-        generate(work.prompts[i : i + batch])
-    return time.perf_counter() - start
+
+def table(rows: dict[str, dict], tokens: int, roof_rate: float) -> list[str]:
+    """Rows of output tok/s and ratios; a skipped runner shows its note instead."""
+    rate = {n: tokens / r["seconds"] for n, r in rows.items() if r["seconds"]}
+    hf = rate.get(HF16)
+    pure = rate.get("pure model loop")
+    head = (
+        f"{'engine':<26}{'tok/s':>9}{'x tf-b16':>10}{'x pure':>8}{'x roof':>8}"
+        f"{'start-up s':>12}{'peak RSS MB':>13}"
+    )
+    out = [head, "-" * len(head)]
+
+    def ratio(x: float, base: float | None) -> str:
+        return f"{x / base:.2f}" if base else "-"
+
+    for name, r in rows.items():
+        if name not in rate:
+            out.append(f"{name:<26}{r['note'] or 'failed'}")
+            continue
+        x = rate[name]
+        start = f"{r['startup']:.2f}" if r["startup"] is not None else "-"
+        rss = f"{r['rss_mb']:.0f}" if r["rss_mb"] else "-"
+        out.append(
+            f"{name:<26}{x:9.1f}{ratio(x, hf):>10}{ratio(x, pure):>8}{ratio(x, roof_rate):>8}"
+            f"{start:>12}{rss:>13}"
+        )
+    out.append(f"{'roofline':<26}{roof_rate:9.1f}{ratio(roof_rate, hf):>10}")
+    return out
+
+
+def chart(rows: dict[str, dict], tokens: int, roof_rate: float, target: Path) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "chart skipped: matplotlib not installed"
+    names = [n for n, r in rows.items() if r["seconds"]] + ["roofline"]
+    values = [tokens / rows[n]["seconds"] for n in names[:-1]] + [roof_rate]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    colors = ["tab:blue" if n.startswith("tandem") else "tab:gray" for n in names]
+    ax.barh(names, values, color=colors)
+    for y, v in enumerate(values):
+        ax.text(v, y, f" {v:.0f}", va="center")
+    ax.set_xlabel("output tokens / s")
+    ax.invert_yaxis()
+    ax.set_title(target.stem)
+    fig.tight_layout()
+    fig.savefig(target, dpi=110)
+    plt.close(fig)
+    return f"chart: {target}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--engines", nargs="+", default=["v0"], choices=("v0", "v1"))
+    parser.add_argument("--engines", nargs="+", default=["v0", "v1"], choices=("v0", "v1"))
     parser.add_argument("--size", default="small", choices=("tiny", "small"))
     parser.add_argument("--quick", action="store_true", help="a smaller workload")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--skip-hf1", action="store_true", help="skip the slow 1-at-a-time run")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    path = str(make_model(size=args.size))
+    if args.threads is not None and args.threads < 1:
+        parser.error(f"--threads must be >= 1, got {args.threads}")
     from transformers import AutoConfig
 
-    vocab = AutoConfig.from_pretrained(path).vocab_size
-    work = (
-        make_workload(16, 16, 64, 32, vocab)
-        if args.quick
-        else make_workload(64, 16, 256, 128, vocab)
-    )
+    from tandem.core.testing import make_model
+
+    path = str(make_model(size=args.size))
+    cfg = AutoConfig.from_pretrained(path).to_dict()
+    if args.child:
+        child(args, path, cfg)
+        return
+    work = workload(args, cfg["vocab_size"])
+    rate = gemm_rate(args.threads)
+    flops = count_flops(cfg, work)
+    roof = work.output_tokens / (flops / rate)
+    load = os.getloadavg()
     print(
         f"model={args.size} requests={len(work.prompts)} new_tokens={work.new_tokens} "
-        f"prompt_tokens={sum(map(len, work.prompts))} threads={torch.get_num_threads()}"
+        f"prompt_tokens={sum(map(len, work.prompts))} threads={args.threads or os.cpu_count()} "
+        f"loadavg={load[0]:.2f}\nGEMM {rate / 1e9:.1f} GFLOP/s; workload {flops / 1e12:.3f} "
+        f"TFLOP -> roofline {flops / rate:.2f} s = {roof:.1f} output tok/s",
+        flush=True,
     )
-    runners: dict[str, Callable[[], float]] = {
-        f"tandem {e}": (lambda e=e: run_tandem(path, e, work)) for e in args.engines
-    }
-    runners["transformers 1-at-a-time"] = lambda: run_hf(path, work, 1)
-    runners["transformers batch-16"] = lambda: run_hf(path, work, 16)
-    rates: dict[str, float] = {}
-    for name, fn in runners.items():
-        seconds = fn()
-        rates[name] = work.output_tokens / seconds
-        print(f"{name:<26} {seconds:8.2f} s  {rates[name]:9.1f} output tok/s")
-    for e in args.engines:
-        mine = rates[f"tandem {e}"]
-        print(
-            f"tandem {e}: {mine / rates['transformers 1-at-a-time']:.2f}x vs one at a time, "
-            f"{mine / rates['transformers batch-16']:.2f}x vs static batches of 16"
-        )
+    names = [f"tandem {e}" for e in args.engines] + ["pure model loop", HF16]
+    names += [] if args.skip_hf1 else ["transformers 1-at-a-time"]
+    names.append("vllm cpu")
+    rows: dict[str, dict] = {}
+    for name in names:
+        rows[name] = spawn(name, args)
+        r = rows[name]
+        shown = f"{r['seconds']:.2f} s" if r["seconds"] else r["note"]
+        print(f"  {name:<26} {shown}", flush=True)
+    lines = table(rows, work.output_tokens, roof)
+    print("\n".join(lines))
+    print(f"loadavg after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    RESULTS.mkdir(exist_ok=True)
+    stem = f"throughput-{args.size}{'-quick' if args.quick else ''}"
+    summary = {"gemm_flops": rate, "workload_flops": flops, "roofline_tok_s": roof, "rows": rows}
+    (RESULTS / f"{stem}.json").write_text(json.dumps(summary, indent=2))
+    print(chart(rows, work.output_tokens, roof, RESULTS / f"{stem}.png"))
 
 
 if __name__ == "__main__":

@@ -40,6 +40,12 @@ def run() -> Callable[..., list[RequestOutput]]:
     return run_all
 
 
+@pytest.fixture(scope="session")
+def build_engine() -> Callable[..., Any]:
+    """``build(name, path, **engine_args)``: an engine of any kind (the caller shuts it down)."""
+    return build
+
+
 @pytest.fixture
 def new_engine(tiny_model: Path, engine: str) -> Iterator[Callable[..., Any]]:
     """A factory of engines of the current kind (tiny llama by default), shut down after."""
@@ -63,9 +69,7 @@ def _shared_engines() -> Iterator[dict[str, Any]]:
 
 
 @pytest.fixture
-def shared_engine(
-    tiny_model: Path, engine: str, _shared_engines: dict[str, Any]
-) -> Iterator[Any]:
+def shared_engine(tiny_model: Path, engine: str, _shared_engines: dict[str, Any]) -> Iterator[Any]:
     """One default engine per module and engine kind, for tests that leave it idle.
 
     It is built in the setup of the module's first test that asks for it (together

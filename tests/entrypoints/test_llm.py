@@ -1,4 +1,4 @@
-"""The LLM front door: engine choice, generate() inputs and outputs, lifetime."""
+"""The LLM front door on both engines: engine choice, generate() inputs and outputs, lifetime."""
 
 from __future__ import annotations
 
@@ -7,66 +7,51 @@ import pytest
 from tandem.core import engines
 from tandem.core.llm import LLM
 from tandem.core.sampling_params import SamplingParams
+from tandem.core.stats import EngineStats
+
+pytestmark = pytest.mark.engines("v0", "v1")
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=4, ignore_eos=True)
 
 
-def test_engine_read_from_env_at_construction(tiny_model_dir, monkeypatch) -> None:
-    monkeypatch.setenv("TANDEM_ENGINE", "v1")
-    assert engines.resolve_engine_name(None) == "v1"
-    monkeypatch.setenv("TANDEM_ENGINE", "v0")
-    with LLM(model=tiny_model_dir, max_model_len=64) as llm:
-        assert llm.engine_name == "v0"
-        assert llm.engine_class.__module__.startswith("tandem.v0")
+def test_engine_read_from_env_at_construction(tiny_model, engine: str) -> None:
+    # the harness sets TANDEM_ENGINE to the engine under test; LLM reads it when built
+    assert engines.resolve_engine_name(None) == engine
+    with LLM(model=tiny_model, max_model_len=64) as llm:
+        assert llm.engine_name == engine
+        assert llm.engine_class is engines.load_engine_class(engine)
+        assert llm.engine_class.__module__.startswith(f"tandem.{engine}.")
         assert isinstance(llm.engine, llm.engine_class)
-    monkeypatch.delenv("TANDEM_ENGINE")
-    assert engines.resolve_engine_name(None) == engines.DEFAULT_ENGINE
-    assert engines.resolve_engine_name("v1") == "v1"  # an explicit choice wins
+        out = llm.generate("hello", GREEDY, use_tqdm=False)
+        assert len(out[0].outputs[0].token_ids) == 4
 
 
-def test_engines_are_discovered_by_entry_point() -> None:
-    assert "v0" in engines.installed_engines()
-    from tandem.v0 import LLMEngine
-
-    assert engines.load_engine_class("v0") is LLMEngine
-
-
-def test_unknown_engine_lists_installed(tiny_model_dir) -> None:
-    with pytest.raises(ValueError, match=r"unknown engine 'v9'; installed engines: .*v0"):
-        LLM(model=tiny_model_dir, engine="v9")
-    with pytest.raises(TypeError, match="engine must be a str"):
-        LLM(model=tiny_model_dir, engine=0)
-
-
-def test_bad_env_value_is_named(tiny_model_dir, monkeypatch) -> None:
-    monkeypatch.setenv("TANDEM_ENGINE", "v7")
-    with pytest.raises(ValueError, match="TANDEM_ENGINE='v7'"):
-        LLM(model=tiny_model_dir)
-
-
-def test_unknown_engine_argument(tiny_model_dir) -> None:
-    with pytest.raises(TypeError, match=r"unknown engine argument.*max_len"):
-        LLM(model=tiny_model_dir, engine="v0", max_len=3)
-
-
-def test_generate_accepts_every_prompt_form_in_order(v0_llm) -> None:
-    tok = v0_llm.get_tokenizer()
+def test_generate_accepts_every_prompt_form_in_order(shared_llm) -> None:
+    tok = shared_llm.get_tokenizer()
     ids = tok.encode("a cat")
     prompts = ["hello there", {"prompt": "a cat"}, {"prompt_token_ids": ids}, "x"]
-    outs = v0_llm.generate(prompts, GREEDY, use_tqdm=False)
+    outs = shared_llm.generate(prompts, GREEDY, use_tqdm=False)
     assert [o.prompt for o in outs] == ["hello there", "a cat", None, "x"]
     assert outs[1].prompt_token_ids == outs[2].prompt_token_ids == ids
     assert outs[1].outputs[0].token_ids == outs[2].outputs[0].token_ids
     assert all(o.finished and len(o.outputs[0].token_ids) == 4 for o in outs)
-    single = v0_llm.generate("hello there", GREEDY, use_tqdm=False)
+    single = shared_llm.generate("hello there", GREEDY, use_tqdm=False)
     assert single[0].outputs[0].token_ids == outs[0].outputs[0].token_ids
 
 
-def test_generate_with_params_list_and_progress_bar(v0_llm, capsys) -> None:
+def test_generate_with_params_list_and_progress_bar(shared_llm, capsys) -> None:
     params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in (2, 5)]
-    outs = v0_llm.generate(["one", "two"], params)
+    outs = shared_llm.generate(["one", "two"], params)
     assert [len(o.outputs[0].token_ids) for o in outs] == [2, 5]
     assert "tok/s" in capsys.readouterr().err
+
+
+def test_stats_after_generate(shared_llm) -> None:
+    shared_llm.generate(["a b c", "d e"], GREEDY, use_tqdm=False)
+    stats = shared_llm.stats()
+    assert isinstance(stats, EngineStats)
+    assert (stats.num_running, stats.num_waiting) == (0, 0)
+    assert stats.num_free_kv_blocks == stats.num_kv_blocks > 0
 
 
 @pytest.mark.parametrize(
@@ -89,24 +74,35 @@ def test_generate_with_params_list_and_progress_bar(v0_llm, capsys) -> None:
         (["a"], {"temperature": 0}, TypeError, "sampling_params must be None"),
     ],
 )
-def test_bad_input_rejected_before_any_work(v0_llm, prompts, params, exc, match) -> None:
+def test_bad_input_rejected_before_any_work(shared_llm, prompts, params, exc, match) -> None:
+    before = shared_llm.stats()
     with pytest.raises(exc, match=match):
-        v0_llm.generate(prompts, params, use_tqdm=False)
-    assert not v0_llm.engine.has_unfinished_requests()
-    out = v0_llm.generate("still fine", GREEDY, use_tqdm=False)
+        shared_llm.generate(prompts, params, use_tqdm=False)
+    assert not shared_llm.engine.has_unfinished_requests()
+    assert shared_llm.stats() == before  # nothing reached the scheduler
+    out = shared_llm.generate("still fine", GREEDY, use_tqdm=False)
     assert len(out[0].outputs[0].token_ids) == 4
 
 
-def test_invalid_sampling_field_named() -> None:
-    with pytest.raises(ValueError, match="top_p must be in"):
-        SamplingParams(top_p=1.5)
+def test_unknown_engine_argument(tiny_model, engine: str) -> None:
+    with pytest.raises(TypeError, match=r"unknown engine argument.*max_len"):
+        LLM(model=tiny_model, engine=engine, max_len=3)
 
 
-def test_shutdown_and_context_manager_idempotent(tiny_model_dir) -> None:
-    llm = LLM(model=tiny_model_dir, engine="v0", max_model_len=64)
+def test_bad_model_argument(tmp_path, engine: str) -> None:
+    with pytest.raises(TypeError, match="model must be a directory path"):
+        LLM(model=3, engine=engine)
+    with pytest.raises((ValueError, FileNotFoundError), match="nope"):
+        LLM(model=tmp_path / "nope", engine=engine)
+
+
+def test_shutdown_and_context_manager_idempotent(tiny_model, engine: str) -> None:
+    llm = LLM(model=tiny_model, engine=engine, max_model_len=64)
     with llm:
         llm.generate("hi", GREEDY, use_tqdm=False)
     llm.shutdown()
     llm.__exit__(None, None, None)
     with pytest.raises(RuntimeError, match="shut down"):
         llm.generate("hi", GREEDY, use_tqdm=False)
+    with pytest.raises(RuntimeError, match="shut down"):
+        llm.stats()

@@ -14,8 +14,8 @@ EOS = 2
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tiny_llama):
-    return load_tokenizer(tiny_llama)
+def tokenizer(tiny_model):
+    return load_tokenizer(tiny_model)
 
 
 def feed(

@@ -1,4 +1,4 @@
-"""Engine v1 against transformers (greedy) and against engine v0 (seeded sampling)."""
+"""Engine v1 against transformers (greedy, every scheduling variant) and its prefix cache."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 from tandem.core.sampling_params import SamplingParams
+from tandem.core.testing import HFReference, run_to_completion
 from tandem.v1 import LLMEngine
 
 PROMPTS = [
@@ -24,141 +24,83 @@ VARIANTS = {
     "chunked": {"max_num_batched_tokens": 6},
     "preempt": {"num_kv_blocks": 9, "block_size": 4, "max_model_len": 36},
 }
-_HF: dict[tuple[str, int], list[int]] = {}
-
-
-def hf_greedy(model_dir: Path, prompt: list[int]) -> list[int]:
-    key = (str(model_dir), len(_HF))
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    ids = torch.tensor([prompt])
-    # an explicit mask: the prompts contain the pad id, which generate would mask out
-    out = model.generate(
-        ids,
-        attention_mask=torch.ones_like(ids),
-        max_new_tokens=NEW,
-        do_sample=False,
-        min_new_tokens=NEW,
-    )
-    _HF[key] = out[0, len(prompt) :].tolist()
-    return _HF[key]
 
 
 @pytest.fixture(scope="module")
-def hf_reference(model_dirs: dict[str, Path]) -> dict[str, list[list[int]]]:
-    return {arch: [hf_greedy(d, p) for p in PROMPTS] for arch, d in model_dirs.items()}
+def reference(hf: HFReference) -> Any:
+    """transformers' greedy tokens per (checkpoint, prompt index), computed once each."""
+    seen: dict[tuple[str, int], list[int]] = {}
+
+    def get(path: Path, i: int) -> list[int]:
+        key = (str(path), i)
+        if key not in seen:
+            seen[key] = hf.greedy(path, PROMPTS[i], NEW, ignore_eos=True)
+        return seen[key]
+
+    return get
 
 
-def greedy(engine: Any, run_all: Any) -> list[list[int]]:
+def greedy(engine: Any) -> list[list[int]]:
     params = SamplingParams(temperature=0, max_tokens=NEW, ignore_eos=True)
-    done = run_all(engine, [(str(i), p, params) for i, p in enumerate(PROMPTS)])
+    done = run_to_completion(engine, [(str(i), p, params) for i, p in enumerate(PROMPTS)])
     return [done[str(i)].outputs[0].token_ids for i in range(len(PROMPTS))]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", ["llama", "mistral", "qwen2"])
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_greedy_matches_transformers(
-    arch: str,
-    variant: str,
-    model_dirs: dict[str, Path],
-    hf_reference: dict[str, list[list[int]]],
-    make_args: Any,
-    run_all: Any,
+    variant: str, tiny_arch_model: Path, reference: Any, make_args: Any
 ) -> None:
-    args = make_args(model_dirs[arch], max_num_seqs=4, **VARIANTS[variant])
-    engine = LLMEngine.from_engine_args(args, multiprocess=False)
-    try:
-        assert greedy(engine, run_all) == hf_reference[arch]
-        if variant == "preempt":
-            assert engine.client.core.scheduler.num_preemptions > 0
-    finally:
-        engine.shutdown()
+    args = make_args(tiny_arch_model, max_num_seqs=4, **VARIANTS[variant])
+    with LLMEngine.from_engine_args(args, multiprocess=False) as engine:
+        expected = [reference(tiny_arch_model, i) for i in range(len(PROMPTS))]
+        assert greedy(engine) == expected
+        stats = engine.stats()
+    assert (stats.num_preemptions > 0) is (variant == "preempt")
+    assert stats.num_free_kv_blocks == stats.num_kv_blocks
 
 
 def test_greedy_matches_transformers_multiprocess(
-    model_dirs: dict[str, Path],
-    hf_reference: dict[str, list[list[int]]],
-    make_args: Any,
-    run_all: Any,
+    tiny_dir: Path, reference: Any, make_args: Any
 ) -> None:
     with LLMEngine.from_engine_args(make_args(max_num_batched_tokens=8)) as engine:
-        assert greedy(engine, run_all) == hf_reference["llama"]
+        assert greedy(engine) == [reference(tiny_dir, i) for i in range(len(PROMPTS))]
 
 
-def test_prefix_hit_reports_cached_tokens_and_same_tokens(make_args: Any, run_all: Any) -> None:
+def test_prefix_hit_reports_cached_tokens_and_same_tokens(make_args: Any) -> None:
     prefix = list(range(40, 80))
     params = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
-    engine = LLMEngine.from_engine_args(make_args(block_size=8), multiprocess=False)
-    try:
-        first = run_all(engine, [("a", [*prefix, 3], params)])["a"]
-        second = run_all(engine, [("b", [*prefix, 3], params)])["b"]
-        third = run_all(engine, [("c", [*prefix, 9, 9], params)])["c"]
-    finally:
-        engine.shutdown()
+
+    def run(engine: Any, rid: str, prompt: list[int]) -> Any:
+        return run_to_completion(engine, [(rid, prompt, params)])[rid]
+
+    with LLMEngine.from_engine_args(make_args(block_size=8), multiprocess=False) as engine:
+        first = run(engine, "a", [*prefix, 3])
+        second = run(engine, "b", [*prefix, 3])
+        third = run(engine, "c", [*prefix, 9, 9])
+        stats = engine.stats()
     assert first.num_cached_tokens == 0
     assert second.num_cached_tokens == 40
     assert second.outputs[0].token_ids == first.outputs[0].token_ids
     assert third.num_cached_tokens == 40
-    fresh = LLMEngine.from_engine_args(make_args(enable_prefix_caching=False), multiprocess=False)
-    try:
-        ref = run_all(fresh, [("c", [*prefix, 9, 9], params)])["c"]
-    finally:
-        fresh.shutdown()
+    assert stats.num_cached_prompt_tokens == 80
+    assert stats.num_free_kv_blocks == stats.num_kv_blocks  # cached blocks count as free
+    args = make_args(enable_prefix_caching=False)
+    with LLMEngine.from_engine_args(args, multiprocess=False) as fresh:
+        ref = run(fresh, "c", [*prefix, 9, 9])
+        assert fresh.stats().num_cached_prompt_tokens == 0
     assert ref.num_cached_tokens == 0
     assert third.outputs[0].token_ids == ref.outputs[0].token_ids
 
 
-SAMPLED = [
-    SamplingParams(temperature=0.9, top_p=0.8, max_tokens=12, seed=11, n=2, logprobs=2),
-    SamplingParams(temperature=1.2, top_k=15, max_tokens=12, seed=5, presence_penalty=0.4),
-    SamplingParams(
-        temperature=0.7,
-        min_p=0.05,
-        max_tokens=12,
-        repetition_penalty=1.3,
-        min_tokens=4,
-        prompt_logprobs=1,
-    ),
-    SamplingParams(temperature=0.8, max_tokens=12, stop=["e", "a"]),  # unseeded: drawn seed
-    SamplingParams(temperature=0, max_tokens=12, frequency_penalty=0.5),
-]
-
-
-def summary(out: Any) -> tuple[Any, ...]:
-    comps = [
-        (
-            c.token_ids,
-            c.text,
-            c.finish_reason,
-            c.stop_reason,
-            None if c.logprobs is None else [sorted(d) for d in c.logprobs],
-        )
-        for c in out.outputs
-    ]
-    plp = (
-        None
-        if out.prompt_logprobs is None
-        else [None if d is None else sorted(d) for d in out.prompt_logprobs]
-    )
-    return comps, plp
-
-
-@pytest.mark.parametrize("multiprocess", [False, True], ids=["inproc", "mp"])
-def test_seeded_sampling_equals_v0(multiprocess: bool, make_args: Any, run_all: Any) -> None:
-    v0 = pytest.importorskip("tandem.v0")
-    reqs = [(str(i), PROMPTS[i % len(PROMPTS)], p) for i, p in enumerate(SAMPLED)]
-    ref_engine = v0.LLMEngine.from_engine_args(make_args(seed=3))
-    try:
-        ref = run_all(ref_engine, reqs)
-    finally:
-        ref_engine.shutdown()
-    with LLMEngine.from_engine_args(
-        make_args(seed=3, max_num_batched_tokens=8), multiprocess=multiprocess
-    ) as engine:
-        got = run_all(engine, reqs)
-    for rid in ref:
-        assert summary(got[rid]) == summary(ref[rid]), rid
-        for a, b in zip(got[rid].outputs, ref[rid].outputs):
-            assert a.cumulative_logprob == pytest.approx(b.cumulative_logprob, abs=1e-3)
+def test_stats_round_trip_sees_stop_string_abort(make_args: Any) -> None:
+    """A stop string ends a sample in the detokenizer; the core's blocks are freed by an
+    abort the detokenizer sends it. ``stats()`` is ordered after that abort."""
+    params = SamplingParams(temperature=0.8, seed=3, max_tokens=40, stop=["e", "a", "o"])
+    with LLMEngine.from_engine_args(make_args(max_model_len=64)) as engine:
+        out = run_to_completion(engine, [("s", [1, 40, 41], params)])["s"].outputs[0]
+        stats = engine.stats()
+        assert engine.client.last_stats is not None  # also attached to every CoreOutputs
+    assert out.finish_reason == "stop"
+    assert (stats.num_running, stats.num_waiting) == (0, 0)
+    assert stats.num_free_kv_blocks == stats.num_kv_blocks

@@ -23,6 +23,11 @@ def gather(cache: Tensor, table: Tensor, length: int) -> Tensor:
     return rows.flatten(0, 1)[:length]  # [length, KVH, D]
 
 
+# Largest score matrix (elements) the explicit path materialises; past it, SDPA's
+# blocked kernel keeps memory bounded.
+MATH_MAX_SCORES = 1 << 21
+
+
 def _causal(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
     """q: [Q, H, D] are the last Q positions of keys k, v: [L, KVH, D]; returns [Q, H, D]."""
     Q, H, D = q.shape
@@ -31,14 +36,16 @@ def _causal(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
     # queries of one KV head side by side: [KVH, G*Q, D] against keys [KVH, L, D]
     qh = q.view(Q, KVH, G, D).permute(1, 2, 0, 3).reshape(KVH, G * Q, D)
     kh, vh = k.transpose(0, 1), v.transpose(0, 1)
-    if Q == L:
-        mask = None if G == 1 else _mask(Q, L, G, q.device)
-        out = F.scaled_dot_product_attention(
-            qh, kh, vh, attn_mask=mask, is_causal=G == 1, scale=scale
-        )
+    mask = None if Q == L and G == 1 else _mask(Q, L, G, q.device)
+    if q.dtype in (torch.float32, torch.float64) and KVH * G * Q * L <= MATH_MAX_SCORES:
+        # explicit bmm + softmax: faster than SDPA's CPU kernel at prompt sizes
+        scores = torch.bmm(qh, kh.transpose(1, 2)).mul_(scale)  # [KVH, G*Q, L]
+        causal = mask if mask is not None else _mask(Q, L, G, q.device)
+        out = torch.bmm(scores.masked_fill_(~causal, float("-inf")).softmax(-1), vh)
     else:
-        mask = _mask(Q, L, G, q.device)
-        out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, scale=scale)
+        out = F.scaled_dot_product_attention(
+            qh, kh, vh, attn_mask=mask, is_causal=mask is None, scale=scale
+        )
     # out: [KVH, G*Q, D] -> [Q, H, D]
     return out.view(KVH, G, Q, D).permute(2, 0, 1, 3).reshape(Q, H, D)
 
@@ -83,6 +90,11 @@ def _(q, k, v, k_cache, v_cache, cu_seqlens_q, seq_lens, block_tables, scale) ->
     return torch.empty_like(q)
 
 
+# Sequences gathered per SDPA call in decode: a few sequences' K/V stay cache-resident
+# between the gather and the attention, which beats one big padded gather by ~3x on CPU.
+DECODE_BUCKET = 8
+
+
 def decode_impl(
     q: Tensor,
     k_cache: Tensor,
@@ -91,18 +103,76 @@ def decode_impl(
     block_tables: Tensor,
     scale: float,
 ) -> Tensor:
-    """CPU kernel of ``tandem::torch_decode_attention``: one batched SDPA, no loop over B."""
-    B, H, D = q.shape
+    """CPU kernel of ``tandem::torch_decode_attention``.
+
+    Sequences are sorted by length and taken in buckets of :data:`DECODE_BUCKET`, so
+    each bucket pads to a near-equal length; a bucket is one gather and one SDPA.
+    """
+    B = q.shape[0]
     if B == 0:
         return torch.empty_like(q)
+    lens = seq_lens.tolist()
+    if B <= DECODE_BUCKET:
+        return _decode_rows(q, k_cache, v_cache, seq_lens, block_tables, max(lens), scale)
+    order = sorted(range(B), key=lens.__getitem__)
+    out = torch.empty_like(q)
+    for i in range(0, B, DECODE_BUCKET):
+        rows = order[i : i + DECODE_BUCKET]
+        idx = torch.tensor(rows, dtype=torch.int64, device=q.device)
+        part = _decode_rows(
+            q.index_select(0, idx),
+            k_cache,
+            v_cache,
+            seq_lens.index_select(0, idx),
+            block_tables.index_select(0, idx),
+            lens[rows[-1]],
+            scale,
+        )
+        out.index_copy_(0, idx, part)
+    return out
+
+
+# Reused gather targets, keyed by (slot, dtype, device): a fresh multi-megabyte
+# allocation per bucket and layer costs page faults on every decode step.
+_SCRATCH: dict[tuple[int, torch.dtype, torch.device], Tensor] = {}
+
+
+def _gather_into(cache: Tensor, blocks: Tensor, slot: int) -> Tensor:
+    """``cache.index_select(0, blocks)`` into a reused buffer: [n, S, KVH, D].
+
+    The buffer is emptied and refilled in place: index_select grows its storage only
+    when a gather is larger than any before. Either branch is one op, so the op count
+    of a call does not depend on whether the buffer existed.
+    """
+    key = (slot, cache.dtype, cache.device)
+    buf = _SCRATCH.get(key)
+    if buf is None:
+        buf = _SCRATCH[key] = cache.new_empty(0)
+    else:
+        buf.resize_(0)
+    return torch.index_select(cache, 0, blocks, out=buf)
+
+
+def _decode_rows(
+    q: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    seq_lens: Tensor,
+    block_tables: Tensor,
+    longest: int,
+    scale: float,
+) -> Tensor:
+    """One gather through the block tables and one SDPA for a few sequences."""
+    B, H, D = q.shape
     _, S, KVH, _ = k_cache.shape
     G = H // KVH
-    blocks = -(-int(seq_lens.max()) // S)
-    table = block_tables[:, :blocks].long()  # [B, blocks]
+    blocks = -(-longest // S)
     L = blocks * S
-    # gather through the block tables: [B, blocks, S, KVH, D] -> [B, KVH, L, D]
-    k = k_cache[table].view(B, L, KVH, D).transpose(1, 2).to(q.dtype)
-    v = v_cache[table].view(B, L, KVH, D).transpose(1, 2).to(q.dtype)
+    # a fresh contiguous copy whatever B is, so the op count does not depend on B
+    flat = block_tables[:, :blocks].clone(memory_format=torch.contiguous_format).view(-1)
+    # gather whole blocks: [B * blocks, S, KVH, D] -> [B, KVH, L, D] (a strided view)
+    k = _gather_into(k_cache, flat, 0).view(B, L, KVH, D).transpose(1, 2).to(q.dtype)
+    v = _gather_into(v_cache, flat, 1).view(B, L, KVH, D).transpose(1, 2).to(q.dtype)
     valid = torch.arange(L, device=q.device)[None, :] < seq_lens.to(q.device)[:, None]
     mask = valid[:, None, None, :]  # [B, 1, 1, L], broadcast over KV heads and groups
     qh = q.view(B, KVH, G, D)  # GQA: a KV head's G query heads attend together

@@ -19,6 +19,11 @@ def store(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, slot_mapping: 
     if bool((slots < 0).any()):
         keep = slots >= 0
         slots, k, v = slots[keep], k[keep], v[keep]
+    if k_cache.is_contiguous() and v_cache.is_contiguous():
+        # one row copy per token into the flat [N * S, KVH, D] view of each cache
+        k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slots, k.to(k_cache.dtype))
+        v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slots, v.to(v_cache.dtype))
+        return
     index = (slots // S, slots % S)  # (block, offset), each [T']
     k_cache.index_put_(index, k.to(k_cache.dtype))
     v_cache.index_put_(index, v.to(v_cache.dtype))

@@ -1,0 +1,151 @@
+"""The runners of ``throughput.py``; each one runs in a fresh process of its own.
+
+Every runner takes the model path, the workload and the thread count, and returns a
+:class:`Timing`: seconds for the whole workload after a warm-up, and (when it means
+something) the start-up seconds from constructing the engine to its first token.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import time
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(slots=True)
+class Workload:
+    prompts: list[list[int]]
+    new_tokens: int
+
+    @property
+    def output_tokens(self) -> int:
+        return len(self.prompts) * self.new_tokens
+
+
+@dataclass(slots=True)
+class Timing:
+    seconds: float | None  # None: skipped
+    startup: float | None = None
+    note: str = ""
+
+
+def make_workload(
+    num: int, lo: int, hi: int, new_tokens: int, vocab: int, seed: int = 0
+) -> Workload:
+    """``num`` prompts of lengths drawn from ``[lo, hi]`` with a fixed seed."""
+    rng = random.Random(seed)
+    prompts = [[rng.randrange(4, vocab) for _ in range(rng.randint(lo, hi))] for _ in range(num)]
+    return Workload(prompts, new_tokens)
+
+
+def run_tandem(path: str, engine: str, work: Workload, threads: int | None) -> Timing:
+    from tandem.core.llm import LLM
+    from tandem.core.sampling_params import SamplingParams
+
+    params = SamplingParams(temperature=0.0, max_tokens=work.new_tokens, ignore_eos=True)
+    first = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
+    start = time.perf_counter()
+    with LLM(model=path, engine=engine, dtype="float32", num_threads=threads) as llm:
+        llm.generate([{"prompt_token_ids": work.prompts[0]}], first, use_tqdm=False)
+        startup = time.perf_counter() - start
+        llm.generate([{"prompt_token_ids": work.prompts[0]}], params, use_tqdm=False)  # warm-up
+        start = time.perf_counter()
+        outs = llm.generate([{"prompt_token_ids": p} for p in work.prompts], params, use_tqdm=False)
+        elapsed = time.perf_counter() - start
+    produced = sum(len(o.outputs[0].token_ids) for o in outs)
+    if produced != work.output_tokens:
+        raise RuntimeError(f"{engine} produced {produced} tokens, expected {work.output_tokens}")
+    return Timing(elapsed, startup)
+
+
+def run_hf(path: str, work: Workload, batch: int, threads: int | None) -> Timing:
+    """transformers ``generate`` (sdpa, fp32) in static batches, left-padded."""
+    from transformers import AutoModelForCausalLM
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    start = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    pad = model.generation_config.pad_token_id or 0
+
+    def generate(prompts: list[list[int]], new: int) -> None:
+        width = max(len(p) for p in prompts)
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])  # left padding
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        with torch.no_grad():
+            out = model.generate(
+                ids,
+                attention_mask=mask,
+                do_sample=False,
+                pad_token_id=pad,
+                max_new_tokens=new,
+                min_new_tokens=new,
+            )
+        if out.shape[1] - width != new:
+            raise RuntimeError("transformers stopped early")
+
+    generate(work.prompts[:1], 1)
+    startup = time.perf_counter() - start
+    generate(work.prompts[:1], work.new_tokens)  # warm-up
+    start = time.perf_counter()
+    for i in range(0, len(work.prompts), batch):
+        generate(work.prompts[i : i + batch], work.new_tokens)
+    return Timing(time.perf_counter() - start, startup)
+
+
+def run_vllm(path: str, work: Workload, threads: int | None) -> Timing:
+    """vLLM's CPU build as an outside baseline, only where it is installed."""
+    if importlib.util.find_spec("vllm") is None:
+        return Timing(None, note="skipped: not installed")
+    from vllm import LLM, SamplingParams  # type: ignore[import-not-found]
+
+    params = SamplingParams(temperature=0.0, max_tokens=work.new_tokens, ignore_eos=True)
+    start = time.perf_counter()
+    llm = LLM(model=path, dtype="float32")
+    first = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
+    llm.generate([{"prompt_token_ids": work.prompts[0]}], first, use_tqdm=False)
+    startup = time.perf_counter() - start
+    start = time.perf_counter()
+    llm.generate([{"prompt_token_ids": p} for p in work.prompts], params, use_tqdm=False)
+    return Timing(time.perf_counter() - start, startup)
+
+
+def gemm_rate(threads: int | None, seconds: float = 2.0) -> float:
+    """Best fp32 GEMM rate (FLOP/s) of this machine on the model's MLP-like shapes."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    best = 0.0
+    for m, k, n in ((1024, 512, 3072), (1024, 1536, 512), (256, 512, 3072)):
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        out = torch.empty(m, n)
+        for _ in range(3):
+            torch.mm(a, b, out=out)
+        reps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds / 3:
+            torch.mm(a, b, out=out)
+            reps += 1
+        best = max(best, 2 * m * k * n * reps / (time.perf_counter() - start))
+    return best
+
+
+def workload_flops(cfg: dict[str, int], work: Workload) -> float:
+    """Matrix FLOPs of the workload: linear layers, causal attention and the logits.
+
+    Every prompt token and every output token but the last runs through the layers;
+    the logits are computed once per output token.
+    """
+    c, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
+    h, kvh = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    d = cfg.get("head_dim") or c // h
+    inter, vocab = cfg["intermediate_size"], cfg["vocab_size"]
+    per_token = layers * (c * (h + 2 * kvh) * d + h * d * c + 3 * c * inter)
+    flops = 0.0
+    for p in work.prompts:
+        t = len(p) + work.new_tokens - 1  # tokens through the layers
+        flops += 2 * per_token * t
+        flops += layers * 4 * h * d * t * (t + 1) / 2  # q.k and p.v over causal context
+    flops += 2 * c * vocab * work.output_tokens
+    return flops
