@@ -6,7 +6,6 @@ import pytest
 from hx_support import INI
 
 
-
 @pytest.fixture
 def suite(pytester: pytest.Pytester) -> pytest.Pytester:
     """A pytester dir with the harness configured (engine var DEMO_ENGINE, watching ``demo``)."""

@@ -197,3 +197,33 @@ def test_parse_engines_property(names: list[str], gaps: dict[str, str]) -> None:
     specs = parse_engines(mark)
     assert [s.name for s in specs] == [n for n in names if n not in gaps] + list(gaps)
     assert {s.name: s.xfail for s in specs if s.xfail} == gaps
+
+
+def test_each_test_keeps_its_own_engines_whatever_the_collection_order(
+    suite: pytest.Pytester,
+) -> None:
+    """Collection builds short-lived definition nodes; one test's marker never leaks to another."""
+    many = "\n".join(
+        f"@pytest.mark.engines('v0', 'v1')\n"
+        f"@pytest.mark.parametrize('x', range(3))\ndef test_both_{i}(engine, x):\n    pass\n"
+        for i in range(30)
+    )
+    suite.makepyfile(test_a="import pytest\n\n" + many)
+    suite.makepyfile(
+        test_b="""
+        import pytest
+
+        @pytest.mark.engines("v1")
+        def test_only_v1(engine):
+            assert engine == "v1"
+
+        def test_unmarked():
+            pass
+    """
+    )
+    for order in (("test_a.py", "test_b.py"), ("test_b.py", "test_a.py")):
+        result = run(suite, "--collect-only", "-q", *order)
+        listed = result.stdout.str()
+        assert "test_b.py::test_only_v1[v1]" in listed
+        assert "test_only_v1[v0]" not in listed
+        assert "test_b.py::test_unmarked\n" in listed

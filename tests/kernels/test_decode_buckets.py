@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tandem.kernels import ops, reference
-from tandem.kernels.ops.attention import DECODE_BUCKET
+from tandem.kernels.ops.paged_decode import DECODE_BUCKET
 
 
 def _decode(case, fn):
@@ -62,3 +62,20 @@ def test_bucketed_decode_keeps_row_order(paged_case):
             case.scale,
         )
         torch.testing.assert_close(out[b : b + 1], one, atol=1e-6, rtol=1e-6)
+
+
+def test_plan_is_not_reused_after_in_place_changes(paged_case):
+    """Layers of a step share a plan; metadata changed in place gets a fresh one."""
+    lens = list(range(3, 3 + 2 * DECODE_BUCKET + 1))
+    case = paged_case(11, [1] * len(lens), [s - 1 for s in lens], 4, 2, 8, 4)
+    first = _decode(case, ops.decode_attention)
+    torch.testing.assert_close(first, _decode(case, reference.decode_attention))
+    case.seq_lens.sub_(1)  # same tensor object, shorter sequences
+    torch.testing.assert_close(
+        _decode(case, ops.decode_attention), _decode(case, reference.decode_attention)
+    )
+    case.block_tables[[0, 1]] = case.block_tables[[1, 0]]  # swap two rows' blocks
+    case.seq_lens[[0, 1]] = case.seq_lens[[1, 0]]
+    torch.testing.assert_close(
+        _decode(case, ops.decode_attention), _decode(case, reference.decode_attention)
+    )

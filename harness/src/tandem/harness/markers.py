@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import weakref
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -71,20 +72,27 @@ def _conftest_marks(config: pytest.Config, path: Path, name: str) -> list[pytest
     return [mark for _, marks in found for mark in marks]
 
 
-_CLOSEST: dict[tuple[int, str], pytest.Mark | None] = {}
+# keyed by the node object itself (weakly): collection makes short-lived nodes such as
+# FunctionDefinition whose id() a later node may reuse, so an id() key could hand one
+# test another test's marker
+_CLOSEST: weakref.WeakKeyDictionary[Any, dict[str, pytest.Mark | None]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def closest(node: Any, name: str) -> pytest.Mark | None:
     """The closest ``name`` marker of a node: its own chain first, then package conftests."""
-    key = (id(node), name)
-    if key in _CLOSEST:
-        return _CLOSEST[key]
+    try:
+        known = _CLOSEST.setdefault(node, {})
+    except TypeError:  # not weak-referenceable: no caching
+        known = {}
+    if name in known:
+        return known[name]
     mark = node.get_closest_marker(name)
     if mark is None:
         marks = _conftest_marks(node.config, Path(str(node.path)), name)
         mark = marks[0] if marks else None
-    if isinstance(node, pytest.Item):  # items live for the whole session; ids stay unique
-        _CLOSEST[key] = mark
+    known[name] = mark
     return mark
 
 

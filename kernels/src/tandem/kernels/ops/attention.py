@@ -1,6 +1,7 @@
 """Causal attention over the paged KV cache: varlen prefill and batched decode.
 
-See :mod:`tandem.kernels.reference` for the layout; these CPU kernels are plain torch.
+See :mod:`tandem.kernels.reference` for the layout; these CPU kernels are plain torch
+(the decode kernel itself is in :mod:`tandem.kernels.ops.paged_decode`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from torch import Tensor
 
 from tandem.kernels import checks
 from tandem.kernels.ops.library import define
+from tandem.kernels.ops.paged_decode import decode_impl
 
 
 def gather(cache: Tensor, table: Tensor, length: int) -> Tensor:
@@ -88,96 +90,6 @@ _prefill_attention = define("torch_prefill_attention")(prefill_impl)
 @_prefill_attention.register_fake
 def _(q, k, v, k_cache, v_cache, cu_seqlens_q, seq_lens, block_tables, scale) -> Tensor:
     return torch.empty_like(q)
-
-
-# Sequences gathered per SDPA call in decode: a few sequences' K/V stay cache-resident
-# between the gather and the attention, which beats one big padded gather by ~3x on CPU.
-DECODE_BUCKET = 8
-
-
-def decode_impl(
-    q: Tensor,
-    k_cache: Tensor,
-    v_cache: Tensor,
-    seq_lens: Tensor,
-    block_tables: Tensor,
-    scale: float,
-) -> Tensor:
-    """CPU kernel of ``tandem::torch_decode_attention``.
-
-    Sequences are sorted by length and taken in buckets of :data:`DECODE_BUCKET`, so
-    each bucket pads to a near-equal length; a bucket is one gather and one SDPA.
-    """
-    B = q.shape[0]
-    if B == 0:
-        return torch.empty_like(q)
-    lens = seq_lens.tolist()
-    if B <= DECODE_BUCKET:
-        return _decode_rows(q, k_cache, v_cache, seq_lens, block_tables, max(lens), scale)
-    order = sorted(range(B), key=lens.__getitem__)
-    out = torch.empty_like(q)
-    for i in range(0, B, DECODE_BUCKET):
-        rows = order[i : i + DECODE_BUCKET]
-        idx = torch.tensor(rows, dtype=torch.int64, device=q.device)
-        part = _decode_rows(
-            q.index_select(0, idx),
-            k_cache,
-            v_cache,
-            seq_lens.index_select(0, idx),
-            block_tables.index_select(0, idx),
-            lens[rows[-1]],
-            scale,
-        )
-        out.index_copy_(0, idx, part)
-    return out
-
-
-# Reused gather targets, keyed by (slot, dtype, device): a fresh multi-megabyte
-# allocation per bucket and layer costs page faults on every decode step.
-_SCRATCH: dict[tuple[int, torch.dtype, torch.device], Tensor] = {}
-
-
-def _gather_into(cache: Tensor, blocks: Tensor, slot: int) -> Tensor:
-    """``cache.index_select(0, blocks)`` into a reused buffer: [n, S, KVH, D].
-
-    The buffer is emptied and refilled in place: index_select grows its storage only
-    when a gather is larger than any before. Either branch is one op, so the op count
-    of a call does not depend on whether the buffer existed.
-    """
-    key = (slot, cache.dtype, cache.device)
-    buf = _SCRATCH.get(key)
-    if buf is None:
-        buf = _SCRATCH[key] = cache.new_empty(0)
-    else:
-        buf.resize_(0)
-    return torch.index_select(cache, 0, blocks, out=buf)
-
-
-def _decode_rows(
-    q: Tensor,
-    k_cache: Tensor,
-    v_cache: Tensor,
-    seq_lens: Tensor,
-    block_tables: Tensor,
-    longest: int,
-    scale: float,
-) -> Tensor:
-    """One gather through the block tables and one SDPA for a few sequences."""
-    B, H, D = q.shape
-    _, S, KVH, _ = k_cache.shape
-    G = H // KVH
-    blocks = -(-longest // S)
-    L = blocks * S
-    # a fresh contiguous copy whatever B is, so the op count does not depend on B
-    flat = block_tables[:, :blocks].clone(memory_format=torch.contiguous_format).view(-1)
-    # gather whole blocks: [B * blocks, S, KVH, D] -> [B, KVH, L, D] (a strided view)
-    k = _gather_into(k_cache, flat, 0).view(B, L, KVH, D).transpose(1, 2).to(q.dtype)
-    v = _gather_into(v_cache, flat, 1).view(B, L, KVH, D).transpose(1, 2).to(q.dtype)
-    valid = torch.arange(L, device=q.device)[None, :] < seq_lens.to(q.device)[:, None]
-    mask = valid[:, None, None, :]  # [B, 1, 1, L], broadcast over KV heads and groups
-    qh = q.view(B, KVH, G, D)  # GQA: a KV head's G query heads attend together
-    out = F.scaled_dot_product_attention(qh, k, v, attn_mask=mask, scale=scale)
-    return out.reshape(B, H, D)
 
 
 _decode_attention = define("torch_decode_attention")(decode_impl)

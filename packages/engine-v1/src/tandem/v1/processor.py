@@ -67,8 +67,9 @@ class Processor:
             min_tokens=int(params.min_tokens),
             ignore_eos=bool(params.ignore_eos),
             stop_token_ids=list(params.stop_token_ids or []),
-            logprobs=params.logprobs,
-            prompt_logprobs=params.prompt_logprobs,
+            # more top entries than the vocabulary has means all of them, as in engine v0
+            logprobs=self._top_count(params.logprobs),
+            prompt_logprobs=self._top_count(params.prompt_logprobs),
         )
         detok = m.DetokSpec(
             prompt=text,
@@ -78,6 +79,9 @@ class Processor:
             min_tokens=int(params.min_tokens),
         )
         return m.AddRequest(request_id, ids, int(params.n), spec, detok)
+
+    def _top_count(self, k: int | None) -> int | None:
+        return None if k is None else min(k, self.vocab_size)
 
     def _prompt(self, prompt: Any) -> tuple[str | None, list[int]]:
         if isinstance(prompt, str):
