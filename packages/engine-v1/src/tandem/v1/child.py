@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import shutil
 import signal
 import sys
 
@@ -46,9 +47,19 @@ def main(argv: list[str] | None = None) -> int:
         return run(ipc_dir)
     except Terminate:
         return 0
+    finally:
+        # a second SIGTERM (parent-death signal, then the parent watch) must not cut this short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if os.getppid() != parent:
+            # the parent died without its clean-up: its socket directory is ours to remove
+            shutil.rmtree(ipc_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
     code = main()
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    sys.exit(code)
+    # run() has closed its sockets; skip interpreter teardown (seconds with torch loaded),
+    # which only frees memory the OS takes back anyway
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
