@@ -25,11 +25,6 @@ def gather(cache: Tensor, table: Tensor, length: int) -> Tensor:
     return rows.flatten(0, 1)[:length]  # [length, KVH, D]
 
 
-# Largest score matrix (elements) the explicit path materialises; past it, SDPA's
-# blocked kernel keeps memory bounded.
-MATH_MAX_SCORES = 1 << 21
-
-
 def _causal(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
     """q: [Q, H, D] are the last Q positions of keys k, v: [L, KVH, D]; returns [Q, H, D]."""
     Q, H, D = q.shape
@@ -39,15 +34,9 @@ def _causal(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
     qh = q.view(Q, KVH, G, D).permute(1, 2, 0, 3).reshape(KVH, G * Q, D)
     kh, vh = k.transpose(0, 1), v.transpose(0, 1)
     mask = None if Q == L and G == 1 else _mask(Q, L, G, q.device)
-    if q.dtype in (torch.float32, torch.float64) and KVH * G * Q * L <= MATH_MAX_SCORES:
-        # explicit bmm + softmax: faster than SDPA's CPU kernel at prompt sizes
-        scores = torch.bmm(qh, kh.transpose(1, 2)).mul_(scale)  # [KVH, G*Q, L]
-        causal = mask if mask is not None else _mask(Q, L, G, q.device)
-        out = torch.bmm(scores.masked_fill_(~causal, float("-inf")).softmax(-1), vh)
-    else:
-        out = F.scaled_dot_product_attention(
-            qh, kh, vh, attn_mask=mask, is_causal=mask is None, scale=scale
-        )
+    out = F.scaled_dot_product_attention(
+        qh, kh, vh, attn_mask=mask, is_causal=mask is None, scale=scale
+    )
     # out: [KVH, G*Q, D] -> [Q, H, D]
     return out.view(KVH, G, Q, D).permute(2, 0, 1, 3).reshape(Q, H, D)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import torch
@@ -162,7 +162,7 @@ class EngineArgs:
         if isinstance(self.dtype, torch.dtype):
             if self.dtype not in DTYPES.values():
                 raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype}")
-        elif self.dtype not in DTYPES:
+        elif not isinstance(self.dtype, str) or self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
@@ -217,7 +217,7 @@ class EngineArgs:
             enable_chunked_prefill=self.enable_chunked_prefill,
             enable_prefix_caching=self.enable_prefix_caching,
         )
-        return EngineConfig(
+        config = EngineConfig(
             model=model,
             cache=cache,
             scheduler=scheduler,
@@ -226,6 +226,10 @@ class EngineArgs:
             seed=self.seed,
             num_threads=self.num_threads,
         )
+        if self.num_kv_blocks is None and self.kv_cache_memory_bytes is not None:
+            # a byte budget too small for one sequence fails here, not in the engine's child
+            replace(cache).resolve_num_blocks(config.kv_bytes_per_block)
+        return config
 
 
 def resolve_device(device: str) -> torch.device:

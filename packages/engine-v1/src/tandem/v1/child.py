@@ -13,6 +13,7 @@ import signal
 import sys
 
 from tandem.v1.procs import (
+    SIGNALLED,
     Terminate,
     install_signal_handlers,
     set_parent_death_signal,
@@ -50,8 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         # a second SIGTERM (parent-death signal, then the parent watch) must not cut this short
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        if os.getppid() != parent:
-            # the parent died without its clean-up: its socket directory is ours to remove
+        if SIGNALLED.is_set() or os.getppid() != parent:
+            # stopped, or orphaned: the parent may have died without its clean-up (its
+            # pid stays our parent's while its other threads exit), so the socket
+            # directory goes now; a live parent's own removal ignores what is gone
             shutil.rmtree(ipc_dir, ignore_errors=True)
 
 

@@ -79,7 +79,8 @@ class OutputProcessor:
             if sample.finish_reason is not None:
                 continue
             tracked.num_cached_tokens = max(tracked.num_cached_tokens, out.num_cached_tokens)
-            if out.prompt_logprobs is not None:
+            if out.prompt_logprobs is not None and out.index == 0:
+                # every sample of an n > 1 request scores the same prompt: keep the first's
                 self._prompt_logprobs(tracked, out.prompt_logprobs)
             if self._update(tracked, sample, out):
                 stopped.append((out.request_id, out.index))

@@ -41,7 +41,12 @@ def set_parent_death_signal(sig: int = signal.SIGTERM) -> bool:
         return False
 
 
+# set once SIGTERM/SIGINT arrived: the child is being stopped (by its parent or its death)
+SIGNALLED = threading.Event()
+
+
 def _raise_terminate(signum: int, frame: object) -> None:
+    SIGNALLED.set()
     raise Terminate(signal.Signals(signum).name)
 
 

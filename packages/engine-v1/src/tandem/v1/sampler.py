@@ -58,6 +58,11 @@ class Sampler:
     def __call__(self, logits: Tensor, batch: InputBatch, sb: SamplingBatch) -> SamplerOutput:
         # logits: [B, V]
         logits = logits.float()
+        if (
+            not (sb.any_sampling or sb.any_penalties or sb.mask_rows.numel())
+            and sb.max_logprobs < 0
+        ):
+            return _greedy(logits)
         raw = logits.log_softmax(dim=-1)  # [B, V]
         rows = sb.rows
         x = logits
@@ -86,3 +91,13 @@ class Sampler:
             tokens = x.argmax(dim=-1)
         lp, ids, ranks = top_logprobs(raw, tokens, max(sb.max_logprobs, 0))
         return SamplerOutput(tokens, lp, ids, ranks)
+
+
+def _greedy(logits: Tensor) -> SamplerOutput:
+    """All rows greedy, nothing masked, no top logprobs: argmax and one logsumexp.
+
+    The argmax is rank 1 by definition; its raw logprob is ``x[t] - logsumexp(x)``.
+    """
+    tokens = logits.argmax(dim=-1)  # [B]
+    picked = logits.gather(1, tokens[:, None]) - logits.logsumexp(dim=-1, keepdim=True)
+    return SamplerOutput(tokens, picked, tokens[:, None], torch.ones_like(tokens)[:, None])
