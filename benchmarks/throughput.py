@@ -178,8 +178,15 @@ def main() -> None:
     print("\n".join(lines))
     print(f"loadavg after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     RESULTS.mkdir(exist_ok=True)
-    stem = f"throughput-{args.size}{'-quick' if args.quick else ''}"
-    summary = {"gemm_flops": rate, "workload_flops": flops, "roofline_tok_s": roof, "rows": rows}
+    threads = f"-t{args.threads}" if args.threads is not None else ""
+    stem = f"throughput-{args.size}{'-quick' if args.quick else ''}{threads}"
+    summary = {
+        "gemm_flops": rate,
+        "workload_flops": flops,
+        "roofline_tok_s": roof,
+        "loadavg": [load, os.getloadavg()],
+        "rows": rows,
+    }
     (RESULTS / f"{stem}.json").write_text(json.dumps(summary, indent=2))
     print(chart(rows, work.output_tokens, roof, RESULTS / f"{stem}.png"))
 
