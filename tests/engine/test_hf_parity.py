@@ -23,7 +23,7 @@ def test_greedy_matches_transformers_smoke(tiny_model: Path, hf, shared_engine, 
     batch = prompts(3, (4, 11, 7))
     outs = run(shared_engine, batch, SamplingParams(temperature=0.0, max_tokens=8))
     for i, prompt in enumerate(batch):
-        assert outs[i].outputs[0].token_ids == hf.greedy(tiny_model, prompt, 8), f"prompt {i}"
+        hf.assert_greedy(tiny_model, prompt, outs[i].outputs[0].token_ids, 8)
 
 
 @pytest.mark.slow
@@ -45,8 +45,7 @@ def test_greedy_matches_transformers(
     batch = prompts()
     outs = run(engine, batch, SamplingParams(temperature=0.0, max_tokens=NEW))
     for i, prompt in enumerate(batch):
-        got = outs[i].outputs[0].token_ids
-        assert got == hf.greedy(tiny_arch_model, prompt, NEW), f"prompt {i}"
+        hf.assert_greedy(tiny_arch_model, prompt, outs[i].outputs[0].token_ids, NEW)
     stats = engine.stats()
     if "num_kv_blocks" in kwargs:
         assert stats.num_preemptions > 0

@@ -26,18 +26,9 @@ VARIANTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def reference(hf: HFReference) -> Any:
-    """transformers' greedy tokens per (checkpoint, prompt index), computed once each."""
-    seen: dict[tuple[str, int], list[int]] = {}
-
-    def get(path: Path, i: int) -> list[int]:
-        key = (str(path), i)
-        if key not in seen:
-            seen[key] = hf.greedy(path, PROMPTS[i], NEW, ignore_eos=True)
-        return seen[key]
-
-    return get
+def assert_matches(hf: HFReference, path: Path, got: list[list[int]]) -> None:
+    for prompt, tokens in zip(PROMPTS, got, strict=True):
+        hf.assert_greedy(path, prompt, tokens, NEW, ignore_eos=True)
 
 
 def greedy(engine: Any) -> list[list[int]]:
@@ -49,22 +40,21 @@ def greedy(engine: Any) -> list[list[int]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_greedy_matches_transformers(
-    variant: str, tiny_arch_model: Path, reference: Any, make_args: Any
+    variant: str, tiny_arch_model: Path, hf: HFReference, make_args: Any
 ) -> None:
     args = make_args(tiny_arch_model, max_num_seqs=4, **VARIANTS[variant])
     with LLMEngine.from_engine_args(args, multiprocess=False) as engine:
-        expected = [reference(tiny_arch_model, i) for i in range(len(PROMPTS))]
-        assert greedy(engine) == expected
+        assert_matches(hf, tiny_arch_model, greedy(engine))
         stats = engine.stats()
     assert (stats.num_preemptions > 0) is (variant == "preempt")
     assert stats.num_free_kv_blocks == stats.num_kv_blocks
 
 
 def test_greedy_matches_transformers_multiprocess(
-    tiny_dir: Path, reference: Any, make_args: Any
+    tiny_dir: Path, hf: HFReference, make_args: Any
 ) -> None:
     with LLMEngine.from_engine_args(make_args(max_num_batched_tokens=8)) as engine:
-        assert greedy(engine) == [reference(tiny_dir, i) for i in range(len(PROMPTS))]
+        assert_matches(hf, tiny_dir, greedy(engine))
 
 
 def test_prefix_hit_reports_cached_tokens_and_same_tokens(make_args: Any) -> None:
