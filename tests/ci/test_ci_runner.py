@@ -12,6 +12,7 @@ import pytest
 from cihelpers import commit
 
 from ci import cli, parse
+from ci.counts import parse_closing
 from ci.model import Pipeline
 from ci.runner import Result, Runner, table
 
@@ -146,7 +147,33 @@ def test_table() -> None:
     assert lines[0].split() == ["job", "result", "duration", "note"]
     assert lines[2].split() == ["kernels", "passed", "1.2s"]
     assert lines[3].split() == ["docs", "failed", "0.5s", "exit", "1"]
-    assert lines[-1] == "2 jobs: 1 passed, 1 failed; wall time 2.0s"
+    assert lines[-2] == "2 jobs: 1 passed, 1 failed; wall time 2.0s"
+    assert lines[-1] == "tests: 0 passed, 0 failed, 0 skipped"
+
+
+def test_table_sums_the_pytest_counts_of_every_job() -> None:
+    one = Result("a", "passed", 1.0, 0, "", {"passed": 40, "skipped": 2, "xfailed": 1})
+    two = Result("b", "failed", 1.0, 1, "", {"passed": 3, "failed": 2, "error": 1})
+    lines = table([one, two], 2).splitlines()
+    assert lines[-2] == "also: 1 xfailed"
+    assert lines[-1] == "tests: 43 passed, 3 failed, 2 skipped"
+
+
+@pytest.mark.parametrize(
+    ("line", "counts"),
+    [
+        (
+            "===== 3 failed, 40 passed, 2 skipped, 1 warning in 9.12s =====",
+            {"failed": 3, "passed": 40, "skipped": 2},
+        ),
+        ("=== 51 passed, 1 xfailed in 23.45s (0:00:23) ===", {"passed": 51, "xfailed": 1}),
+        ("==== 1 error in 1.93s ====", {"error": 1}),
+        ("==== no tests ran in 0.01s ====", None),
+        ("[ok] passed in 0.0s", None),
+    ],
+)
+def test_parse_closing(line: str, counts: dict[str, int] | None) -> None:
+    assert parse_closing(line) == counts
 
 
 def make_repo(tmp_path: Path, body: str) -> Path:
@@ -174,7 +201,7 @@ def test_cli_run_exit_status_and_summary(
     assert cli.main(["--pipeline", str(toml), "run"]) == 1
     out = capsys.readouterr().out
     rows = [line.split() for line in out.splitlines()]
-    assert ["ko", "failed", rows[-2][2], "exit", "4"] in rows
+    assert ["ko", "failed", rows[-3][2], "exit", "4"] in rows
     assert "2 jobs: 1 passed, 1 failed" in out
     assert cli.main(["--pipeline", str(toml), "run", "--jobs", "zz"]) == 2
     assert "jobs: 'zz' matches no job" in capsys.readouterr().err
