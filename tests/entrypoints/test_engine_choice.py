@@ -29,7 +29,15 @@ def test_engine_name_read_from_env_when_asked(monkeypatch) -> None:
     assert engines.resolve_engine_name(None) == "v0"  # read again, never frozen
     assert engines.resolve_engine_name("v1") == "v1"  # an explicit choice wins
     monkeypatch.delenv("TANDEM_ENGINE")
-    assert engines.resolve_engine_name(None) == engines.DEFAULT_ENGINE
+    assert engines.resolve_engine_name(None) == engines.default_engine() == "v1"
+
+
+def test_default_falls_back_to_what_is_installed(monkeypatch) -> None:
+    monkeypatch.setattr(engines, "installed_engines", lambda: ["v0"])
+    assert engines.default_engine() == "v0"
+    monkeypatch.setattr(engines, "installed_engines", lambda: [])
+    with pytest.raises(ValueError, match="no engine is installed"):
+        engines.default_engine()
 
 
 def test_unknown_engine_lists_installed(tiny_model) -> None:

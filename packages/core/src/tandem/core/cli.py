@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--engine",
         choices=("v0", "v1"),
         default=None,
-        help="engine to use (default: $TANDEM_ENGINE, else v0)",
+        help="engine to use (default: $TANDEM_ENGINE, else v1 when installed)",
     )
     gen.add_argument("--max-tokens", type=_number(int, "--max-tokens", lo=1), default=32)
     gen.add_argument(

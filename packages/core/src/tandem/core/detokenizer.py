@@ -11,6 +11,10 @@ trailing run of U+FFFD is held back; everything before it is final and is releas
 ``flush()`` releases what is held when the sequence ends (a truly invalid sequence then
 shows as U+FFFD, as it does in ``tokenizer.decode``).
 
+Only ``decode`` is used, so a :class:`~tandem.core.tokenizer.TextDecoder` (decoding
+without transformers, as engine v1's detokenizer process does) serves as well as the
+full :class:`~tandem.core.tokenizer.Tokenizer`.
+
 Invariant: the concatenation of every delta (flush included) equals
 ``tokenizer.decode(output_ids, skip_special_tokens)``.
 """
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tandem.core.tokenizer import Tokenizer
+from tandem.core.tokenizer import TextDecoder, Tokenizer
 
 REPLACEMENT = "\ufffd"
 CONTEXT_TOKENS = 5
@@ -32,12 +36,15 @@ class IncrementalDetokenizer:
 
     def __init__(
         self,
-        tokenizer: Tokenizer,
+        tokenizer: Tokenizer | TextDecoder,
         prompt_token_ids: Sequence[int] = (),
         skip_special_tokens: bool = True,
     ) -> None:
-        if not isinstance(tokenizer, Tokenizer):
-            raise TypeError(f"tokenizer must be a tandem Tokenizer, got {type(tokenizer).__name__}")
+        if not isinstance(tokenizer, (Tokenizer, TextDecoder)):
+            raise TypeError(
+                f"tokenizer must be a tandem Tokenizer, got {type(tokenizer).__name__} "
+                "(a TextDecoder, decoding only, works too)"
+            )
         if not isinstance(skip_special_tokens, bool):
             raise TypeError(
                 f"skip_special_tokens must be a bool, got {type(skip_special_tokens).__name__}"

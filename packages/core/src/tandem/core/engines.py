@@ -11,7 +11,9 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 GROUP = "tandem.engines"
-DEFAULT_ENGINE = "v0"
+# preference order when neither the caller nor TANDEM_ENGINE chooses: the newest engine
+# that is installed (v1 passes every suite v0 does, so it is the default)
+DEFAULT_ORDER = ("v1", "v0")
 
 # the methods every engine class offers (besides the from_engine_args constructor)
 ENGINE_METHODS = (
@@ -32,12 +34,23 @@ def installed_engines() -> list[str]:
     return sorted(_entry_points())
 
 
+def default_engine() -> str:
+    """The first installed engine of ``DEFAULT_ORDER`` (else any installed one)."""
+    installed = installed_engines()
+    for name in DEFAULT_ORDER:
+        if name in installed:
+            return name
+    if not installed:
+        raise ValueError(f"no engine is installed (entry-point group {GROUP!r} is empty)")
+    return installed[0]
+
+
 def resolve_engine_name(engine: str | None) -> str:
     """The engine to use: ``engine`` if given, else ``TANDEM_ENGINE``, else the default."""
     if engine is None:
         from tandem.core import envs
 
-        engine = envs.TANDEM_ENGINE or DEFAULT_ENGINE
+        engine = envs.TANDEM_ENGINE or default_engine()
     if not isinstance(engine, str):
         raise TypeError(f"engine must be a str such as 'v0' or 'v1', got {type(engine).__name__}")
     return engine

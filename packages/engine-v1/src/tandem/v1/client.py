@@ -20,9 +20,11 @@ from typing import Any
 
 import zmq
 
+from tandem.core.tokenizer import Tokenizer
 from tandem.v1 import messages as m
 from tandem.v1.errors import EngineDeadError, EngineStartupError
 from tandem.v1.ipc import endpoint, write_payload
+from tandem.v1.payload import core_config, detokenizer_setup
 from tandem.v1.procs import describe_exit, launch, stop
 
 POLL_MS = 100
@@ -50,9 +52,15 @@ class _Resources:
 
 
 class MPClient:
-    """Talks to the detokenizer process, which fronts the engine-core process."""
+    """Talks to the detokenizer process, which fronts the engine-core process.
 
-    def __init__(self, payload: dict[str, Any], ready_timeout: float) -> None:
+    Start-up is in two parts so that the caller's own work overlaps the children's:
+    constructing the client starts the engine core (the slow child: torch, the model,
+    the KV cache) at once; :meth:`attach` then starts the detokenizer with the caller's
+    tokenizer and waits until both children are ready.
+    """
+
+    def __init__(self, config: Any, ready_timeout: float) -> None:
         self._res = res = _Resources()
         self._finalizer = weakref.finalize(self, res.close)
         self.dead: str | None = None
@@ -60,18 +68,32 @@ class MPClient:
         # the core's counts as of the latest Results seen (cheap, possibly a step old)
         self.last_stats: m.CoreStats | None = None
         self._pending: list[m.Result] = []  # results read while waiting for a StatsReply
+        self._deadline = time.monotonic() + ready_timeout
+        self._timeout = ready_timeout
         try:
+            payload = {"config": core_config(config)}
             res.ipc_dir = tempfile.mkdtemp(prefix="tandem-v1-")
-            write_payload(res.ipc_dir, payload)
+            write_payload(res.ipc_dir, payload, "core")
+            res.procs["core"] = launch("core", res.ipc_dir)
             res.ctx = zmq.Context()
             self._out = res.ctx.socket(zmq.PUSH)
             self._in = res.ctx.socket(zmq.PULL)
             res.sockets += [self._out, self._in]
             self._out.bind(endpoint(res.ipc_dir, "client_in"))
             self._in.bind(endpoint(res.ipc_dir, "client_out"))
-            for role in ROLES:
-                res.procs[role] = launch(role, res.ipc_dir)
-            self._handshake(ready_timeout)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def attach(self, tokenizer: Tokenizer) -> None:
+        """Start the detokenizer with ``tokenizer``; wait for both children to be ready."""
+        try:
+            if "detokenizer" in self._res.procs:
+                raise RuntimeError("MPClient.attach: the detokenizer is already started")
+            assert self._res.ipc_dir is not None
+            write_payload(self._res.ipc_dir, detokenizer_setup(tokenizer), "detokenizer")
+            self._res.procs["detokenizer"] = launch("detokenizer", self._res.ipc_dir)
+            self._handshake()
         except BaseException:
             self.shutdown()
             raise
@@ -84,14 +106,13 @@ class MPClient:
     def ipc_dir(self) -> str | None:
         return self._res.ipc_dir
 
-    def _handshake(self, timeout: float) -> None:
+    def _handshake(self) -> None:
         waiting = set(ROLES)
-        deadline = time.monotonic() + timeout
         while waiting:
-            if time.monotonic() > deadline:
+            if time.monotonic() > self._deadline:
                 raise EngineStartupError(
-                    f"engine v1: {', '.join(sorted(waiting))} not ready after {timeout:g} s "
-                    f"(TANDEM_ENGINE_READY_TIMEOUT)"
+                    f"engine v1: {', '.join(sorted(waiting))} not ready after "
+                    f"{self._timeout:g} s (TANDEM_ENGINE_READY_TIMEOUT)"
                 )
             if not self._in.poll(POLL_MS):
                 self._check_procs(startup=True)

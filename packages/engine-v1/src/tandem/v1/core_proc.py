@@ -27,7 +27,7 @@ def run(ipc_dir: str) -> int:
         try:
             from tandem.v1.engine_core import EngineCore
 
-            core = EngineCore(load_payload(ipc_dir)["config"])
+            core = EngineCore(load_payload(ipc_dir, "core")["config"])
         except Exception:
             linger = 2000
             out.send(m.encode(m.Failed("core", os.getpid(), traceback.format_exc(), True)))

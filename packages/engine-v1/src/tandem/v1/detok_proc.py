@@ -31,11 +31,10 @@ def run(ipc_dir: str) -> int:
         to_core.connect(endpoint(ipc_dir, "core_in"))
         from_core.connect(endpoint(ipc_dir, "core_out"))
         try:
-            from tandem.core.tokenizer import load_tokenizer
             from tandem.v1.output_processor import OutputProcessor
+            from tandem.v1.payload import load_decoder
 
-            payload = load_payload(ipc_dir)
-            proc = OutputProcessor(load_tokenizer(payload["tokenizer"]))
+            proc = OutputProcessor(load_decoder(load_payload(ipc_dir, "detokenizer")))
         except Exception:
             linger = 2000
             to_client.send(

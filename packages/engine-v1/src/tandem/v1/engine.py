@@ -31,18 +31,26 @@ class LLMEngine:
         if not isinstance(multiprocess, bool):
             raise TypeError(f"multiprocess must be a bool, got {multiprocess!r}")
         self.config = config
-        self.tokenizer = load_tokenizer(config.model.tokenizer)
-        self.processor = Processor(config, self.tokenizer)
         self._metrics: dict[str, RequestMetrics] = {}
         self._closed = False
         if multiprocess:
             from tandem.v1.client import MPClient
 
-            payload = {"config": config, "tokenizer": str(config.model.tokenizer)}
-            self.client: Any = MPClient(payload, float(envs.TANDEM_ENGINE_READY_TIMEOUT))
+            # the core child starts now; loading the tokenizer here overlaps its start
+            client = MPClient(config, float(envs.TANDEM_ENGINE_READY_TIMEOUT))
+            try:
+                self.tokenizer = load_tokenizer(config.model.tokenizer)
+                self.processor = Processor(config, self.tokenizer)
+                client.attach(self.tokenizer)
+            except BaseException:
+                client.shutdown()
+                raise
+            self.client: Any = client
         else:
             from tandem.v1.inproc_client import InprocClient
 
+            self.tokenizer = load_tokenizer(config.model.tokenizer)
+            self.processor = Processor(config, self.tokenizer)
             self.client = InprocClient(config, self.tokenizer)
 
     @classmethod

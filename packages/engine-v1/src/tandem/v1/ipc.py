@@ -7,20 +7,21 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-PAYLOAD = "payload.pkl"
+PAYLOAD = "payload-{role}.pkl"
 
 
 def endpoint(ipc_dir: str, name: str) -> str:
     return f"ipc://{os.path.join(ipc_dir, name)}.sock"
 
 
-def write_payload(ipc_dir: str, payload: dict[str, Any]) -> None:
-    path = Path(ipc_dir) / PAYLOAD
+def write_payload(ipc_dir: str, payload: dict[str, Any], role: str) -> None:
+    """Written before the child of ``role`` starts, each child reading only its own."""
+    path = Path(ipc_dir) / PAYLOAD.format(role=role)
     with open(path, "wb") as f:
-        pickle.dump(payload, f)
+        pickle.dump(payload, f, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def load_payload(ipc_dir: str) -> dict[str, Any]:
-    """What the client wrote into its private (0700) directory for the children."""
-    with open(Path(ipc_dir) / PAYLOAD, "rb") as f:
+def load_payload(ipc_dir: str, role: str) -> dict[str, Any]:
+    """What the client wrote into its private (0700) directory for the child of ``role``."""
+    with open(Path(ipc_dir) / PAYLOAD.format(role=role), "rb") as f:
         return pickle.load(f)

@@ -1,0 +1,47 @@
+"""The CPU KV cache: lazily zeroed memory, one independent contiguous tensor per K/V."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+
+import pytest
+import torch
+
+from tandem.core.kv_cache import allocate_kv_caches
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_caches_are_zero_contiguous_and_independent(dtype):
+    caches = allocate_kv_caches(3, 2, 4, num_blocks=6, block_size=4, dtype=dtype, device="cpu")
+    flat = [t for kv in caches for t in kv]
+    for t in flat:
+        assert t.is_contiguous() and t.dtype == dtype and t.shape == (6, 4, 2, 4)
+        assert not t.any()
+    flat[2].fill_(1.0)  # layer 1's keys
+    flat[2][5, 3] = 7.0
+    assert all(not t.any() for i, t in enumerate(flat) if i != 2)
+    assert flat[2].eq(1.0).sum() == flat[2].numel() - 2 * 4
+    ptrs = sorted(t.data_ptr() for t in flat)
+    step = flat[0].nbytes
+    assert all(b - a >= step for a, b in itertools.pairwise(ptrs))
+
+
+def test_memory_outlives_the_allocator_frame():
+    k, v = allocate_kv_caches(
+        1, 1, 2, num_blocks=2, block_size=2, dtype=torch.float32, device="cpu"
+    )[0]
+    gc.collect()
+    k.add_(3.0)
+    v.copy_(k)
+    assert torch.equal(v, torch.full_like(v, 3.0))
+
+
+def test_large_cache_is_lazily_backed():
+    """A 256 MiB cache is allocated without touching it: reading one block stays zero."""
+    caches = allocate_kv_caches(
+        4, 8, 64, num_blocks=2048, block_size=16, dtype=torch.float32, device="cpu"
+    )
+    k, v = caches[-1]
+    assert k.shape == (2048, 16, 8, 64)
+    assert not k[2047].any() and not v[0].any()
