@@ -108,6 +108,23 @@ class EngineConfig:
     seed: int
     num_threads: int | None
 
+    def thread_count(self) -> int:
+        """CPU threads an engine runs torch with: ``num_threads`` when given, else
+        ``TANDEM_NUM_THREADS``, else the cores this process may run on."""
+        if self.num_threads is not None:
+            return self.num_threads
+        from tandem.core import envs
+
+        value = envs.TANDEM_NUM_THREADS
+        if value is not None:
+            if value < 1:
+                raise ValueError(f"TANDEM_NUM_THREADS must be an integer >= 1, got {value}")
+            return value
+        try:
+            return max(len(os.sched_getaffinity(0)), 1)
+        except AttributeError:  # not on Linux
+            return max(os.cpu_count() or 1, 1)
+
     @property
     def kv_bytes_per_block(self) -> int:
         """Bytes of one KV block over all layers (K and V) at the model's dtype."""

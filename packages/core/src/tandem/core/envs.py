@@ -78,7 +78,7 @@ REGISTRY: dict[str, EnvVar] = {
             "TANDEM_NUM_THREADS",
             _optional_int,
             None,
-            "torch CPU threads used by an engine (default: torch's own choice)",
+            "torch CPU threads used by an engine (default: the cores the process may run on)",
         ),
         EnvVar("TANDEM_LOG_LEVEL", str, "WARNING", "log level of the tandem loggers"),
         EnvVar(

@@ -43,8 +43,7 @@ class LLMEngine:
     ) -> None:
         self.config = config
         mc = config.model
-        if config.num_threads is not None:
-            torch.set_num_threads(config.num_threads)
+        torch.set_num_threads(config.thread_count())
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(mc.tokenizer)
         if model is None:
             from tandem.core.loader import load_model

@@ -54,13 +54,14 @@ class _Resources:
 class MPClient:
     """Talks to the detokenizer process, which fronts the engine-core process.
 
-    Start-up is in two parts so that the caller's own work overlaps the children's:
-    constructing the client starts the engine core (the slow child: torch, the model,
-    the KV cache) at once; :meth:`attach` then starts the detokenizer with the caller's
-    tokenizer and waits until both children are ready.
+    Start-up comes in three calls so that the children's imports overlap the caller's
+    own work: constructing the client starts both children at once (torch and the
+    model code load in the core meanwhile); :meth:`configure` hands the core its
+    config once resolved; :meth:`attach` hands the detokenizer its tokenizer and
+    waits until both children are ready.
     """
 
-    def __init__(self, config: Any, ready_timeout: float) -> None:
+    def __init__(self, ready_timeout: float) -> None:
         self._res = res = _Resources()
         self._finalizer = weakref.finalize(self, res.close)
         self.dead: str | None = None
@@ -71,10 +72,9 @@ class MPClient:
         self._deadline = time.monotonic() + ready_timeout
         self._timeout = ready_timeout
         try:
-            payload = {"config": core_config(config)}
             res.ipc_dir = tempfile.mkdtemp(prefix="tandem-v1-")
-            write_payload(res.ipc_dir, payload, "core")
-            res.procs["core"] = launch("core", res.ipc_dir)
+            for role in ROLES:
+                res.procs[role] = launch(role, res.ipc_dir)
             res.ctx = zmq.Context()
             self._out = res.ctx.socket(zmq.PUSH)
             self._in = res.ctx.socket(zmq.PULL)
@@ -85,15 +85,27 @@ class MPClient:
             self.shutdown()
             raise
 
+    def configure(self, config: Any) -> None:
+        """Send the engine core its config (an EngineConfig)."""
+        self._hand_over("core", {"config": core_config(config)})
+
     def attach(self, tokenizer: Tokenizer) -> None:
-        """Start the detokenizer with ``tokenizer``; wait for both children to be ready."""
+        """Send the detokenizer its tokenizer; wait until both children are ready."""
+        self._hand_over("detokenizer", detokenizer_setup(tokenizer))
         try:
-            if "detokenizer" in self._res.procs:
-                raise RuntimeError("MPClient.attach: the detokenizer is already started")
-            assert self._res.ipc_dir is not None
-            write_payload(self._res.ipc_dir, detokenizer_setup(tokenizer), "detokenizer")
-            self._res.procs["detokenizer"] = launch("detokenizer", self._res.ipc_dir)
             self._handshake()
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _hand_over(self, role: str, payload: dict[str, Any]) -> None:
+        proc = self._res.procs[role]
+        if proc.stdin is None or proc.stdin.closed:
+            raise RuntimeError(f"MPClient: the {role} process already has its payload")
+        try:
+            write_payload(proc.stdin, payload)
+        except BrokenPipeError:
+            pass  # the child is gone: the handshake reports its traceback or its exit
         except BaseException:
             self.shutdown()
             raise

@@ -1,18 +1,21 @@
 """The engine core's busy loop in its child process.
 
-It blocks on its input socket only while it has nothing to do; otherwise it drains
-every pending message without waiting and runs one step.
+It starts importing torch and the model code at once, then reads its config from
+stdin (the client sends it once resolved). It blocks on its input socket only while
+it has nothing to do; otherwise it drains every pending message without waiting and
+runs one step.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import traceback
 
 import zmq
 
 from tandem.v1 import messages as m
-from tandem.v1.ipc import endpoint, load_payload
+from tandem.v1.ipc import endpoint, read_payload
 from tandem.v1.procs import Terminate
 
 
@@ -25,9 +28,13 @@ def run(ipc_dir: str) -> int:
         inp.bind(endpoint(ipc_dir, "core_in"))
         out.bind(endpoint(ipc_dir, "core_out"))
         try:
+            # the heavy imports run while the client is still resolving the config
             from tandem.v1.engine_core import EngineCore
 
-            core = EngineCore(load_payload(ipc_dir, "core")["config"])
+            payload = read_payload(sys.stdin.buffer)
+            if payload is None:  # the client gave up before sending the config
+                return 0
+            core = EngineCore(payload["config"])
         except Exception:
             linger = 2000
             out.send(m.encode(m.Failed("core", os.getpid(), traceback.format_exc(), True)))

@@ -8,12 +8,13 @@ before its request, and this process never sees tokens of a request it does not 
 from __future__ import annotations
 
 import os
+import sys
 import traceback
 
 import zmq
 
 from tandem.v1 import messages as m
-from tandem.v1.ipc import endpoint, load_payload
+from tandem.v1.ipc import endpoint, read_payload
 from tandem.v1.procs import Terminate
 
 
@@ -34,7 +35,10 @@ def run(ipc_dir: str) -> int:
             from tandem.v1.output_processor import OutputProcessor
             from tandem.v1.payload import load_decoder
 
-            proc = OutputProcessor(load_decoder(load_payload(ipc_dir, "detokenizer")))
+            payload = read_payload(sys.stdin.buffer)
+            if payload is None:  # the client gave up before sending the tokenizer
+                return 0
+            proc = OutputProcessor(load_decoder(payload))
         except Exception:
             linger = 2000
             to_client.send(

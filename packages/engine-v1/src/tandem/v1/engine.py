@@ -8,6 +8,7 @@ says the engine is unusable.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -27,39 +28,59 @@ def _logprobs(raw: dict[int, tuple[float, int, str | None]] | None) -> dict[int,
 
 
 class LLMEngine:
-    def __init__(self, config: Any, multiprocess: bool = True) -> None:
+    def __init__(self, config: Any, multiprocess: bool = True, client: Any = None) -> None:
         if not isinstance(multiprocess, bool):
             raise TypeError(f"multiprocess must be a bool, got {multiprocess!r}")
         self.config = config
         self._metrics: dict[str, RequestMetrics] = {}
         self._closed = False
-        if multiprocess:
-            from tandem.v1.client import MPClient
-
-            # the core child starts now; loading the tokenizer here overlaps its start
-            client = MPClient(config, float(envs.TANDEM_ENGINE_READY_TIMEOUT))
-            try:
-                self.tokenizer = load_tokenizer(config.model.tokenizer)
-                self.processor = Processor(config, self.tokenizer)
-                client.attach(self.tokenizer)
-            except BaseException:
-                client.shutdown()
-                raise
-            self.client: Any = client
-        else:
+        if not multiprocess:
             from tandem.v1.inproc_client import InprocClient
 
             self.tokenizer = load_tokenizer(config.model.tokenizer)
             self.processor = Processor(config, self.tokenizer)
-            self.client = InprocClient(config, self.tokenizer)
+            self.client: Any = InprocClient(config, self.tokenizer)
+            return
+        from tandem.v1.client import MPClient
+
+        if client is None:
+            client = MPClient(float(envs.TANDEM_ENGINE_READY_TIMEOUT))
+        elif not isinstance(client, MPClient):
+            raise TypeError(f"client must be an MPClient, got {type(client).__name__}")
+        try:
+            client.configure(config)
+            # the core builds the model meanwhile
+            self.tokenizer = load_tokenizer(config.model.tokenizer)
+            self.processor = Processor(config, self.tokenizer)
+            client.attach(self.tokenizer)
+        except BaseException:
+            client.shutdown()
+            raise
+        self.client = client
 
     @classmethod
     def from_engine_args(cls, engine_args: Any, multiprocess: bool = True) -> LLMEngine:
+        """Build from ``EngineArgs``; the children start before the config is resolved,
+        so their imports overlap the parent's reading of the model directory."""
         from tandem.core.config import EngineArgs
 
         if not isinstance(engine_args, EngineArgs):
             raise TypeError(f"engine_args must be an EngineArgs, got {type(engine_args).__name__}")
-        return cls(engine_args.create_config(), multiprocess=multiprocess)
+        if not isinstance(multiprocess, bool):
+            raise TypeError(f"multiprocess must be a bool, got {multiprocess!r}")
+        engine_args.validate()
+        if not multiprocess or not os.path.isfile(os.path.join(engine_args.model, "config.json")):
+            # no children to overlap (or a model dir that create_config will refuse)
+            return cls(engine_args.create_config(), multiprocess=multiprocess)
+        from tandem.v1.client import MPClient
+
+        client = MPClient(float(envs.TANDEM_ENGINE_READY_TIMEOUT))
+        try:
+            config = engine_args.create_config()
+        except BaseException:
+            client.shutdown()
+            raise
+        return cls(config, client=client)
 
     # -- the engine interface ---------------------------------------------------------
     def _usable(self) -> None:

@@ -18,8 +18,7 @@ from tandem.v1.scheduler import Scheduler
 
 class EngineCore:
     def __init__(self, config: object) -> None:
-        if config.num_threads is not None:
-            torch.set_num_threads(config.num_threads)
+        torch.set_num_threads(config.thread_count())
         self.config = config
         self.runner = ModelRunner(config)
         self.num_kv_blocks = self.runner.num_kv_blocks

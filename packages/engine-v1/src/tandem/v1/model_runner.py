@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from tandem.core import envs
 from tandem.core.attention_metadata import build_metadata
 from tandem.core.kv_cache import allocate_kv_caches
 from tandem.core.loader import load_model
@@ -35,8 +34,6 @@ class StepResult:
 class ModelRunner:
     def __init__(self, config: object, sampler: Sampler | None = None) -> None:
         self.config = config
-        if config.num_threads is None and envs.TANDEM_NUM_THREADS is not None:
-            torch.set_num_threads(envs.TANDEM_NUM_THREADS)  # EngineArgs.num_threads wins
         mc = config.model
         self.device = config.device
         self.model = load_model(mc, config.device, config.dtype)

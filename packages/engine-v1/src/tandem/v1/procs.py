@@ -1,7 +1,9 @@
 """Starting, watching and stopping engine v1's child processes.
 
 Children are fresh interpreters (``python -m tandem.v1.child ROLE DIR PARENT_PID``)
-started with ``subprocess``: nothing of the caller's state (threads, CUDA context,
+started with ``subprocess`` as soon as the engine is asked for, before their
+payload (config, tokenizer) is resolved, which they read from stdin once their
+imports are done: nothing of the caller's state (threads, CUDA context,
 open sockets, its ``__main__`` module) is inherited, a script without an
 ``if __name__ == "__main__"`` guard still works, and both children import in
 parallel, so start-up costs one torch import (about a second or two) rather than a
@@ -69,13 +71,14 @@ def watch_parent(parent_pid: int, interval: float = 0.25) -> threading.Thread:
 
 
 def launch(role: str, ipc_dir: str) -> subprocess.Popen[bytes]:
-    """Start one child; its stdout/stderr are the caller's, its stdin is closed."""
+    """Start one child; its stdout/stderr are the caller's, its stdin a pipe that
+    carries its start-up payload (see :func:`tandem.v1.ipc.write_payload`)."""
     if role not in ("core", "detokenizer"):
         raise ValueError(f"role must be one of core, detokenizer; got {role!r}")
     cmd = [sys.executable, "-m", "tandem.v1.child", role, ipc_dir, str(os.getpid())]
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
-    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env, close_fds=True)
+    return subprocess.Popen(cmd, stdin=subprocess.PIPE, env=env, close_fds=True)
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -103,3 +106,6 @@ def stop(procs: list[subprocess.Popen[bytes]], grace: float = 5.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if proc.stdin is not None and not proc.stdin.closed:
+            with contextlib.suppress(OSError):  # a payload never sent
+                proc.stdin.close()

@@ -1,0 +1,151 @@
+"""Engine v1's start-up path: light payloads, early children, nothing left on failure."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tandem.core.config import EngineArgs
+from tandem.core.models.spec import ModelSpec
+from tandem.core.tokenizer import TextDecoder, Tokenizer, load_tokenizer
+from tandem.v1 import LLMEngine
+from tandem.v1.client import MPClient
+from tandem.v1.ipc import read_payload, write_payload
+from tandem.v1.payload import core_config, detokenizer_setup, load_decoder, plain_hf_config
+
+
+def test_plain_config_reads_as_the_same_model(tiny_arch_model: Path) -> None:
+    config = EngineArgs(model=str(tiny_arch_model), device="cpu").create_config()
+    hf = config.model.hf_config
+    plain = plain_hf_config(hf)
+    arch = config.model.architecture
+    assert ModelSpec.from_hf(plain, arch) == ModelSpec.from_hf(hf, arch)
+    assert plain.model_type == hf.model_type and plain.eos_token_id == hf.eos_token_id
+    moved = core_config(config)
+    assert moved.model.hf_config is not hf and config.model.hf_config is hf  # a copy
+    assert (moved.model.num_layers, moved.model.head_dim, moved.model.eos_token_ids) == (
+        config.model.num_layers,
+        config.model.head_dim,
+        config.model.eos_token_ids,
+    )
+    assert moved.cache == config.cache and moved.dtype == config.dtype
+
+
+def test_core_payload_unpickles_without_transformers(tiny_model: Path) -> None:
+    config = core_config(EngineArgs(model=str(tiny_model), device="cpu").create_config())
+    code = (
+        "import pickle, sys\n"
+        "cfg = pickle.load(sys.stdin.buffer)\n"
+        "print(cfg.model.num_layers, cfg.model.hf_config.vocab_size)\n"
+        "assert 'transformers' not in sys.modules\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], input=pickle.dumps(config), capture_output=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout.split() == [b"%d" % config.model.num_layers, b"%d" % config.model.vocab_size]
+
+
+def test_payload_pipe_round_trip() -> None:
+    r, w = os.pipe()
+    with os.fdopen(r, "rb") as reader:
+        write_payload(os.fdopen(w, "wb"), {"a": [1, 2], "b": "x"})
+        assert read_payload(reader) == {"a": [1, 2], "b": "x"}
+    r, w = os.pipe()
+    os.close(w)
+    with os.fdopen(r, "rb") as reader:
+        assert read_payload(reader) is None  # closed without a payload
+
+
+def test_detokenizer_setup(tiny_model: Path) -> None:
+    tok = load_tokenizer(tiny_model)
+    decoder = load_decoder(detokenizer_setup(tok))
+    assert isinstance(decoder, TextDecoder)
+    ids = list(range(0, 60, 3))
+    assert decoder.decode(ids) == tok.decode(ids)
+    with pytest.raises(TypeError, match="tokenizer must be a tandem Tokenizer, got str"):
+        detokenizer_setup("gpt2")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="config must be an EngineConfig, got dict"):
+        core_config({})
+
+
+class _SlowOnly:
+    """A tokenizer-like object without a fast backend."""
+
+    def __init__(self, inner: Tokenizer) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "backend_tokenizer":
+            raise AttributeError(name)
+        return getattr(self.inner.hf, name)
+
+    def __len__(self) -> int:
+        return len(self.inner.hf)
+
+
+def test_tokenizer_without_fast_backend_is_loaded_in_full(tiny_model: Path) -> None:
+    tok = load_tokenizer(tiny_model)
+    slow = Tokenizer(_SlowOnly(tok), path=tok.path)
+    setup = detokenizer_setup(slow)
+    assert setup["decoder"] is None
+    assert isinstance(load_decoder(setup), Tokenizer)
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def _gone(pids: list[int], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if psutil.pid_exists(p)]
+        if all(psutil.Process(p).status() == psutil.STATUS_ZOMBIE for p in alive):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_client_dropped_before_its_payload_leaves_nothing() -> None:
+    before, fds = _children(), psutil.Process().num_fds()
+    client = MPClient(30.0)
+    pids, ipc_dir = list(client.pids.values()), client.ipc_dir
+    assert len(pids) == 2 and ipc_dir is not None and os.path.isdir(ipc_dir)
+    client.shutdown()
+    assert _gone(pids)
+    assert not os.path.exists(ipc_dir)
+    assert _children() <= before
+    assert psutil.Process().num_fds() == fds
+
+
+def test_bad_model_dir_starts_no_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tandem.v1.client as client_module
+
+    launched: list[str] = []
+    real = client_module.launch
+
+    def launch(role: str, ipc_dir: str) -> Any:
+        launched.append(role)
+        return real(role, ipc_dir)
+
+    monkeypatch.setattr(client_module, "launch", launch)
+    with pytest.raises(ValueError, match="does not exist"):
+        LLMEngine.from_engine_args(EngineArgs(model=str(tmp_path / "nope"), device="cpu"))
+    assert launched == []
+
+
+def test_config_error_after_early_start_stops_the_children(tiny_model: Path) -> None:
+    """The children start before create_config; its refusal must stop them again."""
+    before = _children()
+    args = EngineArgs(model=str(tiny_model), device="cpu", max_model_len=10**6)
+    with pytest.raises(ValueError, match="max_model_len must be <="):
+        LLMEngine.from_engine_args(args)
+    assert _children() <= before
