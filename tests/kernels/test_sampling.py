@@ -115,3 +115,25 @@ def test_sample_seeded_bad_input():
         sample_seeded(p, torch.tensor([1]), torch.tensor([0, 0]))
     with pytest.raises(TypeError, match=r"counters must be a torch\.Tensor"):
         sample_seeded(p, torch.tensor([1, 2]), [0, 0])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 6), st.integers(2, 40), st.integers(0, 2**31))
+def test_choose_tokens_greedy_rows_argmax_and_rows_independent(B: int, V: int, seed: int) -> None:
+    from tandem.kernels.sampling import choose_tokens
+
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(B, V, generator=gen)
+    temperature = torch.rand(B, generator=gen) * 2
+    temperature[0] = 0.0  # row 0 is greedy
+    top_k = torch.randint(0, V + 1, (B,), generator=gen)
+    top_p = torch.rand(B, generator=gen) * 0.9 + 0.1
+    min_p = torch.rand(B, generator=gen) * 0.2
+    seeds = torch.randint(0, 2**62, (B,), generator=gen)
+    counters = torch.randint(0, 100, (B,), generator=gen)
+    args = (temperature, top_k, top_p, min_p, seeds, counters)
+    tokens = choose_tokens(logits, *args)
+    assert int(tokens[0]) == int(logits[0].argmax())
+    for b in range(B):  # each row alone draws what it drew in the batch
+        alone = choose_tokens(logits[b : b + 1], *(a[b : b + 1] for a in args))
+        assert int(alone[0]) == int(tokens[b])

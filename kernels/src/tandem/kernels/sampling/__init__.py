@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tandem.kernels.ops.sampling import sample_seeded
 from tandem.kernels.rng import derive_seed, seeded_uniform
+from tandem.kernels.sampling.choose import choose_tokens
 from tandem.kernels.sampling.processors import (
     apply_min_p,
     apply_penalties,
@@ -22,6 +23,7 @@ __all__ = [
     "apply_temperature",
     "apply_top_k",
     "apply_top_p",
+    "choose_tokens",
     "derive_seed",
     "sample_seeded",
     "seeded_uniform",

@@ -20,14 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tandem.kernels.sampling import (
-    apply_min_p,
-    apply_penalties,
-    apply_temperature,
-    apply_top_k,
-    apply_top_p,
-    sample_seeded,
-)
+from tandem.kernels.sampling import apply_penalties, choose_tokens
 
 TopLogprobs = list[tuple[int, float, int]]  # (token id, logprob, rank)
 
@@ -128,30 +121,18 @@ class Sampler:
 
     def _choose(self, x: Tensor, rows: Sequence[SamplingRow]) -> Tensor:
         # x: [B, V] processed logits -> [B] int64 token ids
-        tokens = x.argmax(dim=-1)
-        drawn = [b for b, r in enumerate(rows) if float(r.params.temperature) > 0]
-        if not drawn:
-            return tokens
-        dev = x.device
-        sub = [rows[b] for b in drawn]
-        y = x[drawn]  # [S, V]
-        y = apply_temperature(
-            y, _column([float(r.params.temperature) for r in sub], torch.float32, dev)
+        if all(float(r.params.temperature) == 0 for r in rows):
+            return x.argmax(dim=-1)
+        dev, f32, i64 = x.device, torch.float32, torch.int64
+        return choose_tokens(
+            x,
+            _column([float(r.params.temperature) for r in rows], f32, dev),
+            _column([max(0, int(r.params.top_k or 0)) for r in rows], i64, dev),
+            _column([float(r.params.top_p) for r in rows], f32, dev),
+            _column([float(r.params.min_p) for r in rows], f32, dev),
+            _column([r.seed for r in rows], i64, dev),
+            _column([r.counter for r in rows], i64, dev),
         )
-        ks = [max(0, int(r.params.top_k or 0)) for r in sub]
-        if any(ks):
-            y = apply_top_k(y, _column(ks, torch.int64, dev))
-        ps = [float(r.params.top_p) for r in sub]
-        if any(p < 1.0 for p in ps):
-            y = apply_top_p(y, _column(ps, torch.float32, dev))
-        mins = [float(r.params.min_p) for r in sub]
-        if any(mins):
-            y = apply_min_p(y, _column(mins, torch.float32, dev))
-        probs = y.float().softmax(dim=-1)  # [S, V]
-        seeds = _column([r.seed for r in sub], torch.int64, dev)
-        counters = _column([r.counter for r in sub], torch.int64, dev)
-        tokens[drawn] = sample_seeded(probs, seeds, counters)
-        return tokens
 
     def prompt_logprobs(
         self, logits: Tensor, next_ids: Sequence[int], k: int

@@ -13,14 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from tandem.kernels.sampling import (
-    apply_min_p,
-    apply_penalties,
-    apply_temperature,
-    apply_top_k,
-    apply_top_p,
-    sample_seeded,
-)
+from tandem.kernels.sampling import apply_penalties, choose_tokens
 from tandem.v1.input_batch import InputBatch
 
 
@@ -77,16 +70,16 @@ class Sampler:
                 batch.frequency[rows],
                 batch.repetition[rows],
             )
-        temp = batch.temperature[rows]
-        greedy = temp == 0
         if sb.any_sampling:
-            x = apply_temperature(x, temp)
-            x = apply_top_k(x, batch.top_k[rows])
-            x = apply_top_p(x, batch.top_p[rows])
-            x = apply_min_p(x, batch.min_p[rows])
-            probs = x.softmax(dim=-1)
-            drawn = sample_seeded(probs, batch.seeds[rows], sb.counters)
-            tokens = torch.where(greedy, x.argmax(dim=-1), drawn)
+            tokens = choose_tokens(
+                x,
+                batch.temperature[rows],
+                batch.top_k[rows],
+                batch.top_p[rows],
+                batch.min_p[rows],
+                batch.seeds[rows],
+                sb.counters,
+            )
         else:
             tokens = x.argmax(dim=-1)
         lp, ids, ranks = top_logprobs(raw, tokens, max(sb.max_logprobs, 0))
