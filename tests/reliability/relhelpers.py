@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -30,43 +29,6 @@ def probe(llm: Any) -> list[int]:
     """The probe's greedy tokens through the front door ``llm``."""
     out = llm.generate({"prompt_token_ids": PROBE_IDS}, probe_params(), use_tqdm=False)
     return list(out[0].outputs[0].token_ids)
-
-
-def descendants() -> set[int]:
-    """Live (non-zombie) descendant pids of this process."""
-    out = set()
-    for proc in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            if proc.status() != psutil.STATUS_ZOMBIE:
-                out.add(proc.pid)
-    return out
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie waiting for its reaper does not)."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def wait_gone(pids: Iterable[int], timeout: float = 10.0) -> list[int]:
-    """Wait until every pid has exited; the ones still running after ``timeout``."""
-    left = list(pids)
-    deadline = time.monotonic() + timeout
-    while left and time.monotonic() < deadline:
-        left = [pid for pid in left if alive(pid)]
-        if left:
-            time.sleep(0.05)
-    return [pid for pid in left if alive(pid)]
-
-
-def wait_removed(path: str | os.PathLike[str], timeout: float = 5.0) -> bool:
-    """Wait until ``path`` no longer exists; whether it is gone."""
-    deadline = time.monotonic() + timeout
-    while os.path.exists(path) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not os.path.exists(path)
 
 
 def ipc_dirs(root: str | os.PathLike[str]) -> list[str]:

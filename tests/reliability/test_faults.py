@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from relhelpers import descendants, ipc_dirs, wait_gone, wait_removed
+from proc_watch import descendants, wait_gone, wait_removed
+from relhelpers import ipc_dirs
 
 from tandem.core import LLM, SamplingParams
 from tandem.v1 import EngineDeadError, EngineStartupError

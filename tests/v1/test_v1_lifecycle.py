@@ -13,6 +13,7 @@ from typing import Any
 
 import psutil
 import pytest
+from proc_watch import wait_gone
 
 from tandem.core.sampling_params import SamplingParams
 from tandem.v1 import EngineDeadError, LLMEngine
@@ -26,12 +27,7 @@ def children() -> set[int]:
 
 
 def gone(pid: int, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-            return True
-        time.sleep(0.05)
-    return False
+    return not wait_gone([pid], timeout)
 
 
 def test_shutdown_leaves_nothing(make_args: Any) -> None:
