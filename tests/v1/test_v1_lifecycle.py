@@ -145,3 +145,30 @@ def test_create_shutdown_cycles_do_not_grow(cycles: int, make_args: Any) -> None
     assert proc.num_fds() == fds
     assert threading.active_count() == threads
     assert children() == kids
+
+
+def test_parent_watch_ends_a_child_stuck_after_its_parent_died(tmp_path: Path) -> None:
+    """A child whose main thread cannot be interrupted still goes once the parent is gone."""
+    marker = tmp_path / "last-words"
+    script = textwrap.dedent(
+        f"""
+        import os, signal, subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", '''
+        import os, signal, sys, time
+        from tandem.v1.procs import watch_parent
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stuck: the SIGTERM does nothing
+        watch_parent(int(sys.argv[1]), interval=0.05, grace=0.5,
+                     last_words=lambda: open({str(marker)!r}, "w").close())
+        print(os.getpid(), flush=True)
+        while True:
+            time.sleep(1)
+        ''', str(os.getpid())], stdout=subprocess.PIPE, text=True)
+        print(child.stdout.readline().strip(), flush=True)
+        """
+    )
+    parent = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    pid = int(parent.stdout.split()[0])
+    assert gone(pid, 10), "the orphaned child is still running"
+    assert marker.exists()

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.getppid() != parent:  # the parent died before the signal was armed
         return 0
     install_signal_handlers()
-    watch_parent(parent)
+    watch_parent(parent, last_words=lambda: shutil.rmtree(ipc_dir, ignore_errors=True))
     faulthandler.enable()
     try:
         if role == "core":

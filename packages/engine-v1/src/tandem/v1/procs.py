@@ -24,8 +24,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 PR_SET_PDEATHSIG = 1
+
+
+# seconds an orphaned child may take to unwind before its parent watch ends it
+ORPHAN_GRACE_S = 5.0
 
 
 class Terminate(BaseException):
@@ -57,13 +62,28 @@ def install_signal_handlers() -> None:
     signal.signal(signal.SIGINT, _raise_terminate)
 
 
-def watch_parent(parent_pid: int, interval: float = 0.25) -> threading.Thread:
-    """Daemon thread that SIGTERMs this process once ``parent_pid`` is no longer its parent."""
+def watch_parent(
+    parent_pid: int,
+    interval: float = 0.25,
+    grace: float = ORPHAN_GRACE_S,
+    last_words: Callable[[], None] | None = None,
+) -> threading.Thread:
+    """Daemon thread that SIGTERMs this process once ``parent_pid`` is no longer its parent.
+
+    The SIGTERM lets the main thread unwind cleanly; if it is still running ``grace``
+    seconds later (stuck where a signal cannot reach it, such as a ZMQ context waiting for
+    a socket), the thread runs ``last_words`` and ends the process: an orphan never stays.
+    """
 
     def run() -> None:
         while os.getppid() == parent_pid:
             time.sleep(interval)
         os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(grace)
+        if last_words is not None:
+            with contextlib.suppress(Exception):
+                last_words()
+        os._exit(1)
 
     thread = threading.Thread(target=run, name="tandem-parent-watch", daemon=True)
     thread.start()
