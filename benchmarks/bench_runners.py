@@ -15,7 +15,9 @@ from __future__ import annotations
 import importlib.util
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 
@@ -124,24 +126,38 @@ def run_vllm(path: str, work: Workload, threads: int | None) -> Timing:
     return Timing(time.perf_counter() - start, startup)
 
 
-def gemm_rate(threads: int | None, seconds: float = 2.0) -> float:
-    """Best fp32 GEMM rate (FLOP/s) of this machine on the model's MLP-like shapes."""
+def gemm_rates(threads: int | None, seconds: float = 2.0) -> dict[str, float]:
+    """Best fp32 GEMM rate (FLOP/s) on the model's MLP-like shapes, per GEMM library.
+
+    MKL through ``torch.mm`` and oneDNN with a packed weight (what tandem's linear
+    layers run): the machine's limit is the faster of the two.
+    """
     import torch
+
+    from tandem.kernels.ops.linear import linear, pack_weight
 
     if threads is not None:
         torch.set_num_threads(threads)
-    best = 0.0
+    rates = {"torch.mm": 0.0, "onednn": 0.0}
     for m, k, n in ((1024, 512, 3072), (1024, 1536, 512), (256, 512, 3072)):
-        a, b = torch.randn(m, k), torch.randn(k, n)
-        out = torch.empty(m, n)
-        for _ in range(3):
-            torch.mm(a, b, out=out)
-        reps, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds / 3:
-            torch.mm(a, b, out=out)
-            reps += 1
-        best = max(best, 2 * m * k * n * reps / (time.perf_counter() - start))
-    return best
+        a, w = torch.randn(m, k), torch.randn(n, k)
+        packed = pack_weight(w)
+        calls = {"torch.mm": partial(torch.mm, a, w.t().contiguous(), out=torch.empty(m, n))}
+        if packed is not None:
+            calls["onednn"] = partial(linear, a, w, None, packed)
+        for name, call in calls.items():
+            rates[name] = max(rates[name], 2 * m * k * n * _calls_per_second(call, seconds / 6))
+    return rates
+
+
+def _calls_per_second(call: Callable[[], object], seconds: float) -> float:
+    for _ in range(3):
+        call()
+    reps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        call()
+        reps += 1
+    return reps / (time.perf_counter() - start)
 
 
 def workload_flops(cfg: dict[str, int], work: Workload) -> float:

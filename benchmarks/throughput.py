@@ -7,8 +7,9 @@ The fixed workload: 64 requests whose prompt lengths are drawn from 16..256 (see
 a fresh process of its own: the tandem engines (``LLM(...)``), transformers ``generate``
 one request at a time and in static batches of 16, the pure model loop (forward +
 argmax on pre-built tensors with v1's step shapes, see ``bench_loop.py``) and vLLM's
-CPU build when ``import vllm`` works. The machine's fp32 GEMM rate is measured in the
-same run; the workload's matrix FLOPs divided by it is the roofline. Prints a table
+CPU build when ``import vllm`` works. The machine's fp32 GEMM rate (the faster of MKL
+and oneDNN) is measured in the same run; the workload's matrix FLOPs divided by it is
+the roofline. Prints a table
 (output tok/s, ratios to transformers batch-16, to the pure loop and to the roofline,
 start-up s from a fresh process and warm, peak RSS) and writes a JSON file and a PNG
 bar chart (with matplotlib) into ``benchmarks/results/``. ``--quick`` shrinks the
@@ -26,7 +27,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from bench_runners import Timing, gemm_rate, make_workload, run_hf, run_tandem, run_vllm
+from bench_runners import Timing, gemm_rates, make_workload, run_hf, run_tandem, run_vllm
 from bench_runners import workload_flops as count_flops
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -160,14 +161,16 @@ def main() -> None:
     full = AutoConfig.from_pretrained(path).to_dict()
     cfg = {k: v for k, v in full.items() if isinstance(v, (int, float, str, bool))}
     work = workload(args, cfg["vocab_size"])
-    rate = gemm_rate(args.threads)
+    rates = gemm_rates(args.threads)
+    rate = max(rates.values())
     flops = count_flops(cfg, work)
     roof = work.output_tokens / (flops / rate)
     load = os.getloadavg()
+    gemm = ", ".join(f"{name} {r / 1e9:.1f}" for name, r in rates.items())
     print(
         f"model={args.size} requests={len(work.prompts)} new_tokens={work.new_tokens} "
         f"prompt_tokens={sum(map(len, work.prompts))} threads={args.threads or os.cpu_count()} "
-        f"loadavg={load[0]:.2f}\nGEMM {rate / 1e9:.1f} GFLOP/s; workload {flops / 1e12:.3f} "
+        f"loadavg={load[0]:.2f}\nGEMM {gemm} GFLOP/s; workload {flops / 1e12:.3f} "
         f"TFLOP -> roofline {flops / rate:.2f} s = {roof:.1f} output tok/s",
         flush=True,
     )
@@ -187,7 +190,7 @@ def main() -> None:
     threads = f"-t{args.threads}" if args.threads is not None else ""
     stem = f"throughput-{args.size}{'-quick' if args.quick else ''}{threads}"
     summary = {
-        "gemm_flops": rate,
+        "gemm_flops": rates,
         "workload_flops": flops,
         "roofline_tok_s": roof,
         "loadavg": [load, os.getloadavg()],

@@ -80,6 +80,13 @@ REGISTRY: dict[str, EnvVar] = {
             None,
             "torch CPU threads used by an engine (default: the cores the process may run on)",
         ),
+        EnvVar(
+            "TANDEM_CPU_LINEAR",
+            str,
+            "onednn",
+            "matmul of the linear layers on CPU: onednn (packed weights) or torch (F.linear)",
+            choices=("onednn", "torch"),
+        ),
         EnvVar("TANDEM_LOG_LEVEL", str, "WARNING", "log level of the tandem loggers"),
         EnvVar(
             "TANDEM_ENGINE_READY_TIMEOUT",

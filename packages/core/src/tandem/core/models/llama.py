@@ -17,12 +17,14 @@ from torch import Tensor, nn
 from tandem.core.attention_backend import get_attention_backend, select_attention_backend
 from tandem.core.attention_metadata import AttentionMetadata
 from tandem.core.layers.attention import PagedAttention
+from tandem.core.layers.linear import Linear, packed_linear
 from tandem.core.layers.norm import RMSNorm
 from tandem.core.layers.rotary import RotaryEmbedding
 from tandem.core.models.spec import ModelSpec
 from tandem.core.models.weights import fused_shards, load_named
 from tandem.kernels import ops as kernel_ops
 from tandem.kernels.backends import AttentionBackend
+from tandem.kernels.ops.linear import PackedWeight
 
 KVCache = tuple[Tensor, Tensor]
 
@@ -33,10 +35,8 @@ class LlamaAttention(nn.Module):
         h, kvh, d = spec.num_heads, spec.num_kv_heads, spec.head_dim
         self.sizes = (h * d, kvh * d, kvh * d)
         self.shape = (h, kvh, d)
-        self.qkv_proj = nn.Linear(
-            spec.hidden_size, sum(self.sizes), bias=spec.qkv_bias, dtype=dtype
-        )
-        self.o_proj = nn.Linear(h * d, spec.hidden_size, bias=spec.o_bias, dtype=dtype)
+        self.qkv_proj = Linear(spec.hidden_size, sum(self.sizes), bias=spec.qkv_bias, dtype=dtype)
+        self.o_proj = Linear(h * d, spec.hidden_size, bias=spec.o_bias, dtype=dtype)
         self.rotary = rotary
         self.attn = PagedAttention(h, kvh, d, scale=d**-0.5)
 
@@ -65,8 +65,8 @@ class LlamaMLP(nn.Module):
     def __init__(self, spec: ModelSpec, dtype: torch.dtype | None) -> None:
         super().__init__()
         inter = spec.intermediate_size
-        self.gate_up_proj = nn.Linear(spec.hidden_size, 2 * inter, bias=spec.mlp_bias, dtype=dtype)
-        self.down_proj = nn.Linear(inter, spec.hidden_size, bias=spec.mlp_bias, dtype=dtype)
+        self.gate_up_proj = Linear(spec.hidden_size, 2 * inter, bias=spec.mlp_bias, dtype=dtype)
+        self.down_proj = Linear(inter, spec.hidden_size, bias=spec.mlp_bias, dtype=dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         # x: [T, C] -> [T, 2I] -> [T, I] -> [T, C]
@@ -116,11 +116,12 @@ class LlamaForCausalLM(nn.Module):
         arch = type(self).__name__
         self.spec = ModelSpec.from_hf(hf_config, arch)
         self.model = LlamaModel(self.spec, dtype)
-        self.lm_head: nn.Linear | None = None
+        self.lm_head: Linear | None = None
         if not self.spec.tie_word_embeddings:
-            self.lm_head = nn.Linear(
+            self.lm_head = Linear(
                 self.spec.hidden_size, self.spec.vocab_size, bias=False, dtype=dtype
             )
+        self._tied_pack = PackedWeight()  # the embedding's oneDNN copy, for tied logits
         self.attention_backend: str | None = None
         self._backends: dict[str, AttentionBackend] = {}
 
@@ -147,8 +148,9 @@ class LlamaForCausalLM(nn.Module):
             raise ValueError(
                 f"hidden must have shape [N, {self.spec.hidden_size}], got {list(hidden.shape)}"
             )
-        weight = self.lm_head.weight if self.lm_head is not None else self.model.embed_tokens.weight
-        return torch.nn.functional.linear(hidden, weight).float()
+        if self.lm_head is not None:
+            return self.lm_head(hidden).float()
+        return packed_linear(hidden, self.model.embed_tokens.weight, None, self._tied_pack).float()
 
     def load_weights(self, weights: Iterable[tuple[str, Tensor]]) -> None:
         """Copy Hugging Face-named tensors in; errors name missing/unexpected/misshaped ones."""

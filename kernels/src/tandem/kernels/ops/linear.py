@@ -1,0 +1,92 @@
+"""Linear layers on oneDNN with the weight packed once (CPU), else ``F.linear``.
+
+On CPU, ``F.linear`` runs MKL's sgemm on the weight as stored. oneDNN's inner product
+on a copy of the weight converted once to its own blocked layout runs the Llama
+shapes of this project (K of 512..1536, N of 512..8192, M of 1..2048 tokens) about
+twice as fast with two threads (``benchmarks/linear.py`` measures both side by side).
+The copy is made on first use and made again whenever the weight changes in place
+(``load_weights`` copies into the parameter), so it can never be stale.
+
+Not a ``torch.library`` op: the packed weight is an opaque oneDNN tensor with no fake
+or meta form; tracing code should call ``F.linear``, which this falls back to.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from tandem.kernels import checks
+
+
+def onednn_dtypes() -> tuple[torch.dtype, ...]:
+    """Weight dtypes the oneDNN path takes on this machine (none without oneDNN)."""
+    if not torch.backends.mkldnn.is_available():
+        return ()
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return (torch.float32, torch.bfloat16)
+    return (torch.float32,)
+
+
+def pack_weight(weight: Tensor) -> Tensor | None:
+    """weight: [N, K] on CPU -> its oneDNN copy; None where oneDNN cannot take it."""
+    checks.tensor("weight", weight, ndim=2, dtypes=checks.FLOAT_DTYPES)
+    if weight.device.type != "cpu" or weight.dtype not in onednn_dtypes():
+        return None
+    with torch.no_grad():
+        return weight.detach().contiguous().to_mkldnn()
+
+
+class PackedWeight:
+    """One weight's oneDNN copy, made again when the weight's storage or version changes."""
+
+    __slots__ = ("_key", "_packed")
+
+    def __init__(self) -> None:
+        self._key: tuple[int, int, torch.dtype, tuple[int, ...]] | None = None
+        self._packed: Tensor | None = None
+
+    def get(self, weight: Tensor) -> Tensor | None:
+        key = (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape))
+        if key != self._key:
+            self._packed = pack_weight(weight)
+            self._key = key
+        return self._packed
+
+    def clear(self) -> None:
+        self._key = self._packed = None
+
+
+def linear(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, packed: Tensor | None = None
+) -> Tensor:
+    """``x @ weight.T + bias``: x [..., K], weight [N, K] -> [..., N].
+
+    ``packed`` (from :func:`pack_weight` or :class:`PackedWeight`) selects oneDNN when
+    x matches it (CPU, the weight's dtype, no gradient wanted); otherwise ``F.linear``.
+    """
+    checks.tensor("x", x, dtypes=checks.FLOAT_DTYPES)
+    checks.tensor("weight", weight, ndim=2, dtypes=checks.FLOAT_DTYPES)
+    if x.dim() < 1 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(
+            f"x must have shape [..., {weight.shape[1]}] to match weight "
+            f"{tuple(weight.shape)}, got {tuple(x.shape)}"
+        )
+    if packed is None or not _onednn_fits(x, weight, bias):
+        return F.linear(x, weight, bias)
+    x2 = x.reshape(-1, x.shape[-1])  # [M, K]
+    out = torch.ops.mkldnn._linear_pointwise(x2, packed, bias, "none", [], "")
+    return out.view(*x.shape[:-1], weight.shape[0])
+
+
+def _onednn_fits(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
+    if x.device.type != "cpu" or x.dtype != weight.dtype:
+        return False
+    if bias is not None and bias.dtype != weight.dtype:
+        return False
+    if not torch.is_grad_enabled():
+        return True
+    return not (
+        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
+    )

@@ -1,0 +1,47 @@
+"""``nn.Linear`` whose CPU matmul runs on a packed oneDNN copy of its weight.
+
+The choice is ``TANDEM_CPU_LINEAR`` (``onednn``, the default, or ``torch`` for plain
+``F.linear``), read through an ``env_cache`` so that flipping it is always seen. The
+packed copy follows the weight (see :class:`tandem.kernels.ops.linear.PackedWeight`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor, nn
+
+from tandem.core import envs
+from tandem.core.env_cache import env_cache
+from tandem.kernels.ops.linear import PackedWeight, linear
+
+CPU_LINEAR_KERNELS = ("onednn", "torch")
+
+
+@env_cache("TANDEM_CPU_LINEAR")
+def use_onednn() -> bool:
+    """True unless ``TANDEM_CPU_LINEAR=torch``."""
+    return envs.TANDEM_CPU_LINEAR == "onednn"
+
+
+def packed_linear(x: Tensor, weight: Tensor, bias: Tensor | None, pack: PackedWeight) -> Tensor:
+    # x: [T, K]; weight: [N, K] -> [T, N]
+    packed = pack.get(weight) if x.device.type == "cpu" and use_onednn() else None
+    return linear(x, weight, bias, packed)
+
+
+class Linear(nn.Linear):
+    """``nn.Linear`` with the packed copy of its weight beside it (made on first use)."""
+
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = True, dtype: Any = None
+    ) -> None:
+        super().__init__(in_features, out_features, bias=bias, dtype=dtype)
+        self.pack = PackedWeight()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return packed_linear(x, self.weight, self.bias, self.pack)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Linear:
+        self.pack.clear()  # .to() / .float(): packed again from the new weight
+        return super()._apply(fn, recurse)

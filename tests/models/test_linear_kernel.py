@@ -1,0 +1,56 @@
+"""The model's linear layers on oneDNN (the CPU default) and on F.linear agree."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tandem.core.layers.linear import Linear, use_onednn
+from tandem.kernels.ops.linear import onednn_dtypes
+
+ARCHS = ("llama", "qwen2")  # untied lm_head; tied embeddings + q/k/v bias
+
+
+def _logits(runner_cls, model, tokens):
+    return runner_cls(model).step([(0, tokens)])
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_onednn_and_torch_linear_agree(arch, tandem_models, paged_runner, monkeypatch):
+    if torch.float32 not in onednn_dtypes():
+        pytest.skip("this torch build has no oneDNN")
+    model = tandem_models[arch]
+    tokens = list(range(4, 40))
+    monkeypatch.setenv("TANDEM_CPU_LINEAR", "torch")
+    assert not use_onednn()
+    plain = _logits(paged_runner, model, tokens)
+    monkeypatch.setenv("TANDEM_CPU_LINEAR", "onednn")
+    assert use_onednn()  # the env_cache sees the flip
+    packed = _logits(paged_runner, model, tokens)
+    torch.testing.assert_close(packed, plain, atol=1e-4, rtol=1e-4)
+    layers = [m for m in model.modules() if isinstance(m, Linear)]
+    assert layers and all(m.pack.get(m.weight) is not None for m in layers)
+
+
+def test_default_is_onednn(monkeypatch):
+    monkeypatch.delenv("TANDEM_CPU_LINEAR", raising=False)
+    assert use_onednn()
+
+
+def test_bad_value_is_refused(monkeypatch):
+    monkeypatch.setenv("TANDEM_CPU_LINEAR", "mkl")
+    with pytest.raises(ValueError, match="TANDEM_CPU_LINEAR='mkl' is not allowed; choose one of"):
+        use_onednn()
+
+
+def test_moving_the_layer_drops_the_packed_copy():
+    layer = Linear(8, 4, bias=True)
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        layer(x)
+        layer.double()
+        out = layer(x.double())  # packed again from the float64 weight: the plain path
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(
+        out, torch.nn.functional.linear(x.double(), layer.weight, layer.bias)
+    )
