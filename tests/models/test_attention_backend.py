@@ -10,12 +10,29 @@ from tandem.core.attention_backend import (
     get_attention_backend,
     select_attention_backend,
 )
+from tandem.kernels import native
 
 
-def test_default_on_cpu_is_torch(monkeypatch):
+def test_default_on_cpu_is_the_c_kernels_where_they_build(monkeypatch):
     monkeypatch.delenv("TANDEM_ATTENTION_BACKEND", raising=False)
-    assert select_attention_backend("cpu") == "torch"
+    expected = "cpu" if native.library() is not None else "torch"
+    assert select_attention_backend("cpu") == expected
     assert "flash_attn" not in available_attention_backends("cpu")
+    assert "cpu" not in available_attention_backends("cuda")
+
+
+@pytest.mark.skipif(native.library() is None, reason="no native kernels here")
+def test_cpu_and_torch_backends_agree_on_a_model(tandem_models, paged_runner, monkeypatch):
+    model = tandem_models["llama"]
+    chunks = [(0, list(range(4, 30))), (1, list(range(9, 20)))]
+    out = {}
+    for name in ("torch", "cpu"):
+        monkeypatch.setenv("TANDEM_ATTENTION_BACKEND", name)
+        runner = paged_runner(model)
+        runner.step(chunks)
+        out[name] = runner.step([(0, [5]), (1, [6])])  # a decode step
+        assert model.attention_backend == name
+    torch.testing.assert_close(out["cpu"], out["torch"], atol=1e-4, rtol=1e-4)
 
 
 def test_selection_follows_the_env_var(monkeypatch):
@@ -36,7 +53,7 @@ def test_selection_is_an_env_cache():
 def test_bad_names():
     with pytest.raises(TypeError, match="device_type must be"):
         select_attention_backend(None)
-    with pytest.raises(ValueError, match="attention backend must be one of torch, flash_attn"):
+    with pytest.raises(ValueError, match="attention backend must be one of torch, cpu, flash_attn"):
         get_attention_backend("xformers")
 
 

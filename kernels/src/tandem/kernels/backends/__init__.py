@@ -13,6 +13,7 @@ from tandem.kernels.backends.base import AttentionBackend
 # name -> "module:class", imported on demand
 REGISTRY: dict[str, str] = {
     "torch": "tandem.kernels.backends.torch_backend:TorchBackend",
+    "cpu": "tandem.kernels.backends.cpu_backend:CpuBackend",
     "flash_attn": "tandem.kernels.backends.flash_attn_backend:FlashAttnBackend",
 }
 

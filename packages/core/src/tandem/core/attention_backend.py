@@ -10,7 +10,7 @@ from tandem.core import envs
 from tandem.core.env_cache import env_cache
 from tandem.kernels.backends import AttentionBackend, available_backends, get_backend
 
-BACKENDS = ("torch", "flash_attn")
+BACKENDS = ("torch", "cpu", "flash_attn")
 
 
 def available_attention_backends(device_type: str) -> list[str]:
@@ -19,12 +19,15 @@ def available_attention_backends(device_type: str) -> list[str]:
     names = [n for n in available_backends() if n in BACKENDS]
     if device_type != "cuda":
         names = [n for n in names if n != "flash_attn"]
+    if device_type != "cpu":
+        names = [n for n in names if n != "cpu"]
     return names
 
 
 @env_cache("TANDEM_ATTENTION_BACKEND")
 def select_attention_backend(device_type: str) -> str:
-    """``TANDEM_ATTENTION_BACKEND`` when set, else flash_attn on CUDA if present, else torch."""
+    """``TANDEM_ATTENTION_BACKEND`` when set, else flash_attn on CUDA if present, the C
+    kernels (``cpu``) on a CPU where they build, else torch."""
     available = available_attention_backends(device_type)
     forced = envs.TANDEM_ATTENTION_BACKEND
     if forced is not None:
@@ -36,6 +39,8 @@ def select_attention_backend(device_type: str) -> str:
         return forced
     if device_type == "cuda" and "flash_attn" in available:
         return "flash_attn"
+    if device_type == "cpu" and "cpu" in available:
+        return "cpu"
     return "torch"
 
 

@@ -65,14 +65,14 @@ REGISTRY: dict[str, EnvVar] = {
             "TANDEM_ATTENTION_BACKEND",
             str,
             None,
-            "force an attention backend (torch, flash_attn); default: best available",
-            choices=("torch", "flash_attn"),
+            "force an attention backend (torch, cpu, flash_attn); default: best available",
+            choices=("torch", "cpu", "flash_attn"),
         ),
         EnvVar(
             "TANDEM_CACHE_DIR",
             str,
             _DEFAULT_CACHE,
-            "where built-in test models are made and cached",
+            "where built-in test models and the compiled CPU kernels are cached",
         ),
         EnvVar(
             "TANDEM_NUM_THREADS",

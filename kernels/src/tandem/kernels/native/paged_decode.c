@@ -1,0 +1,138 @@
+/* Decode attention over the paged KV cache, fp32, for CPUs.
+ *
+ * One work item is one sequence: all of its heads walk its blocks once, so every K/V
+ * row is read exactly once per step, a token's rows of all KV heads (contiguous in the
+ * cache) together. The plain-torch path instead gathers the blocks into a padded copy
+ * first and reads that. Softmax is online, one cache block at a time: the block's
+ * scores, one rescale of the running sums when the block raises a head's maximum,
+ * then the weighted V rows.
+ *
+ * Layouts: q, out [B, H, D]; k_cache, v_cache [N, S, KVH, D]; seq_lens [B];
+ * block_tables [B, M] (row b lists sequence b's blocks in order). Query head j reads
+ * KV head j / (H / KVH) (grouped-query attention).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Per-thread scratch is H * D and H * S floats on the stack: bounded by these. */
+#define MAX_HEADS_X_DIM 16384
+#define MAX_HEADS_X_BLOCK 16384
+
+static inline float dot(const float *a, const float *b, int64_t n)
+{
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/* e^x for x <= 0 (softmax weights) without libm calls, so the loops vectorize:
+ * e^x = 2^n * e^f with n = round(x / ln 2) and |f| <= ln 2 / 2, e^f by its Taylor
+ * polynomial to degree 7 (truncation error < 6e-9, below fp32 rounding). */
+static inline float exp_nonpositive(float x)
+{
+    x = x < -87.0f ? -87.0f : x; /* keeps 2^n a normal float; e^-87 is 0 in practice */
+    const float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
+    const float f = x - n * 0.693147180559945309f;
+    float p = 1.0f / 5040.0f;
+    p = p * f + 1.0f / 720.0f;
+    p = p * f + 1.0f / 120.0f;
+    p = p * f + 1.0f / 24.0f;
+    p = p * f + 1.0f / 6.0f;
+    p = p * f + 0.5f;
+    p = p * f + 1.0f;
+    p = p * f + 1.0f;
+    const int32_t bits = ((int32_t)n + 127) << 23;
+    float two_n;
+    memcpy(&two_n, &bits, sizeof two_n);
+    return p * two_n;
+}
+
+/* The block's scores become softmax weights against each head's running maximum. */
+static void weigh(int64_t H, int64_t S, int64_t n, int64_t D, float score[H][S],
+                  float acc[H][D], float *run_max, float *run_sum)
+{
+    for (int64_t j = 0; j < H; j++) {
+        float block_max = -INFINITY;
+        for (int64_t t = 0; t < n; t++)
+            block_max = score[j][t] > block_max ? score[j][t] : block_max;
+        if (block_max > run_max[j]) {
+            const float corr = exp_nonpositive(run_max[j] - block_max); /* 1st block: 0 */
+            run_sum[j] *= corr;
+            for (int64_t i = 0; i < D; i++)
+                acc[j][i] *= corr;
+            run_max[j] = block_max;
+        }
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t t = 0; t < n; t++) {
+            const float p = exp_nonpositive(score[j][t] - run_max[j]);
+            score[j][t] = p;
+            sum += p;
+        }
+        run_sum[j] += sum;
+    }
+}
+
+static void attend(const float *q, const float *k_cache, const float *v_cache, int64_t len,
+                   const int32_t *table, int64_t H, int64_t KVH, int64_t D, int64_t S,
+                   float scale, float *out)
+{
+    const int64_t G = H / KVH, row = KVH * D; /* row: floats from one token to the next */
+    float qs[H][D], acc[H][D], score[H][S], run_max[H], run_sum[H];
+    for (int64_t j = 0; j < H; j++) {
+        for (int64_t i = 0; i < D; i++) {
+            qs[j][i] = q[j * D + i] * scale;
+            acc[j][i] = 0.0f;
+        }
+        run_max[j] = -INFINITY;
+        run_sum[j] = 0.0f;
+    }
+    for (int64_t start = 0; start < len; start += S) {
+        const int64_t n = len - start < S ? len - start : S;
+        const int64_t base = (int64_t)table[start / S] * S * row;
+        const float *kb = k_cache + base, *vb = v_cache + base;
+        if (start + S < len) { /* the next block lives elsewhere: start fetching it now */
+            const int64_t next = (int64_t)table[start / S + 1] * S * row;
+            for (int64_t i = 0; i < S * row; i += 16) {
+                __builtin_prefetch(k_cache + next + i);
+                __builtin_prefetch(v_cache + next + i);
+            }
+        }
+        for (int64_t j = 0; j < H; j++)
+            for (int64_t t = 0; t < n; t++)
+                score[j][t] = dot(qs[j], kb + t * row + (j / G) * D, D);
+        weigh(H, S, n, D, score, acc, run_max, run_sum);
+        for (int64_t t = 0; t < n; t++) {
+            for (int64_t j = 0; j < H; j++) {
+                const float p = score[j][t], *vr = vb + t * row + (j / G) * D;
+#pragma omp simd
+                for (int64_t i = 0; i < D; i++)
+                    acc[j][i] += p * vr[i];
+            }
+        }
+    }
+    for (int64_t j = 0; j < H; j++) {
+        const float inv = run_sum[j] > 0.0f ? 1.0f / run_sum[j] : 0.0f;
+        for (int64_t i = 0; i < D; i++)
+            out[j * D + i] = acc[j][i] * inv;
+    }
+}
+
+/* Returns 0, or -1 when the sizes are beyond the stack bounds above (nothing written). */
+int tandem_paged_decode_f32(const float *q, const float *k_cache, const float *v_cache,
+                            const int32_t *seq_lens, const int32_t *block_tables, int64_t B,
+                            int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t M,
+                            float scale, float *out)
+{
+    if (KVH <= 0 || H % KVH != 0 || D <= 0 || S <= 0 || H * D > MAX_HEADS_X_DIM ||
+        H * S > MAX_HEADS_X_BLOCK)
+        return -1;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t b = 0; b < B; b++)
+        attend(q + b * H * D, k_cache, v_cache, seq_lens[b], block_tables + b * M, H, KVH, D,
+               S, scale, out + b * H * D);
+    return 0;
+}

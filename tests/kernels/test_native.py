@@ -1,0 +1,159 @@
+"""The C decode kernel and the ``cpu`` backend: reference parity, fallbacks, the build cache."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tandem.kernels import native, reference
+from tandem.kernels.backends import available_backends, get_backend
+from tandem.kernels.native import builder
+
+needs_native = pytest.mark.skipif(
+    native.library() is None, reason=f"no native kernels here: {native.unavailable_reason()}"
+)
+
+
+def _args(case):
+    return case.q, case.k_cache, case.v_cache, case.seq_lens, case.block_tables, case.scale
+
+
+@needs_native
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    seq_lens=st.lists(st.integers(1, 70), min_size=1, max_size=9),
+    heads=st.sampled_from([(1, 1), (4, 4), (4, 2), (8, 1), (6, 3)]),
+    head_size=st.sampled_from([1, 8, 24, 64]),
+    block_size=st.sampled_from([1, 3, 16, 32]),
+)
+def test_native_decode_matches_reference(paged_case, seed, seq_lens, heads, head_size, block_size):
+    case = paged_case(
+        seed, [1] * len(seq_lens), [s - 1 for s in seq_lens], *heads, head_size, block_size
+    )
+    got = native.paged_decode(*_args(case))
+    assert got is not None and got.shape == case.q.shape
+    torch.testing.assert_close(got, reference.decode_attention(*_args(case)), atol=1e-5, rtol=1e-5)
+
+
+@needs_native
+def test_large_scores_stay_finite(paged_case):
+    """Scores far apart (scaled queries of 1e3): the online softmax neither overflows
+    nor loses the winning token."""
+    case = paged_case(3, [1, 1], [40, 7], 4, 2, 16, 4)
+    case.q.mul_(1e3)
+    got = native.paged_decode(*_args(case))
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, reference.decode_attention(*_args(case)), atol=1e-4, rtol=1e-4)
+
+
+@needs_native
+def test_empty_batch(paged_case):
+    case = paged_case(1, [1], [3], 4, 2, 8, 4)
+    q = case.q[:0]
+    out = native.paged_decode(
+        q, case.k_cache, case.v_cache, case.seq_lens[:0], case.block_tables[:0], 0.5
+    )
+    assert out is not None and out.shape == (0, 4, 8)
+
+
+@needs_native
+@pytest.mark.parametrize("what", ["bfloat16", "strided_cache", "huge_heads"])
+def test_calls_c_cannot_take_answer_none_and_the_backend_falls_back(paged_case, what):
+    if what == "huge_heads":  # H * D beyond the kernel's stack bound
+        case = paged_case(2, [1, 1], [5, 9], 64, 1, 512, 4)
+    else:
+        dtype = torch.bfloat16 if what == "bfloat16" else torch.float32
+        case = paged_case(2, [1, 1], [5, 9], 4, 2, 8, 4, dtype=dtype)
+    args = list(_args(case))
+    if what == "strided_cache":
+        args[1] = torch.cat([args[1], args[1]], dim=-1)[..., ::2]  # same values, strided
+        args[2] = torch.cat([args[2], args[2]], dim=-1)[..., ::2]
+    assert native.paged_decode(*args) is None
+    got = get_backend("cpu").decode(*args)
+    tol = 2e-2 if what == "bfloat16" else 1e-5
+    torch.testing.assert_close(got, reference.decode_attention(*args), atol=tol, rtol=tol)
+
+
+@needs_native
+def test_cpu_backend_validates_before_calling_c(paged_case):
+    case = paged_case(4, [1], [6], 4, 2, 8, 4)
+    tables = case.block_tables.clone()
+    tables[0, 0] = case.k_cache.shape[0]  # one past the last block: C would read outside
+    with pytest.raises(ValueError, match=r"block_tables entries must be in \[0, "):
+        get_backend("cpu").decode(case.q, case.k_cache, case.v_cache, case.seq_lens, tables, 0.5)
+
+
+def test_cpu_backend_is_listed_when_the_library_loads():
+    assert ("cpu" in available_backends()) == (native.library() is not None)
+
+
+def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **env}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=120,
+        check=False,
+    )
+
+
+@needs_native
+def test_build_is_cached_per_content(tmp_path):
+    code = """
+        import time
+        from tandem.kernels.native import builder, library
+        assert library() is not None
+        print(builder.build())
+    """
+    first = _run(code, TANDEM_CACHE_DIR=str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    path = first.stdout.strip()
+    assert path.startswith(str(tmp_path / "native")) and os.path.exists(path)
+    mtime = os.stat(path).st_mtime_ns
+    second = _run(code, TANDEM_CACHE_DIR=str(tmp_path))
+    assert second.stdout.strip() == path and os.stat(path).st_mtime_ns == mtime  # reused
+    assert [p.suffix for p in (tmp_path / "native").iterdir()] == [".so"]  # no temp files
+
+
+def test_no_compiler_means_no_native_kernels(tmp_path):
+    code = """
+        from tandem.kernels import native
+        from tandem.kernels.backends import available_backends
+        assert native.library() is None
+        print(native.unavailable_reason())
+        assert "cpu" not in available_backends()
+    """
+    proc = _run(code, TANDEM_CACHE_DIR=str(tmp_path), CC="", PATH=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "no C compiler found" in proc.stdout
+
+
+def test_compiler_errors_are_reported(tmp_path):
+    fake = tmp_path / "cc"
+    fake.write_text("#!/bin/sh\necho 'fatal: this compiler refuses' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    proc = _run(
+        "from tandem.kernels import native\nprint(native.library(), native.unavailable_reason())",
+        TANDEM_CACHE_DIR=str(tmp_path / "cache"),
+        CC=str(fake),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("None") and "this compiler refuses" in proc.stdout
+    assert not list((tmp_path / "cache" / "native").glob("*"))  # the temp file is gone
+
+
+def test_library_path_depends_on_the_flags(monkeypatch):
+    compiler = sys.executable  # any existing file stands in for the compiler here
+    before = builder.library_path(compiler)
+    monkeypatch.setattr(builder, "FLAGS", (*builder.FLAGS, "-DSOMETHING"))
+    assert builder.library_path(compiler) != before
