@@ -43,6 +43,49 @@ def test_native_decode_matches_reference(paged_case, seed, seq_lens, heads, head
     torch.testing.assert_close(got, reference.decode_attention(*_args(case)), atol=1e-5, rtol=1e-5)
 
 
+def _prefill_args(case):
+    return (
+        case.q,
+        case.k,
+        case.v,
+        case.k_cache,
+        case.v_cache,
+        case.cu_seqlens_q,
+        case.seq_lens,
+        case.block_tables,
+        case.scale,
+    )
+
+
+@needs_native
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    lens=st.lists(st.tuples(st.integers(1, 24), st.integers(0, 40)), min_size=1, max_size=6),
+    heads=st.sampled_from([(1, 1), (4, 2), (8, 1), (6, 3)]),
+    head_size=st.sampled_from([1, 8, 64]),
+    block_size=st.sampled_from([1, 4, 16]),
+)
+def test_native_prefill_matches_reference(paged_case, seed, lens, heads, head_size, block_size):
+    """New tokens after cached context (chunked prefill, prefix hits) in shuffled blocks."""
+    q_lens, ctx_lens = [n for n, _ in lens], [c for _, c in lens]
+    case = paged_case(seed, q_lens, ctx_lens, *heads, head_size, block_size)
+    a = _prefill_args(case)
+    got = native.paged_prefill(case.q, case.k_cache, case.v_cache, *a[5:])
+    assert got is not None and got.shape == case.q.shape
+    torch.testing.assert_close(got, reference.prefill_attention(*a), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(get_backend("cpu").prefill(*a), got)
+
+
+@needs_native
+def test_prefill_of_another_dtype_falls_back(paged_case):
+    case = paged_case(5, [3, 2], [0, 4], 4, 2, 8, 4, dtype=torch.bfloat16)
+    a = _prefill_args(case)
+    assert native.paged_prefill(case.q, case.k_cache, case.v_cache, *a[5:]) is None
+    want = reference.prefill_attention(*a)
+    torch.testing.assert_close(get_backend("cpu").prefill(*a), want, atol=2e-2, rtol=2e-2)
+
+
 @needs_native
 def test_large_scores_stay_finite(paged_case):
     """Scores far apart (scaled queries of 1e3): the online softmax neither overflows

@@ -1,4 +1,5 @@
-/* Decode attention over the paged KV cache, fp32, for CPUs.
+/* Attention over the paged KV cache, fp32, for CPUs: decode, and prefill as one
+ * decode-like pass per new token over its causal prefix.
  *
  * One work item is one sequence: all of its heads walk its blocks once, so every K/V
  * row is read exactly once per step, a token's rows of all KV heads (contiguous in the
@@ -134,5 +135,35 @@ int tandem_paged_decode_f32(const float *q, const float *k_cache, const float *v
     for (int64_t b = 0; b < B; b++)
         attend(q + b * H * D, k_cache, v_cache, seq_lens[b], block_tables + b * M, H, KVH, D,
                S, scale, out + b * H * D);
+    return 0;
+}
+
+/* Varlen causal prefill over the cache (the new tokens' K/V already written): token i
+ * of sequence b, one of its last q_len = cu_seqlens_q[b + 1] - cu_seqlens_q[b] tokens,
+ * attends to its first seq_lens[b] - q_len + i + 1 tokens. q, out [T, H, D].
+ * Returns 0, or -1 as the decode entry does. */
+int tandem_paged_prefill_f32(const float *q, const float *k_cache, const float *v_cache,
+                             const int32_t *cu_seqlens_q, const int32_t *seq_lens,
+                             const int32_t *block_tables, int64_t B, int64_t T, int64_t H,
+                             int64_t KVH, int64_t D, int64_t S, int64_t M, float scale,
+                             float *out)
+{
+    if (KVH <= 0 || H % KVH != 0 || D <= 0 || S <= 0 || H * D > MAX_HEADS_X_DIM ||
+        H * S > MAX_HEADS_X_BLOCK)
+        return -1;
+#pragma omp parallel for schedule(static, 8)
+    for (int64_t t = 0; t < T; t++) {
+        int64_t lo = 0, hi = B - 1; /* the sequence owning token t: a binary search */
+        while (lo < hi) {
+            const int64_t mid = (lo + hi + 1) / 2;
+            if (cu_seqlens_q[mid] <= t)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        const int64_t past = seq_lens[lo] - (cu_seqlens_q[lo + 1] - cu_seqlens_q[lo]);
+        attend(q + t * H * D, k_cache, v_cache, past + (t - cu_seqlens_q[lo]) + 1,
+               block_tables + lo * M, H, KVH, D, S, scale, out + t * H * D);
+    }
     return 0;
 }
