@@ -30,13 +30,19 @@ class Workload:
     def output_tokens(self) -> int:
         return len(self.prompts) * self.new_tokens
 
+    def variant(self, r: int, vocab: int) -> list[list[int]]:
+        """The prompts with every id shifted by ``r`` (kept >= 4): the same lengths and
+        cost, but no prefix shared with another variant, so a repeat never hits a cache."""
+        return [[4 + (t - 4 + r) % (vocab - 4) for t in p] for p in self.prompts]
+
 
 @dataclass(slots=True)
 class Timing:
-    seconds: float | None  # None: skipped
+    seconds: float | None  # None: skipped; else the best of the repeats
     startup: float | None = None  # fresh process: the imports LLM(...) triggers included
     note: str = ""
     warm_startup: float | None = None  # a second LLM(...) in the same process
+    runs: list[float] | None = None  # every repeat's seconds
 
 
 def make_workload(
@@ -48,7 +54,9 @@ def make_workload(
     return Workload(prompts, new_tokens)
 
 
-def run_tandem(path: str, engine: str, work: Workload, threads: int | None) -> Timing:
+def run_tandem(
+    path: str, engine: str, work: Workload, threads: int | None, repeats: int, vocab: int
+) -> Timing:
     start = time.perf_counter()
     from tandem.core.llm import LLM
     from tandem.core.sampling_params import SamplingParams
@@ -60,20 +68,25 @@ def run_tandem(path: str, engine: str, work: Workload, threads: int | None) -> T
         llm.generate([{"prompt_token_ids": work.prompts[0]}], first, use_tqdm=False)
         startup = time.perf_counter() - start
         llm.generate([{"prompt_token_ids": work.prompts[0]}], params, use_tqdm=False)  # warm-up
-        start = time.perf_counter()
-        outs = llm.generate([{"prompt_token_ids": p} for p in work.prompts], params, use_tqdm=False)
-        elapsed = time.perf_counter() - start
-    produced = sum(len(o.outputs[0].token_ids) for o in outs)
-    if produced != work.output_tokens:
-        raise RuntimeError(f"{engine} produced {produced} tokens, expected {work.output_tokens}")
+        runs = []
+        for r in range(repeats):
+            prompts = [{"prompt_token_ids": p} for p in work.variant(r + 1, vocab)]
+            start = time.perf_counter()
+            outs = llm.generate(prompts, params, use_tqdm=False)
+            runs.append(time.perf_counter() - start)
+            produced = sum(len(o.outputs[0].token_ids) for o in outs)
+            if produced != work.output_tokens:
+                raise RuntimeError(
+                    f"{engine} produced {produced} tokens, expected {work.output_tokens}"
+                )
     start = time.perf_counter()
     with LLM(model=path, **kwargs) as llm:
         llm.generate([{"prompt_token_ids": work.prompts[0]}], first, use_tqdm=False)
         warm = time.perf_counter() - start
-    return Timing(elapsed, startup, warm_startup=warm)
+    return Timing(min(runs), startup, warm_startup=warm, runs=runs)
 
 
-def run_hf(path: str, work: Workload, batch: int, threads: int | None) -> Timing:
+def run_hf(path: str, work: Workload, batch: int, threads: int | None, repeats: int) -> Timing:
     """transformers ``generate`` (sdpa, fp32) in static batches, left-padded."""
     import torch
     from transformers import AutoModelForCausalLM
@@ -103,13 +116,16 @@ def run_hf(path: str, work: Workload, batch: int, threads: int | None) -> Timing
     generate(work.prompts[:1], 1)
     startup = time.perf_counter() - start
     generate(work.prompts[:1], work.new_tokens)  # warm-up
-    start = time.perf_counter()
-    for i in range(0, len(work.prompts), batch):
-        generate(work.prompts[i : i + batch], work.new_tokens)
-    return Timing(time.perf_counter() - start, startup)
+    runs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for i in range(0, len(work.prompts), batch):
+            generate(work.prompts[i : i + batch], work.new_tokens)
+        runs.append(time.perf_counter() - start)
+    return Timing(min(runs), startup, runs=runs)
 
 
-def run_vllm(path: str, work: Workload, threads: int | None) -> Timing:
+def run_vllm(path: str, work: Workload, threads: int | None, repeats: int, vocab: int) -> Timing:
     """vLLM's CPU build as an outside baseline, only where it is installed."""
     if importlib.util.find_spec("vllm") is None:
         return Timing(None, note="skipped: not installed")
@@ -121,9 +137,13 @@ def run_vllm(path: str, work: Workload, threads: int | None) -> Timing:
     first = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
     llm.generate([{"prompt_token_ids": work.prompts[0]}], first, use_tqdm=False)
     startup = time.perf_counter() - start
-    start = time.perf_counter()
-    llm.generate([{"prompt_token_ids": p} for p in work.prompts], params, use_tqdm=False)
-    return Timing(time.perf_counter() - start, startup)
+    runs = []
+    for r in range(repeats):
+        prompts = [{"prompt_token_ids": p} for p in work.variant(r + 1, vocab)]
+        start = time.perf_counter()
+        llm.generate(prompts, params, use_tqdm=False)
+        runs.append(time.perf_counter() - start)
+    return Timing(min(runs), startup, runs=runs)
 
 
 def gemm_rates(threads: int | None, seconds: float = 2.0) -> dict[str, float]:

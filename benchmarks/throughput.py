@@ -1,19 +1,22 @@
 """Offline throughput: tandem v0 and v1 beside transformers, a pure model loop and the roofline.
 
     python benchmarks/throughput.py [--engines v0 v1] [--quick] [--size small] [--threads N]
+                                    [--repeats 3] [--skip-hf1]
 
 The fixed workload: 64 requests whose prompt lengths are drawn from 16..256 (seed 0),
 128 new tokens each, greedy, EOS ignored, prompts given as token ids. Runners, each in
 a fresh process of its own: the tandem engines (``LLM(...)``), transformers ``generate``
 one request at a time and in static batches of 16, the pure model loop (forward +
 argmax on pre-built tensors with v1's step shapes, see ``bench_loop.py``) and vLLM's
-CPU build when ``import vllm`` works. The machine's fp32 GEMM rate (the faster of MKL
-and oneDNN) is measured in the same run; the workload's matrix FLOPs divided by it is
-the roofline. Prints a table
-(output tok/s, ratios to transformers batch-16, to the pure loop and to the roofline,
-start-up s from a fresh process and warm, peak RSS) and writes a JSON file and a PNG
-bar chart (with matplotlib) into ``benchmarks/results/``. ``--quick`` shrinks the
-workload (16 requests, prompts 16..64, 32 new tokens).
+CPU build when ``import vllm`` works. Each runner times ``--repeats`` runs and counts
+the best (this machine is shared: one run varies by 10%); the engines get the prompts
+with shifted ids each time, so no run hits the prefix cache of another. The machine's
+fp32 GEMM rate (the faster of MKL and oneDNN) is measured in the same run; the
+workload's matrix FLOPs divided by it is the roofline. Prints a table (output tok/s,
+ratios to transformers batch-16, to the pure loop and to the roofline, start-up s from
+a fresh process and warm, peak RSS) and writes a JSON file and a PNG bar chart (with
+matplotlib) into ``benchmarks/results/``. ``--quick`` shrinks the workload (16
+requests, prompts 16..64, 32 new tokens).
 """
 
 from __future__ import annotations
@@ -44,19 +47,19 @@ def workload(args: argparse.Namespace, vocab: int):
 def child(args: argparse.Namespace, path: str, cfg: dict) -> None:
     """Run one runner in this process and print its Timing and peak RSS as JSON."""
     work = workload(args, cfg["vocab_size"])
-    name, threads = args.child, args.threads
+    name, threads, reps = args.child, args.threads, args.repeats
     if name.startswith("tandem "):
-        timing = run_tandem(path, name.split()[1], work, threads)
+        timing = run_tandem(path, name.split()[1], work, threads, reps, cfg["vocab_size"])
     elif name == "transformers 1-at-a-time":
-        timing = run_hf(path, work, 1, threads)
+        timing = run_hf(path, work, 1, threads, 1)  # minutes per run: never repeated
     elif name == HF16:
-        timing = run_hf(path, work, 16, threads)
+        timing = run_hf(path, work, 16, threads, reps)
     elif name == "pure model loop":
         from bench_loop import run_pure_loop
 
-        timing = run_pure_loop(path, work, threads)
+        timing = run_pure_loop(path, work, threads, reps)
     elif name == "vllm cpu":
-        timing = run_vllm(path, work, threads)
+        timing = run_vllm(path, work, threads, reps, cfg["vocab_size"])
     else:
         raise ValueError(f"--child must name a runner, got {name!r}")
     print(MARK + json.dumps({**asdict(timing), "rss_mb": peak_rss_mb()}), flush=True)
@@ -74,6 +77,7 @@ def spawn(name: str, args: argparse.Namespace, path: str, cfg: dict) -> dict:
     cmd += ["--path", path, "--cfg", json.dumps(cfg)]
     cmd += ["--quick"] if args.quick else []
     cmd += ["--threads", str(args.threads)] if args.threads is not None else []
+    cmd += ["--repeats", str(args.repeats)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
     if proc.returncode != 0 or not lines:
@@ -142,6 +146,9 @@ def main() -> None:
     parser.add_argument("--size", default="small", choices=("tiny", "small"))
     parser.add_argument("--quick", action="store_true", help="a smaller workload")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed runs per runner; the best counts"
+    )
     parser.add_argument("--skip-hf1", action="store_true", help="skip the slow 1-at-a-time run")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--path", default=None, help=argparse.SUPPRESS)
@@ -149,6 +156,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be >= 1, got {args.threads}")
+    if args.repeats < 1:
+        parser.error(f"--repeats must be >= 1, got {args.repeats}")
     if args.child:
         # nothing heavy imported yet: the runner's start-up clock sees a fresh process
         child(args, args.path, json.loads(args.cfg))
@@ -181,7 +190,8 @@ def main() -> None:
     for name in names:
         rows[name] = spawn(name, args, path, cfg)
         r = rows[name]
-        shown = f"{r['seconds']:.2f} s" if r["seconds"] else r["note"]
+        runs = " ".join(f"{x:.2f}" for x in r.get("runs") or [])
+        shown = f"{r['seconds']:.2f} s (runs: {runs})" if r["seconds"] else r["note"]
         print(f"  {name:<26} {shown}", flush=True)
     lines = table(rows, work.output_tokens, roof)
     print("\n".join(lines))
