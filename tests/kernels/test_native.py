@@ -200,3 +200,76 @@ def test_library_path_depends_on_the_flags(monkeypatch):
     before = builder.library_path(compiler)
     monkeypatch.setattr(builder, "FLAGS", (*builder.FLAGS, "-DSOMETHING"))
     assert builder.library_path(compiler) != before
+
+
+# ------------------------------------------------------------------ row kernels in C
+
+
+@needs_native
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    rows=st.integers(0, 40),
+    width=st.integers(1, 300),
+    with_residual=st.booleans(),
+)
+def test_native_add_rms_norm_matches_reference(seed, rows, width, with_residual):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn((rows, width), generator=g) * 3
+    w = torch.randn(width, generator=g)
+    r = torch.randn((rows, width), generator=g) if with_residual else None
+    out, summed = native.add_rms_norm(x, r, w, 1e-5)
+    want_sum = x if r is None else x + r
+    torch.testing.assert_close(summed, want_sum)
+    torch.testing.assert_close(out, reference.rms_norm(want_sum, w, 1e-5), atol=1e-5, rtol=1e-5)
+
+
+@needs_native
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), rows=st.integers(0, 40), inner=st.integers(1, 200))
+def test_native_silu_and_mul_matches_reference(seed, rows, inner):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn((rows, 2 * inner), generator=g) * 4
+    got = native.silu_and_mul(x)
+    torch.testing.assert_close(got, reference.silu_and_mul(x), atol=1e-5, rtol=1e-5)
+
+
+@needs_native
+def test_native_silu_saturates_without_overflow():
+    x = torch.tensor([[-1e4, -90.0, 0.0, 90.0, 1e4, 2.0, 2.0, 2.0, 2.0, 2.0]])
+    got = native.silu_and_mul(x)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, reference.silu_and_mul(x))
+
+
+@needs_native
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    tokens=st.integers(1, 12),
+    heads=st.integers(1, 6),
+    half=st.integers(1, 40),
+    extra=st.integers(0, 70),
+)
+def test_native_rotary_reads_strided_rows(seed, tokens, heads, half, extra):
+    """q as a view into a wider fused projection row (stride > H * D), as the model has it."""
+    g = torch.Generator().manual_seed(seed)
+    d = 2 * half
+    wide = torch.randn((tokens, heads * d + extra), generator=g)
+    x = wide[:, : heads * d].reshape(tokens, heads, d)
+    table = torch.randn((50, d), generator=g)
+    pos = torch.randint(0, 50, (tokens,), generator=g)
+    got = native.rotary(pos, x, table)
+    assert got is not None and got.is_contiguous()
+    want, _ = reference.rotary_embedding(pos, x.contiguous(), x.contiguous(), table)
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6)
+
+
+@needs_native
+def test_row_kernels_refuse_what_they_cannot_read():
+    x = torch.randn(4, 8)
+    assert native.add_rms_norm(x.double(), None, torch.ones(8).double(), 1e-5) is None
+    assert native.add_rms_norm(x.t(), None, torch.ones(4), 1e-5) is None  # strided rows
+    assert native.silu_and_mul(x.to(torch.bfloat16)) is None
+    odd = torch.randn(3, 2, 8)[:, :, ::2]  # heads not contiguous
+    assert native.rotary(torch.zeros(3, dtype=torch.long), odd, torch.randn(5, 4)) is None

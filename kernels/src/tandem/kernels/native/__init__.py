@@ -1,130 +1,24 @@
 """C kernels for the CPU, built on first use and called through ctypes.
 
-``library()`` answers the loaded library or None (``unavailable_reason()`` says why);
-the answer is kept for the life of the process. Callers fall back to the plain-torch
-kernels whenever a native kernel cannot take a call.
+``library()`` answers the loaded library or None (``unavailable_reason()`` says why).
+Every kernel entry answers None where C cannot take a call, and its caller falls back
+to the plain-torch kernel.
 """
 
 from __future__ import annotations
 
-import ctypes
-import logging
-import threading
+from tandem.kernels.native.attention import paged_decode, paged_prefill
+from tandem.kernels.native.builder import BuildError
+from tandem.kernels.native.elementwise import add_rms_norm, rotary, silu_and_mul
+from tandem.kernels.native.loader import library, unavailable_reason
 
-import torch
-from torch import Tensor
-
-from tandem.kernels.native.builder import BuildError, build
-
-log = logging.getLogger(__name__)
-
-_LOCK = threading.Lock()
-_STATE: dict[str, object] = {}
-
-
-def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
-    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
-    fn = lib.tandem_paged_decode_f32
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, i64, ctypes.c_float, ptr]
-    fn = lib.tandem_paged_prefill_f32
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ptr] * 6 + [i64] * 7 + [ctypes.c_float, ptr]
-    return lib
-
-
-def library() -> ctypes.CDLL | None:
-    """The native kernels, built and loaded once per process; None where they cannot be."""
-    with _LOCK:
-        if "lib" not in _STATE:
-            try:
-                _STATE["lib"] = _bind(ctypes.CDLL(str(build())))
-                _STATE["reason"] = ""
-            except (BuildError, OSError, AttributeError) as exc:
-                _STATE["lib"] = None
-                _STATE["reason"] = str(exc)
-                log.info("native CPU kernels unavailable, using plain torch: %s", exc)
-        return _STATE["lib"]  # type: ignore[return-value]
-
-
-def paged_decode(
-    q: Tensor,
-    k_cache: Tensor,
-    v_cache: Tensor,
-    seq_lens: Tensor,
-    block_tables: Tensor,
-    scale: float,
-) -> Tensor | None:
-    """Decode attention in C: q [B, H, D] -> [B, H, D]; None where C cannot take the call.
-
-    The arguments must already be validated (``tandem.kernels.ops.attention.check_decode``:
-    block ids inside the cache, lengths inside the tables), since C trusts them. It takes
-    fp32 CPU tensors with contiguous caches; anything else answers None.
-    """
-    lib = _library_for(q, k_cache, v_cache)
-    if lib is None:
-        return None
-    B, H, D = q.shape
-    if B == 0:
-        return torch.empty_like(q)
-    q = q.contiguous()
-    lens = seq_lens.to(torch.int32).contiguous()
-    tables = block_tables.to(torch.int32).contiguous()
-    out = torch.empty_like(q)
-    rc = lib.tandem_paged_decode_f32(
-        q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), lens.data_ptr(),
-        tables.data_ptr(), B, H, k_cache.shape[2], D, k_cache.shape[1], tables.shape[1],
-        float(scale), out.data_ptr(),
-    )  # fmt: skip
-    return out if rc == 0 else None
-
-
-def paged_prefill(
-    q: Tensor,
-    k_cache: Tensor,
-    v_cache: Tensor,
-    cu_seqlens_q: Tensor,
-    seq_lens: Tensor,
-    block_tables: Tensor,
-    scale: float,
-) -> Tensor | None:
-    """Varlen causal prefill in C over the cache (the new K/V already written):
-    q [T, H, D] -> [T, H, D]; None where C cannot take the call. Validated arguments
-    only (``tandem.kernels.ops.attention.check_prefill``)."""
-    lib = _library_for(q, k_cache, v_cache)
-    if lib is None:
-        return None
-    T, H, D = q.shape
-    if T == 0:
-        return torch.empty_like(q)
-    q = q.contiguous()
-    cu = cu_seqlens_q.to(torch.int32).contiguous()
-    lens = seq_lens.to(torch.int32).contiguous()
-    tables = block_tables.to(torch.int32).contiguous()
-    out = torch.empty_like(q)
-    rc = lib.tandem_paged_prefill_f32(
-        q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), cu.data_ptr(), lens.data_ptr(),
-        tables.data_ptr(), lens.shape[0], T, H, k_cache.shape[2], D, k_cache.shape[1],
-        tables.shape[1], float(scale), out.data_ptr(),
-    )  # fmt: skip
-    return out if rc == 0 else None
-
-
-def _library_for(q: Tensor, k_cache: Tensor, v_cache: Tensor) -> ctypes.CDLL | None:
-    """The library, if loaded and the call has fp32 CPU tensors and contiguous caches."""
-    lib = library()
-    f32 = torch.float32
-    if lib is None or q.dtype != f32 or k_cache.dtype != f32 or v_cache.dtype != f32:
-        return None
-    if q.device.type != "cpu" or not (k_cache.is_contiguous() and v_cache.is_contiguous()):
-        return None
-    return lib
-
-
-def unavailable_reason() -> str:
-    """Why :func:`library` answered None ("" when it did not, or was not asked yet)."""
-    library()
-    return str(_STATE.get("reason", ""))
-
-
-__all__ = ["BuildError", "library", "paged_decode", "paged_prefill", "unavailable_reason"]
+__all__ = [
+    "BuildError",
+    "add_rms_norm",
+    "library",
+    "paged_decode",
+    "paged_prefill",
+    "rotary",
+    "silu_and_mul",
+    "unavailable_reason",
+]

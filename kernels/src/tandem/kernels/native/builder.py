@@ -21,7 +21,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-SOURCES = ("paged_decode.c",)
+SOURCES = ("paged_decode.c", "elementwise.c")
+HEADERS = ("fastmath.h",)
 FLAGS = (
     "-O3",
     "-march=native",
@@ -71,7 +72,7 @@ def library_path(compiler: str) -> Path:
     """Where the library for this source, compiler and CPU lives (built or not)."""
     here = Path(__file__).parent
     digest = hashlib.sha256()
-    for name in SOURCES:
+    for name in (*SOURCES, *HEADERS):
         digest.update((here / name).read_bytes())
     stat = os.stat(compiler)
     for part in (*FLAGS, os.path.realpath(compiler), str(stat.st_mtime_ns), _cpu_flags()):

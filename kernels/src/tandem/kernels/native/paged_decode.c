@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "fastmath.h"
+
 /* Per-thread scratch is H * D and H * S floats on the stack: bounded by these. */
 #define MAX_HEADS_X_DIM 16384
 #define MAX_HEADS_X_BLOCK 16384
@@ -27,28 +29,6 @@ static inline float dot(const float *a, const float *b, int64_t n)
     for (int64_t i = 0; i < n; i++)
         s += a[i] * b[i];
     return s;
-}
-
-/* e^x for x <= 0 (softmax weights) without libm calls, so the loops vectorize:
- * e^x = 2^n * e^f with n = round(x / ln 2) and |f| <= ln 2 / 2, e^f by its Taylor
- * polynomial to degree 7 (truncation error < 6e-9, below fp32 rounding). */
-static inline float exp_nonpositive(float x)
-{
-    x = x < -87.0f ? -87.0f : x; /* keeps 2^n a normal float; e^-87 is 0 in practice */
-    const float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
-    const float f = x - n * 0.693147180559945309f;
-    float p = 1.0f / 5040.0f;
-    p = p * f + 1.0f / 720.0f;
-    p = p * f + 1.0f / 120.0f;
-    p = p * f + 1.0f / 24.0f;
-    p = p * f + 1.0f / 6.0f;
-    p = p * f + 0.5f;
-    p = p * f + 1.0f;
-    p = p * f + 1.0f;
-    const int32_t bits = ((int32_t)n + 127) << 23;
-    float two_n;
-    memcpy(&two_n, &bits, sizeof two_n);
-    return p * two_n;
 }
 
 /* The block's scores become softmax weights against each head's running maximum. */

@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 
 from tandem.kernels import checks
+from tandem.kernels.native import elementwise as native
 from tandem.kernels.ops.library import define
 
 
@@ -20,6 +21,13 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 def _rotary_embedding(
     positions: Tensor, q: Tensor, k: Tensor, cos_sin_cache: Tensor
 ) -> tuple[Tensor, Tensor]:
+    q_done, k_done = (
+        native.rotary(positions, q, cos_sin_cache),
+        native.rotary(positions, k, cos_sin_cache),
+    )
+    if q_done is not None and k_done is not None:  # fp32 on CPU: one pass in C each
+        return q_done, k_done
+    q, k = q.contiguous(), k.contiguous()  # the elementwise ops are slow on strided views
     half = q.shape[-1] // 2
     cs = cos_sin_cache.index_select(0, positions.long())  # [T, D]
     cos = cs[:, None, :half].to(q.dtype)  # [T, 1, D/2]

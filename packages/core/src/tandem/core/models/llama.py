@@ -52,10 +52,8 @@ class LlamaAttention(nn.Module):
         t = x.shape[0]
         h, kvh, d = self.shape
         q, k, v = self.qkv_proj(x).split(self.sizes, dim=-1)
-        # contiguous copies: the elementwise rotary is several times slower on strided views
-        q, k = self.rotary(
-            positions, q.reshape(t, h, d).contiguous(), k.reshape(t, kvh, d).contiguous()
-        )
+        # views into the fused projection: the rotary kernel reads them in place
+        q, k = self.rotary(positions, q.reshape(t, h, d), k.reshape(t, kvh, d))
         v = v.reshape(t, kvh, d)
         out = self.attn(q, k, v, cache[0], cache[1], meta, backend)  # [T, H, D]
         return self.o_proj(out.reshape(t, h * d))

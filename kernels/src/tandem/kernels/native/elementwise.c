@@ -1,0 +1,82 @@
+/* Row-wise fp32 kernels for CPUs: residual add + RMSNorm, SiLU-and-mul, rotary.
+ *
+ * Each is one pass over its rows (the plain-torch versions take 3-6 passes with a
+ * temporary each), parallel over rows. Contiguous inner dimensions; rotary also takes
+ * a row stride, so q and k can be read straight out of the fused qkv projection.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "fastmath.h"
+
+/* out = (x + residual) / sqrt(mean((x + residual)^2) + eps) * weight, and
+ * summed = x + residual (the next residual). residual may be NULL: plain RMSNorm,
+ * summed unused. x, residual, out, summed: [T, C]. */
+void tandem_add_rms_norm_f32(const float *x, const float *residual, const float *weight,
+                             float eps, int64_t T, int64_t C, float *out, float *summed)
+{
+#pragma omp parallel for schedule(static) if (T * C > 32768)
+    for (int64_t t = 0; t < T; t++) {
+        const float *xr = x + t * C;
+        float *o = out + t * C, *s = residual ? summed + t * C : o;
+        float sq = 0.0f;
+        if (residual) {
+            const float *r = residual + t * C;
+#pragma omp simd reduction(+ : sq)
+            for (int64_t i = 0; i < C; i++) {
+                const float v = xr[i] + r[i];
+                s[i] = v;
+                sq += v * v;
+            }
+        } else {
+#pragma omp simd reduction(+ : sq)
+            for (int64_t i = 0; i < C; i++)
+                sq += xr[i] * xr[i];
+            s = (float *)xr;
+        }
+        const float inv = 1.0f / sqrtf(sq / (float)C + eps);
+#pragma omp simd
+        for (int64_t i = 0; i < C; i++)
+            o[i] = s[i] * inv * weight[i];
+    }
+}
+
+/* out[t, i] = silu(x[t, i]) * x[t, I + i]; x: [T, 2I], out: [T, I]. */
+void tandem_silu_and_mul_f32(const float *x, int64_t T, int64_t I, float *out)
+{
+#pragma omp parallel for schedule(static) if (T * I > 32768)
+    for (int64_t t = 0; t < T; t++) {
+        const float *g = x + t * 2 * I, *u = g + I;
+        float *o = out + t * I;
+#pragma omp simd
+        for (int64_t i = 0; i < I; i++) {
+            const float e = exp_nonpositive(-fabsf(g[i])); /* sigmoid without overflow */
+            const float sig = g[i] >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+            o[i] = g[i] * sig * u[i];
+        }
+    }
+}
+
+/* Rotate-half rope: for each token t and head h, with c, s the cos and sin halves of
+ * cos_sin[positions[t]] ([P, D]): out = (x1 c - x2 s, x2 c + x1 s), x = (x1, x2).
+ * x: [T, H, D] whose rows start row_stride floats apart (heads contiguous), out:
+ * [T, H, D] contiguous. */
+void tandem_rotary_f32(const int64_t *positions, const float *x, int64_t row_stride,
+                       const float *cos_sin, int64_t T, int64_t H, int64_t D, float *out)
+{
+    const int64_t half = D / 2;
+#pragma omp parallel for schedule(static) if (T * H * D > 32768)
+    for (int64_t t = 0; t < T; t++) {
+        const float *c = cos_sin + positions[t] * D, *s = c + half;
+        for (int64_t h = 0; h < H; h++) {
+            const float *x1 = x + t * row_stride + h * D, *x2 = x1 + half;
+            float *o1 = out + (t * H + h) * D, *o2 = o1 + half;
+#pragma omp simd
+            for (int64_t i = 0; i < half; i++) {
+                const float a = x1[i], b = x2[i];
+                o1[i] = a * c[i] - b * s[i];
+                o2[i] = b * c[i] + a * s[i];
+            }
+        }
+    }
+}

@@ -1,0 +1,72 @@
+"""Row-wise kernels in C (``elementwise.c``), fp32 on the CPU.
+
+Called from inside the ``tandem::torch_*`` ops' CPU implementations; each entry
+answers None where C cannot take the call, and the op runs its torch code instead.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from tandem.kernels.native.loader import library
+
+F32 = torch.float32
+
+
+def _plain(*tensors: Tensor) -> bool:
+    """fp32, on the CPU, contiguous: what the C row kernels read."""
+    return all(t.dtype == F32 and t.device.type == "cpu" and t.is_contiguous() for t in tensors)
+
+
+def add_rms_norm(
+    x: Tensor, residual: Tensor | None, weight: Tensor, eps: float
+) -> tuple[Tensor, Tensor] | None:
+    """``(rms_norm(x + residual) * weight, x + residual)``; without a residual the second
+    is ``x``. x, residual: [..., C]; weight: [C]."""
+    parts = (x, weight) if residual is None else (x, residual, weight)
+    lib = library()
+    if lib is None or not _plain(*parts) or x.dim() < 1:
+        return None
+    C = x.shape[-1]
+    out = torch.empty_like(x)
+    summed = x if residual is None else torch.empty_like(x)
+    lib.tandem_add_rms_norm_f32(
+        x.data_ptr(),
+        None if residual is None else residual.data_ptr(),
+        weight.data_ptr(),
+        float(eps),
+        x.numel() // max(C, 1),
+        C,
+        out.data_ptr(),
+        summed.data_ptr(),
+    )
+    return out, summed
+
+
+def silu_and_mul(x: Tensor) -> Tensor | None:
+    """x: [..., 2I] -> silu(x[..., :I]) * x[..., I:]: [..., I]."""
+    lib = library()
+    if lib is None or not _plain(x) or x.dim() < 1:
+        return None
+    inner = x.shape[-1] // 2
+    out = x.new_empty((*x.shape[:-1], inner))
+    lib.tandem_silu_and_mul_f32(x.data_ptr(), x.numel() // max(2 * inner, 1), inner, out.data_ptr())
+    return out
+
+
+def rotary(positions: Tensor, x: Tensor, cos_sin: Tensor) -> Tensor | None:
+    """Rotate-half rope of x: [T, H, D] (any token stride, heads contiguous) at
+    ``positions``: [T] (validated: inside cos_sin's rows) -> a new contiguous tensor."""
+    lib = library()
+    T, H, D = x.shape
+    if lib is None or x.dtype != F32 or x.device.type != "cpu" or not _plain(cos_sin):
+        return None
+    if x.stride(2) != 1 or (H > 1 and x.stride(1) != D) or T == 0:
+        return None
+    pos = positions.to(torch.int64).contiguous()
+    out = torch.empty((T, H, D), dtype=F32)
+    lib.tandem_rotary_f32(
+        pos.data_ptr(), x.data_ptr(), x.stride(0), cos_sin.data_ptr(), T, H, D, out.data_ptr()
+    )
+    return out

@@ -1,0 +1,55 @@
+"""Loading the C kernels once per process, with their ctypes signatures.
+
+``library()`` answers the loaded library or None (``unavailable_reason()`` says why);
+the answer is kept for the life of the process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+
+from tandem.kernels.native.builder import BuildError, build
+
+log = logging.getLogger(__name__)
+
+_LOCK = threading.Lock()
+_STATE: dict[str, object] = {}
+
+
+def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
+    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
+    fn = lib.tandem_paged_decode_f32
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, i64, ctypes.c_float, ptr]
+    fn = lib.tandem_paged_prefill_f32
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ptr] * 6 + [i64] * 7 + [ctypes.c_float, ptr]
+    lib.tandem_add_rms_norm_f32.restype = None
+    lib.tandem_add_rms_norm_f32.argtypes = [ptr, ptr, ptr, ctypes.c_float, i64, i64, ptr, ptr]
+    lib.tandem_silu_and_mul_f32.restype = None
+    lib.tandem_silu_and_mul_f32.argtypes = [ptr, i64, i64, ptr]
+    lib.tandem_rotary_f32.restype = None
+    lib.tandem_rotary_f32.argtypes = [ptr, ptr, i64, ptr, i64, i64, i64, ptr]
+    return lib
+
+
+def library() -> ctypes.CDLL | None:
+    """The native kernels, built and loaded once per process; None where they cannot be."""
+    with _LOCK:
+        if "lib" not in _STATE:
+            try:
+                _STATE["lib"] = _bind(ctypes.CDLL(str(build())))
+                _STATE["reason"] = ""
+            except (BuildError, OSError, AttributeError) as exc:
+                _STATE["lib"] = None
+                _STATE["reason"] = str(exc)
+                log.info("native CPU kernels unavailable, using plain torch: %s", exc)
+        return _STATE["lib"]  # type: ignore[return-value]
+
+
+def unavailable_reason() -> str:
+    """Why :func:`library` answered None ("" when it did not, or was not asked yet)."""
+    library()
+    return str(_STATE.get("reason", ""))
