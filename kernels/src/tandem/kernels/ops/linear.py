@@ -24,6 +24,8 @@ def onednn_dtypes() -> tuple[torch.dtype, ...]:
     """Weight dtypes the oneDNN path takes on this machine (none without oneDNN)."""
     if not torch.backends.mkldnn.is_available():
         return ()
+    if not hasattr(torch.ops.mkldnn, "_linear_pointwise"):  # older torch builds
+        return ()
     if torch.ops.mkldnn._is_mkldnn_bf16_supported():
         return (torch.float32, torch.bfloat16)
     return (torch.float32,)
