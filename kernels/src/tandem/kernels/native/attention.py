@@ -1,4 +1,4 @@
-"""Attention over the paged KV cache in C (``paged_decode.c``), fp32 on the CPU.
+"""Attention over the paged KV cache in C (``paged_attention.c``), fp32 on the CPU.
 
 Each entry answers None where C cannot take the call (the library is missing, another
 dtype, a strided cache, sizes beyond the kernel's stack bounds); the caller then runs
