@@ -79,3 +79,8 @@ def test_each_package_builds_its_own_wheel(name: str, tmp_path: Path) -> None:
     assert "tandem/__init__.py" not in names
     assert f"{subpackage}/__init__.py" in names
     assert all(n.startswith((f"{subpackage}/", "tandem_")) for n in names), names
+    if name == "tandem-kernels":  # the C sources ship: they are compiled where they run
+        from tandem.kernels.native import builder
+
+        for source in (*builder.SOURCES, *builder.HEADERS):
+            assert f"tandem/kernels/native/{source}" in names, names
