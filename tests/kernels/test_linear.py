@@ -8,7 +8,13 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tandem.kernels.ops.linear import PackedWeight, linear, onednn_dtypes, pack_weight
+from tandem.kernels.ops.linear import (
+    PackedWeight,
+    linear,
+    onednn_dtypes,
+    pack_weight,
+    padded_rows,
+)
 
 PROPS = settings(max_examples=30, deadline=None)
 needs_onednn = pytest.mark.skipif(
@@ -96,3 +102,26 @@ def test_dtype_mismatch_uses_the_plain_path():
 def test_bad_arguments_are_named(x, w, match):
     with pytest.raises((TypeError, ValueError), match=match):
         linear(x, w)
+
+
+@given(m=st.integers(0, 10_000))
+def test_padded_rows_bounds_the_shapes(m):
+    rows = padded_rows(m)
+    assert rows >= max(m, 1)
+    if m > 16:
+        assert rows <= 1.25 * m
+    assert padded_rows(rows) == rows  # a bucket is its own bucket
+
+
+def test_few_shapes_cover_every_batch():
+    assert len({padded_rows(m) for m in range(1, 2049)}) <= 33
+
+
+@needs_onednn
+@pytest.mark.parametrize("m", [0, 3, 17, 21, 100, 278])
+def test_padded_calls_match_reference(m):
+    g = torch.Generator().manual_seed(m)
+    x, w, b = torch.randn(m, 40, generator=g), torch.randn(24, 40, generator=g), torch.randn(24)
+    got = linear(x, w, b, pack_weight(w))
+    assert got.shape == (m, 24)
+    torch.testing.assert_close(got, _reference(x, w, b), atol=1e-4, rtol=1e-4)

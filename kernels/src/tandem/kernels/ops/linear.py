@@ -7,6 +7,11 @@ fast with two threads (``benchmarks/linear.py`` measures both side by side).
 The copy is made on first use and made again whenever the weight changes in place
 (``load_weights`` copies into the parameter), so it can never be stale.
 
+oneDNN builds and caches a kernel per input shape, so the token count is rounded up to
+one of a few sizes (:func:`padded_rows`: powers of two to 16, then four per octave,
+at most 25% padding above 16 rows): an engine whose batches take every size from 1 to
+thousands would otherwise keep ~60 MB of kernels for them, and build one per new size.
+
 Not a ``torch.library`` op: the packed weight is an opaque oneDNN tensor with no fake
 or meta form; tracing code should call ``F.linear``, which this falls back to.
 """
@@ -82,8 +87,20 @@ def linear(
     if packed is None or not _onednn_fits(x, weight, bias):
         return F.linear(x, weight, bias)
     x2 = x.reshape(-1, x.shape[-1])  # [M, K]
+    m, rows = x2.shape[0], padded_rows(x2.shape[0])
+    if rows != m:  # zero rows up to the bucket; their outputs are dropped
+        x2 = torch.cat([x2, x2.new_zeros(rows - m, x2.shape[1])])
     out = torch.ops.mkldnn._linear_pointwise(x2, packed, bias, "none", [], "")
-    return out.view(*x.shape[:-1], weight.shape[0])
+    return out[:m].view(*x.shape[:-1], weight.shape[0])
+
+
+def padded_rows(m: int) -> int:
+    """``m`` rounded up to 1, 2, 4, 8, 16, then four sizes per octave (20, 24, 28, 32,
+    40, 48, ...): above 16 at most 25% more rows; 33 sizes cover 1..2048."""
+    if m <= 16:
+        return 1 << max(m - 1, 0).bit_length()
+    step = 1 << ((m - 1).bit_length() - 3)  # a quarter of the octave m falls in
+    return -(-m // step) * step
 
 
 def _onednn_fits(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
