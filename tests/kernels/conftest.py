@@ -25,6 +25,24 @@ class PagedCase:
     slot_mapping: Tensor  # [T] int64
     scale: float
 
+    def prefill_args(self) -> tuple:
+        """The arguments of a prefill attention call, in the kernels' order."""
+        return (
+            self.q,
+            self.k,
+            self.v,
+            self.k_cache,
+            self.v_cache,
+            self.cu_seqlens_q,
+            self.seq_lens,
+            self.block_tables,
+            self.scale,
+        )
+
+    def decode_args(self) -> tuple:
+        """The arguments of a decode attention call, in the kernels' order."""
+        return (self.q, self.k_cache, self.v_cache, self.seq_lens, self.block_tables, self.scale)
+
 
 def build_case(
     seed: int,

@@ -16,21 +16,11 @@ PROPS = settings(max_examples=30, deadline=None)
 
 
 def _prefill(case, fn):
-    return fn(
-        case.q,
-        case.k,
-        case.v,
-        case.k_cache,
-        case.v_cache,
-        case.cu_seqlens_q,
-        case.seq_lens,
-        case.block_tables,
-        case.scale,
-    )
+    return fn(*case.prefill_args())
 
 
 def _decode(case, fn):
-    return fn(case.q, case.k_cache, case.v_cache, case.seq_lens, case.block_tables, case.scale)
+    return fn(*case.decode_args())
 
 
 @PROPS

@@ -11,7 +11,7 @@ from tandem.kernels.ops.paged_decode import DECODE_BUCKET
 
 
 def _decode(case, fn):
-    return fn(case.q, case.k_cache, case.v_cache, case.seq_lens, case.block_tables, case.scale)
+    return fn(*case.decode_args())
 
 
 @settings(max_examples=15, deadline=None)

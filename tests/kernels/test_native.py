@@ -21,10 +21,6 @@ needs_native = pytest.mark.skipif(
 )
 
 
-def _args(case):
-    return case.q, case.k_cache, case.v_cache, case.seq_lens, case.block_tables, case.scale
-
-
 @needs_native
 @settings(max_examples=40, deadline=None)
 @given(
@@ -38,22 +34,10 @@ def test_native_decode_matches_reference(paged_case, seed, seq_lens, heads, head
     case = paged_case(
         seed, [1] * len(seq_lens), [s - 1 for s in seq_lens], *heads, head_size, block_size
     )
-    got = native.paged_decode(*_args(case))
+    got = native.paged_decode(*case.decode_args())
     assert got is not None and got.shape == case.q.shape
-    torch.testing.assert_close(got, reference.decode_attention(*_args(case)), atol=1e-5, rtol=1e-5)
-
-
-def _prefill_args(case):
-    return (
-        case.q,
-        case.k,
-        case.v,
-        case.k_cache,
-        case.v_cache,
-        case.cu_seqlens_q,
-        case.seq_lens,
-        case.block_tables,
-        case.scale,
+    torch.testing.assert_close(
+        got, reference.decode_attention(*case.decode_args()), atol=1e-5, rtol=1e-5
     )
 
 
@@ -70,7 +54,7 @@ def test_native_prefill_matches_reference(paged_case, seed, lens, heads, head_si
     """New tokens after cached context (chunked prefill, prefix hits) in shuffled blocks."""
     q_lens, ctx_lens = [n for n, _ in lens], [c for _, c in lens]
     case = paged_case(seed, q_lens, ctx_lens, *heads, head_size, block_size)
-    a = _prefill_args(case)
+    a = case.prefill_args()
     got = native.paged_prefill(case.q, case.k_cache, case.v_cache, *a[5:])
     assert got is not None and got.shape == case.q.shape
     torch.testing.assert_close(got, reference.prefill_attention(*a), atol=1e-5, rtol=1e-5)
@@ -80,7 +64,7 @@ def test_native_prefill_matches_reference(paged_case, seed, lens, heads, head_si
 @needs_native
 def test_prefill_of_another_dtype_falls_back(paged_case):
     case = paged_case(5, [3, 2], [0, 4], 4, 2, 8, 4, dtype=torch.bfloat16)
-    a = _prefill_args(case)
+    a = case.prefill_args()
     assert native.paged_prefill(case.q, case.k_cache, case.v_cache, *a[5:]) is None
     want = reference.prefill_attention(*a)
     torch.testing.assert_close(get_backend("cpu").prefill(*a), want, atol=2e-2, rtol=2e-2)
@@ -92,9 +76,11 @@ def test_large_scores_stay_finite(paged_case):
     nor loses the winning token."""
     case = paged_case(3, [1, 1], [40, 7], 4, 2, 16, 4)
     case.q.mul_(1e3)
-    got = native.paged_decode(*_args(case))
+    got = native.paged_decode(*case.decode_args())
     assert torch.isfinite(got).all()
-    torch.testing.assert_close(got, reference.decode_attention(*_args(case)), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        got, reference.decode_attention(*case.decode_args()), atol=1e-4, rtol=1e-4
+    )
 
 
 @needs_native
@@ -115,7 +101,7 @@ def test_calls_c_cannot_take_answer_none_and_the_backend_falls_back(paged_case, 
     else:
         dtype = torch.bfloat16 if what == "bfloat16" else torch.float32
         case = paged_case(2, [1, 1], [5, 9], 4, 2, 8, 4, dtype=dtype)
-    args = list(_args(case))
+    args = list(case.decode_args())
     if what == "strided_cache":
         args[1] = torch.cat([args[1], args[1]], dim=-1)[..., ::2]  # same values, strided
         args[2] = torch.cat([args[2], args[2]], dim=-1)[..., ::2]

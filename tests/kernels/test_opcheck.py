@@ -37,24 +37,6 @@ def _write_args():
     )
 
 
-def _prefill_args(case):
-    return (
-        case.q,
-        case.k,
-        case.v,
-        case.k_cache,
-        case.v_cache,
-        case.cu_seqlens_q,
-        case.seq_lens,
-        case.block_tables,
-        case.scale,
-    )
-
-
-def _decode_args(case):
-    return (case.q, case.k_cache, case.v_cache, case.seq_lens, case.block_tables, case.scale)
-
-
 def _sample_args():
     probs = torch.rand(3, 11).softmax(-1)
     return (probs, torch.tensor([1, 2, 3]), torch.tensor([0, 0, 7]))
@@ -77,12 +59,12 @@ def test_opcheck(name):
 
 def test_opcheck_prefill(paged_case):
     case = paged_case(1, [3, 2], [0, 5], 4, 2, 8, 4, strided_tables=False)
-    torch.library.opcheck(torch.ops.tandem.torch_prefill_attention.default, _prefill_args(case))
+    torch.library.opcheck(torch.ops.tandem.torch_prefill_attention.default, case.prefill_args())
 
 
 def test_opcheck_decode(paged_case):
     case = paged_case(2, [1, 1, 1], [4, 0, 9], 4, 1, 8, 4, strided_tables=False)
-    torch.library.opcheck(torch.ops.tandem.torch_decode_attention.default, _decode_args(case))
+    torch.library.opcheck(torch.ops.tandem.torch_decode_attention.default, case.decode_args())
 
 
 def test_every_registered_op_is_checked():
