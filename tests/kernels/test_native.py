@@ -27,7 +27,7 @@ needs_native = pytest.mark.skipif(
     seed=st.integers(0, 2**31 - 1),
     seq_lens=st.lists(st.integers(1, 70), min_size=1, max_size=9),
     heads=st.sampled_from([(1, 1), (4, 4), (4, 2), (8, 1), (6, 3)]),
-    head_size=st.sampled_from([1, 8, 24, 64]),
+    head_size=st.sampled_from([1, 8, 16, 24, 48, 64, 128, 272]),
     block_size=st.sampled_from([1, 3, 16, 32]),
 )
 def test_native_decode_matches_reference(paged_case, seed, seq_lens, heads, head_size, block_size):
@@ -47,7 +47,7 @@ def test_native_decode_matches_reference(paged_case, seed, seq_lens, heads, head
     seed=st.integers(0, 2**31 - 1),
     lens=st.lists(st.tuples(st.integers(1, 24), st.integers(0, 40)), min_size=1, max_size=6),
     heads=st.sampled_from([(1, 1), (4, 2), (8, 1), (6, 3)]),
-    head_size=st.sampled_from([1, 8, 64]),
+    head_size=st.sampled_from([1, 8, 16, 48, 64, 128]),
     block_size=st.sampled_from([1, 4, 16]),
 )
 def test_native_prefill_matches_reference(paged_case, seed, lens, heads, head_size, block_size):

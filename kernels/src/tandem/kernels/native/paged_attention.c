@@ -18,6 +18,27 @@
 
 #include "fastmath.h"
 
+/* A vector of 16 floats (one AVX-512 register; two AVX2 ones elsewhere), loaded and
+ * stored through memcpy so any float address will do. */
+typedef float vec __attribute__((vector_size(64)));
+#define LANES 16
+#define MAX_CHUNKS 16 /* vector path: head size a multiple of 16, at most 256 */
+
+static inline vec vload(const float *p)
+{
+    vec v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline float hsum(vec v)
+{
+    float s = 0.0f;
+    for (int l = 0; l < LANES; l++)
+        s += v[l];
+    return s;
+}
+
 /* Per-thread scratch is H * D and H * S floats on the stack: bounded by these. */
 #define MAX_HEADS_X_DIM 16384
 #define MAX_HEADS_X_BLOCK 16384
@@ -32,8 +53,9 @@ static inline float dot(const float *a, const float *b, int64_t n)
 }
 
 /* The block's scores become softmax weights against each head's running maximum. */
-static void weigh(int64_t H, int64_t S, int64_t n, int64_t D, float score[H][S],
-                  float acc[H][D], float *run_max, float *run_sum)
+static inline __attribute__((always_inline)) void
+weigh(int64_t H, int64_t S, int64_t n, int64_t D, float score[H][S], float acc[H][D],
+      float *run_max, float *run_sum)
 {
     for (int64_t j = 0; j < H; j++) {
         float block_max = -INFINITY;
@@ -42,6 +64,7 @@ static void weigh(int64_t H, int64_t S, int64_t n, int64_t D, float score[H][S],
         if (block_max > run_max[j]) {
             const float corr = exp_nonpositive(run_max[j] - block_max); /* 1st block: 0 */
             run_sum[j] *= corr;
+#pragma omp simd
             for (int64_t i = 0; i < D; i++)
                 acc[j][i] *= corr;
             run_max[j] = block_max;
@@ -57,11 +80,82 @@ static void weigh(int64_t H, int64_t S, int64_t n, int64_t D, float score[H][S],
     }
 }
 
-static void attend(const float *q, const float *k_cache, const float *v_cache, int64_t len,
-                   const int32_t *table, int64_t H, int64_t KVH, int64_t D, int64_t S,
-                   float scale, float *out)
+/* Whether the head size is a whole number of vectors (the vector path of the loops). */
+#define VECTOR_HEADS(D) ((D) % LANES == 0 && (D) <= LANES * MAX_CHUNKS)
+
+/* score[j][t] = q_j . k_t over the block's n tokens; K rows at kb. The next block's
+ * rows (kn, vn) are prefetched one token at a time along the way, which keeps fewer
+ * misses in flight at once than fetching the whole block up front. On the vector path
+ * each K row is loaded once for all the query heads of its KV group. */
+static inline __attribute__((always_inline)) void
+block_scores(int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t n, float qs[H][D],
+             const float *kb, const float *kn, const float *vn, float score[H][S])
 {
     const int64_t G = H / KVH, row = KVH * D; /* row: floats from one token to the next */
+    for (int64_t g = 0; g < KVH; g++)
+        for (int64_t t = 0; t < n; t++) {
+            if (g == 0)
+                for (int64_t i = 0; i < row; i += LANES) {
+                    __builtin_prefetch(kn + t * row + i);
+                    __builtin_prefetch(vn + t * row + i);
+                }
+            const float *kr = kb + t * row + g * D;
+            if (!VECTOR_HEADS(D)) {
+                for (int64_t j = g * G; j < (g + 1) * G; j++)
+                    score[j][t] = dot(qs[j], kr, D);
+                continue;
+            }
+            vec k[MAX_CHUNKS];
+            for (int64_t c = 0; c < D / LANES; c++)
+                k[c] = vload(kr + c * LANES);
+            for (int64_t j = g * G; j < (g + 1) * G; j++) {
+                vec s = vload(qs[j]) * k[0];
+                for (int64_t c = 1; c < D / LANES; c++)
+                    s += vload(qs[j] + c * LANES) * k[c];
+                score[j][t] = hsum(s);
+            }
+        }
+}
+
+/* acc[j] += sum over the block's n tokens of p[j][t] * v_t; V rows at vb. On the vector
+ * path a head's accumulator stays in registers for the whole block. */
+static inline __attribute__((always_inline)) void
+block_values(int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t n, float p[H][S],
+             const float *vb, float acc[H][D])
+{
+    const int64_t G = H / KVH, row = KVH * D;
+    for (int64_t g = 0; g < KVH; g++)
+        for (int64_t j = g * G; j < (g + 1) * G; j++) {
+            if (!VECTOR_HEADS(D)) {
+                for (int64_t t = 0; t < n; t++) {
+                    const float w = p[j][t], *vr = vb + t * row + g * D;
+#pragma omp simd
+                    for (int64_t i = 0; i < D; i++)
+                        acc[j][i] += w * vr[i];
+                }
+                continue;
+            }
+            vec a[MAX_CHUNKS];
+            for (int64_t c = 0; c < D / LANES; c++)
+                a[c] = vload(acc[j] + c * LANES);
+            for (int64_t t = 0; t < n; t++) {
+                const float w = p[j][t], *vr = vb + t * row + g * D;
+                for (int64_t c = 0; c < D / LANES; c++)
+                    a[c] += w * vload(vr + c * LANES);
+            }
+            memcpy(acc[j], a, D * sizeof(float));
+        }
+}
+
+/* One query row (all H heads) over its first len cached tokens. Inlined into one copy
+ * per common head size (see attend), so D is a constant there and the loops over it
+ * unroll into registers. */
+static inline __attribute__((always_inline)) void
+attend_d(const float *q, const float *k_cache, const float *v_cache, int64_t len,
+         const int32_t *table, int64_t H, int64_t KVH, const int64_t D, int64_t S, float scale,
+         float *out)
+{
+    const int64_t block = S * KVH * D; /* floats per cache block */
     float qs[H][D], acc[H][D], score[H][S], run_max[H], run_sum[H];
     for (int64_t j = 0; j < H; j++) {
         for (int64_t i = 0; i < D; i++) {
@@ -73,32 +167,33 @@ static void attend(const float *q, const float *k_cache, const float *v_cache, i
     }
     for (int64_t start = 0; start < len; start += S) {
         const int64_t n = len - start < S ? len - start : S;
-        const int64_t base = (int64_t)table[start / S] * S * row;
-        const float *kb = k_cache + base, *vb = v_cache + base;
-        if (start + S < len) { /* the next block lives elsewhere: start fetching it now */
-            const int64_t next = (int64_t)table[start / S + 1] * S * row;
-            for (int64_t i = 0; i < S * row; i += 16) {
-                __builtin_prefetch(k_cache + next + i);
-                __builtin_prefetch(v_cache + next + i);
-            }
-        }
-        for (int64_t j = 0; j < H; j++)
-            for (int64_t t = 0; t < n; t++)
-                score[j][t] = dot(qs[j], kb + t * row + (j / G) * D, D);
+        const int64_t here = table[start / S] * block;
+        const int64_t next = start + S < len ? table[start / S + 1] * block : here;
+        block_scores(H, KVH, D, S, n, qs, k_cache + here, k_cache + next, v_cache + next,
+                     score);
         weigh(H, S, n, D, score, acc, run_max, run_sum);
-        for (int64_t t = 0; t < n; t++) {
-            for (int64_t j = 0; j < H; j++) {
-                const float p = score[j][t], *vr = vb + t * row + (j / G) * D;
-#pragma omp simd
-                for (int64_t i = 0; i < D; i++)
-                    acc[j][i] += p * vr[i];
-            }
-        }
+        block_values(H, KVH, D, S, n, score, v_cache + here, acc);
     }
     for (int64_t j = 0; j < H; j++) {
         const float inv = run_sum[j] > 0.0f ? 1.0f / run_sum[j] : 0.0f;
         for (int64_t i = 0; i < D; i++)
             out[j * D + i] = acc[j][i] * inv;
+    }
+}
+
+static void attend(const float *q, const float *k_cache, const float *v_cache, int64_t len,
+                   const int32_t *table, int64_t H, int64_t KVH, int64_t D, int64_t S,
+                   float scale, float *out)
+{
+    switch (D) {
+    case 64:
+        attend_d(q, k_cache, v_cache, len, table, H, KVH, 64, S, scale, out);
+        break;
+    case 128:
+        attend_d(q, k_cache, v_cache, len, table, H, KVH, 128, S, scale, out);
+        break;
+    default:
+        attend_d(q, k_cache, v_cache, len, table, H, KVH, D, S, scale, out);
     }
 }
 
