@@ -84,9 +84,8 @@ def run_pure_loop(path: str, work: Workload, threads: int | None, repeats: int) 
     from tandem.core.kv_cache import allocate_kv_caches
     from tandem.core.loader import load_model
 
-    if threads is not None:
-        torch.set_num_threads(threads)
-    cfg = EngineArgs(model=path, dtype="float32").create_config()
+    cfg = EngineArgs(model=path, dtype="float32", num_threads=threads).create_config()
+    cfg.configure_process()  # the engines' process settings: threads, heap thresholds
     mc, bs = cfg.model, cfg.cache.block_size
     model = load_model(mc, cfg.device, cfg.dtype)
     per_seq = -(-(max(len(p) for p in work.prompts) + work.new_tokens) // bs)

@@ -108,6 +108,15 @@ class EngineConfig:
     seed: int
     num_threads: int | None
 
+    def configure_process(self) -> None:
+        """Process-wide settings of the process that runs the model: torch's CPU threads
+        and, for a CPU model, glibc's heap thresholds (:mod:`tandem.core.heap`)."""
+        torch.set_num_threads(self.thread_count())
+        if self.device.type == "cpu":
+            from tandem.core.heap import keep_activations_in_heap
+
+            keep_activations_in_heap()
+
     def thread_count(self) -> int:
         """CPU threads an engine runs torch with: ``num_threads`` when given, else
         ``TANDEM_NUM_THREADS``, else the cores this process may run on."""

@@ -87,6 +87,14 @@ REGISTRY: dict[str, EnvVar] = {
             "matmul of the linear layers on CPU: onednn (packed weights) or torch (F.linear)",
             choices=("onednn", "torch"),
         ),
+        EnvVar(
+            "TANDEM_CPU_MALLOC",
+            str,
+            "tuned",
+            "glibc malloc in the process running the model: tuned (activations stay in the "
+            "heap) or system (glibc's adaptive defaults)",
+            choices=("tuned", "system"),
+        ),
         EnvVar("TANDEM_LOG_LEVEL", str, "WARNING", "log level of the tandem loggers"),
         EnvVar(
             "TANDEM_ENGINE_READY_TIMEOUT",

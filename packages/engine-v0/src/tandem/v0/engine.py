@@ -12,8 +12,6 @@ import itertools
 import random
 from typing import Any
 
-import torch
-
 from tandem.core.kv_cache import allocate_kv_caches, kv_cache_bytes_per_block
 from tandem.core.outputs import RequestOutput
 from tandem.core.sampling_params import SamplingParams
@@ -43,7 +41,7 @@ class LLMEngine:
     ) -> None:
         self.config = config
         mc = config.model
-        torch.set_num_threads(config.thread_count())
+        config.configure_process()
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(mc.tokenizer)
         if model is None:
             from tandem.core.loader import load_model

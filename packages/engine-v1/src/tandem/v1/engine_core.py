@@ -6,8 +6,6 @@ client). It knows token ids only; text and stop strings are the detokenizer's jo
 
 from __future__ import annotations
 
-import torch
-
 from tandem.kernels.sampling import derive_seed
 from tandem.v1 import messages as m
 from tandem.v1.kv_cache_manager import KVCacheManager
@@ -18,7 +16,7 @@ from tandem.v1.scheduler import Scheduler
 
 class EngineCore:
     def __init__(self, config: object) -> None:
-        torch.set_num_threads(config.thread_count())
+        config.configure_process()
         self.config = config
         self.runner = ModelRunner(config)
         self.num_kv_blocks = self.runner.num_kv_blocks
