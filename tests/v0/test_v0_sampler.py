@@ -134,3 +134,23 @@ def test_seeded_sample_is_batch_independent(
         assert alone.rank <= top_k or bool(
             (target_logits[0] == target_logits[0, alone.token_id]).sum() > 1
         )
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 6))
+def test_greedy_fast_path_matches_general_path(seed: int, n: int) -> None:
+    """Plain greedy rows skip the log-softmax; the answers are those of the full path."""
+    x = logits_for(n, seed)
+    fast = Sampler()(x, [row(temperature=0.0)] * n)
+    full = Sampler()(x, [row(temperature=0.0, logprobs=0)] * n)  # top logprobs: full path
+    assert [r.token_id for r in fast] == [r.token_id for r in full]
+    assert [r.rank for r in fast] == [r.rank for r in full] == [1] * n
+    assert [r.logprob for r in fast] == pytest.approx([r.logprob for r in full], abs=1e-5)
+    assert all(r.top is None for r in fast)
+
+
+def test_min_tokens_mask_still_applies_to_greedy_rows() -> None:
+    x = torch.zeros(1, V)
+    x[0, 3] = 10.0  # the argmax, but blocked while below min_tokens
+    got = Sampler()(x, [row(temperature=0.0, min_tokens=2, blocked=(3,))])[0]
+    assert got.token_id != 3

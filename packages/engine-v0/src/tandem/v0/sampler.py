@@ -66,6 +66,26 @@ def top_logprobs(logprobs: Tensor, k: int) -> TopLogprobs:
     return [(int(i), float(v), r + 1) for r, (i, v) in enumerate(zip(ids, values))]
 
 
+def _plain_greedy(row: SamplingRow) -> bool:
+    """Temperature 0 with nothing that changes the logits and no top logprobs asked."""
+    p = row.params
+    return (
+        float(p.temperature) == 0
+        and p.logprobs is None
+        and not (row.blocked_ids and row.counter < p.min_tokens)
+        and p.presence_penalty == 0
+        and p.frequency_penalty == 0
+        and p.repetition_penalty == 1
+    )
+
+
+def _greedy(logits: Tensor) -> list[SampleResult]:
+    """Argmax rows: rank 1 by definition, raw logprob ``x[t] - logsumexp(x)``."""
+    tokens = logits.argmax(dim=-1)  # [B]
+    picked = logits.gather(1, tokens[:, None]).squeeze(1) - logits.logsumexp(dim=-1)  # [B]
+    return [SampleResult(t, lp, 1) for t, lp in zip(tokens.tolist(), picked.tolist())]
+
+
 class Sampler:
     """Stateless: everything a row needs travels in its :class:`SamplingRow`."""
 
@@ -77,16 +97,18 @@ class Sampler:
             )
         if not rows:
             return []
+        if all(_plain_greedy(row) for row in rows):
+            return _greedy(logits.float())
         raw = logits.float().log_softmax(dim=-1)  # [B, V]
         x = self._process(logits.float().clone(), rows)
         tokens = self._choose(x, rows)  # [B]
-        chosen = raw.gather(1, tokens[:, None]).squeeze(1)  # [B]
-        ranks = rank_of(raw, tokens)
+        chosen = raw.gather(1, tokens[:, None]).squeeze(1).tolist()  # [B]
+        ranks = rank_of(raw, tokens).tolist()
         out = []
-        for b, row in enumerate(rows):
+        for b, (row, tok) in enumerate(zip(rows, tokens.tolist())):
             k = row.params.logprobs
             top = top_logprobs(raw[b], k) if k is not None else None
-            out.append(SampleResult(int(tokens[b]), float(chosen[b]), int(ranks[b]), top))
+            out.append(SampleResult(tok, chosen[b], ranks[b], top))
         return out
 
     def _process(self, x: Tensor, rows: Sequence[SamplingRow]) -> Tensor:

@@ -60,21 +60,13 @@ class ModelRunner:
     @torch.inference_mode()
     def execute(self, sched: SchedulerOutput, kv: KVCacheManager) -> StepResult:
         reqs = sorted(sched.requests, key=lambda r: self._is_decode(r, sched))
-        ids: list[Tensor] = []
-        positions: list[Tensor] = []
-        query_lens, seq_lens, tables = [], [], []
-        for req in reqs:
-            n = sched.num_tokens[req.key]
-            row = self.batch.row(req)
-            start = req.num_computed_tokens
-            ids.append(self.batch.token_ids[row, start : start + n])
-            positions.append(torch.arange(start, start + n, dtype=torch.int64))
-            query_lens.append(n)
-            seq_lens.append(start + n)
-            tables.append(kv.table(req.key))
+        query_lens = [sched.num_tokens[r.key] for r in reqs]
+        starts = [r.num_computed_tokens for r in reqs]
+        seq_lens = [a + n for a, n in zip(starts, query_lens)]
+        rows = [self.batch.row(r) for r in reqs]
+        tables = [kv.table(r.key) for r in reqs]
         meta = build_metadata(query_lens, seq_lens, tables, self.block_size, self.device)
-        input_ids = torch.cat(ids).to(self.device)  # [T]
-        pos = torch.cat(positions).to(self.device)  # [T]
+        input_ids, pos = self._gather_inputs(rows, starts, query_lens)  # [T], [T]
         hidden = self.model(input_ids, pos, self.kv_caches, meta)  # [T, C]
 
         ends = torch.tensor(query_lens).cumsum(0) - 1  # [B] last token of each row
@@ -99,6 +91,22 @@ class ModelRunner:
             if k is not None:
                 result.logprobs[req.key] = list(zip(tids[i], lps[i], ranks[i]))[: k + 1]
         return result
+
+    def _gather_inputs(
+        self, rows: list[int], starts: list[int], counts: list[int]
+    ) -> tuple[Tensor, Tensor]:
+        """Token ids and positions of every scheduled token, one gather for the batch:
+        row b contributes positions starts[b] .. starts[b] + counts[b] - 1."""
+        start = torch.tensor(starts, dtype=torch.int64)  # [B]
+        row = torch.tensor(rows, dtype=torch.int64)  # [B]
+        if all(n == 1 for n in counts):  # decodes only
+            pos = start
+        else:
+            n = torch.tensor(counts, dtype=torch.int64)  # [B]
+            first = n.cumsum(0) - n  # [B] index of each row's first token in the step
+            pos = torch.arange(int(n.sum())) + (start - first).repeat_interleave(n)  # [T]
+            row = row.repeat_interleave(n)  # [T]
+        return self.batch.token_ids[row, pos].to(self.device), pos.to(self.device)
 
     @staticmethod
     def _is_decode(req: Request, sched: SchedulerOutput) -> bool:
