@@ -259,3 +259,46 @@ def test_row_kernels_refuse_what_they_cannot_read():
     assert native.silu_and_mul(x.to(torch.bfloat16)) is None
     odd = torch.randn(3, 2, 8)[:, :, ::2]  # heads not contiguous
     assert native.rotary(torch.zeros(3, dtype=torch.long), odd, torch.randn(5, 4)) is None
+
+
+@needs_native
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    tokens=st.integers(0, 20),
+    kv_heads=st.integers(1, 3),
+    head_size=st.sampled_from([1, 4, 64]),
+    extra=st.integers(0, 9),
+)
+def test_native_write_kv_reads_strided_rows(seed, tokens, kv_heads, head_size, extra):
+    """k and v as views into a wider projection (as in the model), some slots padding."""
+    g = torch.Generator().manual_seed(seed)
+    blocks, block_size = 6, 4
+    tokens = min(tokens, blocks * block_size)
+    row = kv_heads * head_size
+    wide = torch.randn((tokens, 2 * row + extra), generator=g)
+    k = wide[:, :row].view(tokens, kv_heads, head_size)
+    v = wide[:, row + extra : 2 * row + extra].view(tokens, kv_heads, head_size)
+    slots = torch.randperm(blocks * block_size, generator=g)[:tokens]
+    slots[torch.rand(tokens, generator=g) < 0.25] = -1
+    caches = [torch.randn((blocks, block_size, kv_heads, head_size), generator=g) for _ in "kv"]
+    want = [c.clone() for c in caches]
+    assert native.write_kv(k, v, caches[0], caches[1], slots)
+    reference.write_kv_cache(k, v, want[0], want[1], slots)
+    assert torch.equal(caches[0], want[0]) and torch.equal(caches[1], want[1])
+
+
+@needs_native
+@pytest.mark.parametrize("what", ["bfloat16", "strided_cache", "strided_heads"])
+def test_write_kv_calls_c_cannot_take_write_nothing(what):
+    k = torch.randn(3, 2, 4)
+    cache = torch.zeros(2, 4, 2, 4)
+    caches = [cache.clone(), cache.clone()]
+    if what == "bfloat16":
+        k = k.to(torch.bfloat16)
+    elif what == "strided_cache":
+        caches = [torch.zeros(2, 4, 2, 8)[..., ::2] for _ in "kv"]
+    else:
+        k = torch.randn(3, 4, 4)[:, ::2]  # heads 8 floats apart, not 4
+    assert not native.write_kv(k, k, caches[0], caches[1], torch.tensor([0, 5, -1]))
+    assert all(int(c.count_nonzero()) == 0 for c in caches)

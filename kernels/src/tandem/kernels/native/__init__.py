@@ -7,7 +7,7 @@ to the plain-torch kernel.
 
 from __future__ import annotations
 
-from tandem.kernels.native.attention import paged_decode, paged_prefill
+from tandem.kernels.native.attention import paged_decode, paged_prefill, write_kv
 from tandem.kernels.native.builder import BuildError
 from tandem.kernels.native.elementwise import add_rms_norm, rotary, silu_and_mul
 from tandem.kernels.native.loader import library, unavailable_reason
@@ -21,4 +21,5 @@ __all__ = [
     "rotary",
     "silu_and_mul",
     "unavailable_reason",
+    "write_kv",
 ]

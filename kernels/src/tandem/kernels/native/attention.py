@@ -1,8 +1,9 @@
-"""Attention over the paged KV cache in C (``paged_attention.c``), fp32 on the CPU.
+"""Attention over the paged KV cache, and writes into it, in C (``paged_attention.c``),
+fp32 on the CPU.
 
-Each entry answers None where C cannot take the call (the library is missing, another
-dtype, a strided cache, sizes beyond the kernel's stack bounds); the caller then runs
-the plain-torch kernel.
+Each entry answers None (``write_kv``: False) where C cannot take the call (the library
+is missing, another dtype, a strided cache, sizes beyond the kernel's stack bounds); the
+caller then runs the plain-torch kernel.
 """
 
 from __future__ import annotations
@@ -76,6 +77,25 @@ def paged_prefill(
         tables.shape[1], float(scale), out.data_ptr(),
     )  # fmt: skip
     return out if rc == 0 else None
+
+
+def write_kv(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, slot_mapping: Tensor) -> bool:
+    """Store k, v: [T, KVH, D] (any token stride) at ``slot_mapping``: [T] in C; False
+    (nothing written) where C cannot take the call. Validated slots only
+    (``tandem.kernels.ops.cache.check_write``): C trusts them."""
+    lib = _library_for(k, k_cache, v_cache)
+    if lib is None or v.dtype != torch.float32 or k.dim() != 3 or v.shape != k.shape:
+        return False
+    T, KVH, D = k.shape
+    if any(x.stride(2) != 1 or (KVH > 1 and x.stride(1) != D) for x in (k, v)):
+        return False
+    if T:
+        slots = slot_mapping.to(torch.int64).contiguous()
+        lib.tandem_write_kv_f32(
+            k.data_ptr(), k.stride(0), v.data_ptr(), v.stride(0), slots.data_ptr(), T,
+            KVH * D, k_cache.data_ptr(), v_cache.data_ptr(),
+        )  # fmt: skip
+    return True
 
 
 def _library_for(q: Tensor, k_cache: Tensor, v_cache: Tensor) -> ctypes.CDLL | None:

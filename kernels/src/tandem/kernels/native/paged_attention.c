@@ -1,5 +1,5 @@
 /* Attention over the paged KV cache, fp32, for CPUs: decode, and prefill as one
- * decode-like pass per new token over its causal prefix.
+ * decode-like pass per new token over its causal prefix; and the write of new K/V.
  *
  * One work item is one sequence: all of its heads walk its blocks once, so every K/V
  * row is read exactly once per step, a token's rows of all KV heads (contiguous in the
@@ -241,4 +241,21 @@ int tandem_paged_prefill_f32(const float *q, const float *k_cache, const float *
                block_tables + lo * M, H, KVH, D, S, scale, out + t * H * D);
     }
     return 0;
+}
+
+/* New K/V into the cache: token t's rows (KVH * D = row floats each; k_stride and
+ * v_stride floats from one token to the next) go to slot slots[t] (block * S + offset)
+ * of each cache; a negative slot is padding and skipped. Slots must be validated. */
+void tandem_write_kv_f32(const float *k, int64_t k_stride, const float *v, int64_t v_stride,
+                         const int64_t *slots, int64_t T, int64_t row, float *k_cache,
+                         float *v_cache)
+{
+#pragma omp parallel for schedule(static) if (T * row > 65536)
+    for (int64_t t = 0; t < T; t++) {
+        const int64_t s = slots[t];
+        if (s < 0)
+            continue;
+        memcpy(k_cache + s * row, k + t * k_stride, row * sizeof(float));
+        memcpy(v_cache + s * row, v + t * v_stride, row * sizeof(float));
+    }
 }

@@ -6,14 +6,18 @@ import torch
 from torch import Tensor
 
 from tandem.kernels import checks
+from tandem.kernels.native import attention as native
 from tandem.kernels.ops.library import define
 
 
 def store(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, slot_mapping: Tensor) -> None:
     """Scatter k, v: [T, KVH, D] into caches [N, S, KVH, D]; slots < 0 are skipped.
 
-    Plain torch indexing, so it runs on any device (the CUDA backends reuse it).
+    fp32 on the CPU: one C pass (``native.write_kv``). Otherwise plain torch indexing,
+    so it runs on any device (the CUDA backends reuse it).
     """
+    if native.write_kv(k, v, k_cache, v_cache, slot_mapping):
+        return
     S = k_cache.shape[1]
     slots = slot_mapping.long()
     if bool((slots < 0).any()):
