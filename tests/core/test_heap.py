@@ -17,8 +17,8 @@ import pytest
 pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc only")
 
 # Allocates and frees a 48 MiB buffer (above glibc's largest adaptive mmap threshold)
-# a few times; prints whether the thresholds were set and the page faults of the
-# repeats after the first.
+# 8 times after a first one; prints whether the thresholds were set and the page
+# faults of those repeats (12288 faults per buffer mapped anew).
 PROBE = """
 import json, resource, sys, torch
 from tandem.core.config import EngineArgs
@@ -27,7 +27,7 @@ cfg.configure_process()
 from tandem.core import heap
 torch.empty(12 << 20).fill_(1.0)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(4):
+for _ in range(8):
     torch.empty(12 << 20).fill_(1.0)
 faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 print(json.dumps({"set": heap._STATE["set"], "faults": faults, "threads": torch.get_num_threads()}))
@@ -48,13 +48,15 @@ def probe(model: str, malloc: str | None) -> dict[str, int]:
 def test_tuned_heap_reuses_large_buffers(tiny_model) -> None:
     got = probe(str(tiny_model), None)  # the default
     assert got["set"] and got["threads"] == 1
-    assert got["faults"] < 2000, got  # 4 x 48 MiB would be ~49k faults
+    # mapped anew each time that would be ~98k faults; the kernel may still reclaim the
+    # idle heap pages now and then (proactive reclaim), so allow a few refaults
+    assert got["faults"] < 3 * 12288, got
 
 
 def test_system_malloc_is_left_alone(tiny_model) -> None:
     got = probe(str(tiny_model), "system")
     assert not got["set"]
-    assert got["faults"] > 20000, got  # every repeat maps and faults its pages anew
+    assert got["faults"] > 6 * 12288, got  # every repeat maps and faults its pages anew
 
 
 def test_bad_value_names_the_variable(tiny_model, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,10 +23,8 @@ def test_core_and_client_messages_round_trip() -> None:
         [
             m.Result(
                 "r",
-                None,
-                [1],
                 [None, {2: (-1.0, 1, "a")}],
-                [m.Completion(0, "t", [4], -0.5, None, "length", None)],
+                [m.Completion(0, 0, "t", [4], -0.5, None, "length", None)],
                 True,
                 0,
             )

@@ -9,22 +9,16 @@ says the engine is unusable.
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 from tandem.core import envs
-from tandem.core.outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
+from tandem.core.outputs import RequestOutput
 from tandem.core.stats import EngineStats
 from tandem.core.tokenizer import load_tokenizer
 from tandem.v1 import messages as m
 from tandem.v1.errors import EngineDeadError
 from tandem.v1.processor import Processor
-
-
-def _logprobs(raw: dict[int, tuple[float, int, str | None]] | None) -> dict[int, Logprob] | None:
-    if raw is None:
-        return None
-    return {tok: Logprob(lp, rank, text) for tok, (lp, rank, text) in raw.items()}
+from tandem.v1.streams import RequestStream
 
 
 class LLMEngine:
@@ -32,7 +26,7 @@ class LLMEngine:
         if not isinstance(multiprocess, bool):
             raise TypeError(f"multiprocess must be a bool, got {multiprocess!r}")
         self.config = config
-        self._metrics: dict[str, RequestMetrics] = {}
+        self._streams: dict[str, RequestStream] = {}
         self._closed = False
         if not multiprocess:
             from tandem.v1.inproc_client import InprocClient
@@ -89,24 +83,24 @@ class LLMEngine:
 
     def add_request(self, request_id: str, prompt: str | list[int], params: Any = None) -> None:
         self._usable()
-        if isinstance(request_id, str) and request_id in self._metrics:
+        if isinstance(request_id, str) and request_id in self._streams:
             raise ValueError(f"request_id {request_id!r} is already running")
         msg = self.processor.process(request_id, prompt, params)
         self.client.send(msg)
-        self._metrics[request_id] = RequestMetrics(arrival_time=time.monotonic())
+        self._streams[request_id] = RequestStream.start(msg)
 
     def abort_request(self, request_id: str | list[str]) -> None:
         ids = [request_id] if isinstance(request_id, str) else list(request_id)
-        live = [rid for rid in ids if self._metrics.pop(rid, None) is not None]
+        live = [rid for rid in ids if self._streams.pop(rid, None) is not None]
         if not live or self._closed or self.client.dead is not None:
             return
         self.client.send(m.Abort(live))
 
     def has_unfinished_requests(self) -> bool:
-        return bool(self._metrics)
+        return bool(self._streams)
 
     def get_num_unfinished_requests(self) -> int:
-        return len(self._metrics)
+        return len(self._streams)
 
     def stats(self) -> EngineStats:
         """The engine core's counts now (a round trip to the core process when multiprocess).
@@ -122,46 +116,18 @@ class LLMEngine:
 
     def step(self) -> list[RequestOutput]:
         self._usable()
-        if not self._metrics:
+        if not self._streams:
             return []
-        latest: dict[str, m.Result] = {}
+        touched: dict[str, RequestStream] = {}
         for res in self.client.results(block=True):
-            if res.request_id in self._metrics:
-                latest[res.request_id] = res
-        return [self._output(res) for res in latest.values()]
-
-    def _output(self, res: m.Result) -> RequestOutput:
-        metrics = self._metrics[res.request_id]
-        now = time.monotonic()
-        if metrics.first_token_time is None and any(c.token_ids for c in res.outputs):
-            metrics.first_token_time = now
-        if res.finished:
-            metrics.finished_time = now
-            del self._metrics[res.request_id]
-        outputs = [
-            CompletionOutput(
-                index=c.index,
-                text=c.text,
-                token_ids=list(c.token_ids),
-                cumulative_logprob=c.cumulative_logprob,
-                logprobs=[_logprobs(d) for d in c.logprobs] if c.logprobs is not None else None,
-                finish_reason=c.finish_reason,
-                stop_reason=c.stop_reason,
-            )
-            for c in res.outputs
-        ]
-        return RequestOutput(
-            request_id=res.request_id,
-            prompt=res.prompt,
-            prompt_token_ids=list(res.prompt_token_ids),
-            prompt_logprobs=[_logprobs(d) for d in res.prompt_logprobs]
-            if res.prompt_logprobs is not None
-            else None,
-            outputs=outputs,
-            finished=res.finished,
-            num_cached_tokens=res.num_cached_tokens,
-            metrics=metrics,
-        )
+            stream = self._streams.get(res.request_id)
+            if stream is not None:  # else aborted: late results are dropped
+                stream.apply(res)
+                touched[res.request_id] = stream
+        for rid, stream in touched.items():
+            if stream.finished:
+                del self._streams[rid]
+        return [stream.output() for stream in touched.values()]
 
     # -- life cycle -------------------------------------------------------------------
     @property
@@ -173,7 +139,7 @@ class LLMEngine:
         if self._closed:
             return
         self._closed = True
-        self._metrics.clear()
+        self._streams.clear()
         self.client.shutdown()
 
     def __enter__(self) -> LLMEngine:

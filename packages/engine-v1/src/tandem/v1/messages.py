@@ -122,21 +122,26 @@ class CoreOutputs(msgspec.Struct, tag="outputs", array_like=True, frozen=True):
 
 
 class Completion(msgspec.Struct, array_like=True, frozen=True):
+    """What one sample gained since its request's previous :class:`Result`."""
+
     index: int
+    text_from: int  # the sample's text is cut to this many chars, then ``text`` appended
     text: str
-    token_ids: list[int]
+    new_token_ids: list[int]
     cumulative_logprob: float | None
-    # per output token: {token id: (logprob, rank, decoded text)}
-    logprobs: list[dict[int, tuple[float, int, str | None]]] | None
+    # per new output token: {token id: (logprob, rank, decoded text)}, when asked
+    new_logprobs: list[dict[int, tuple[float, int, str | None]]] | None
     finish_reason: str | None
     stop_reason: int | str | None
 
 
 class Result(msgspec.Struct, array_like=True, frozen=True):
+    """A request's progress since its previous Result: only new tokens and text travel
+    (the client holds the prompt and what came before, see ``tandem.v1.streams``)."""
+
     request_id: str
-    prompt: str | None
-    prompt_token_ids: list[int]
-    prompt_logprobs: list[dict[int, tuple[float, int, str | None]] | None] | None
+    # prompt positions scored since the previous Result, when prompt logprobs are asked
+    new_prompt_logprobs: list[dict[int, tuple[float, int, str | None]] | None] | None
     outputs: list[Completion]
     finished: bool
     num_cached_tokens: int

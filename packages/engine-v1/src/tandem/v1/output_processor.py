@@ -28,6 +28,9 @@ class _Sample:
     cumulative: float = 0.0
     finish_reason: str | None = None
     stop_reason: int | str | None = None
+    sent_text: str = ""  # what the client was last sent of text / shown
+    sent_tokens: int = 0
+    sent_logprobs: int = 0
 
 
 @dataclass(slots=True, eq=False)
@@ -36,6 +39,7 @@ class _Tracked:
     samples: list[_Sample]
     prompt_logprobs: list[TopDict | None] | None = None
     num_cached_tokens: int = 0
+    sent_prompt_logprobs: int = 0
 
     @property
     def finished(self) -> bool:
@@ -140,26 +144,43 @@ class OutputProcessor:
         return False
 
     def _result(self, tracked: _Tracked) -> m.Result:
-        add = tracked.add
-        finished = tracked.finished
-        comps = [
-            m.Completion(
-                index=s.index,
-                text=s.text if s.finish_reason is not None else s.shown,
-                token_ids=list(s.token_ids),
-                cumulative_logprob=s.cumulative,
-                logprobs=list(s.logprobs) if s.logprobs is not None else None,
-                finish_reason=s.finish_reason,
-                stop_reason=s.stop_reason,
-            )
-            for s in tracked.samples
-        ]
+        """What changed since the request's previous Result; marks it as sent."""
+        comps = [_delta(s) for s in tracked.samples]
+        plp = tracked.prompt_logprobs
+        new_plp = None
+        if plp is not None:
+            new_plp = plp[tracked.sent_prompt_logprobs :]
+            tracked.sent_prompt_logprobs = len(plp)
         return m.Result(
-            request_id=add.request_id,
-            prompt=add.detok.prompt,
-            prompt_token_ids=list(add.prompt_token_ids),
-            prompt_logprobs=tracked.prompt_logprobs,
+            request_id=tracked.add.request_id,
+            new_prompt_logprobs=new_plp,
             outputs=comps,
-            finished=finished,
+            finished=tracked.finished,
             num_cached_tokens=tracked.num_cached_tokens,
         )
+
+
+def _delta(s: _Sample) -> m.Completion:
+    visible = s.text if s.finish_reason is not None else s.shown
+    keep = len(s.sent_text)
+    if not visible.startswith(s.sent_text):  # never expected: resend from the divergence
+        keep = next(
+            (i for i, (a, b) in enumerate(zip(visible, s.sent_text)) if a != b),
+            min(len(visible), keep),
+        )
+    new_lps = None
+    if s.logprobs is not None:
+        new_lps = s.logprobs[s.sent_logprobs :]
+        s.sent_logprobs = len(s.logprobs)
+    comp = m.Completion(
+        index=s.index,
+        text_from=keep,
+        text=visible[keep:],
+        new_token_ids=s.token_ids[s.sent_tokens :],
+        cumulative_logprob=s.cumulative,
+        new_logprobs=new_lps,
+        finish_reason=s.finish_reason,
+        stop_reason=s.stop_reason,
+    )
+    s.sent_text, s.sent_tokens = visible, len(s.token_ids)
+    return comp
