@@ -1,16 +1,19 @@
 """Offline throughput: tandem v0 and v1 beside transformers, a pure model loop and the roofline.
 
     python benchmarks/throughput.py [--engines v0 v1] [--quick] [--size small] [--threads N]
-                                    [--repeats 3] [--skip-hf1]
+                                    [--rounds 2] [--repeats 2] [--skip-hf1]
 
 The fixed workload: 64 requests whose prompt lengths are drawn from 16..256 (seed 0),
 128 new tokens each, greedy, EOS ignored, prompts given as token ids. Runners, each in
 a fresh process of its own: the tandem engines (``LLM(...)``), transformers ``generate``
 one request at a time and in static batches of 16, the pure model loop (forward +
 argmax on pre-built tensors with v1's step shapes, see ``bench_loop.py``) and vLLM's
-CPU build when ``import vllm`` works. Each runner times ``--repeats`` runs and counts
-the best (this machine is shared: one run varies by 10%); the engines get the prompts
-with shifted ids each time, so no run hits the prefix cache of another. The machine's
+CPU build when ``import vllm`` works. Each round starts every runner once, in turn, and
+each start times ``--repeats`` runs; a runner's best run over all rounds counts. The
+machine is shared and its speed drifts by 5-10% over minutes: alternating the runners
+in rounds spreads a slow spell over all of them instead of one, which keeps the ratios
+steady. The engines get the prompts with shifted ids each run, so no run hits the
+prefix cache of another. The machine's
 fp32 GEMM rate (the faster of MKL and oneDNN) is measured in the same run; the
 workload's matrix FLOPs divided by it is the roofline. Prints a table (output tok/s,
 ratios to transformers batch-16, to the pure loop and to the roofline, start-up s from
@@ -86,6 +89,25 @@ def spawn(name: str, args: argparse.Namespace, path: str, cfg: dict) -> dict:
     return json.loads(lines[-1][len(MARK) :])
 
 
+def merge(old: dict, new: dict) -> dict:
+    """One runner's results over rounds: the best run and start-ups, every run, peak RSS."""
+    if not new["seconds"]:
+        return old
+
+    def least(key: str) -> float | None:
+        values = [r[key] for r in (old, new) if r.get(key) is not None]
+        return min(values) if values else None
+
+    return {
+        **old,
+        "seconds": least("seconds"),
+        "startup": least("startup"),
+        "warm_startup": least("warm_startup"),
+        "runs": (old.get("runs") or []) + (new.get("runs") or []),
+        "rss_mb": max(r["rss_mb"] or 0 for r in (old, new)) or None,
+    }
+
+
 def table(rows: dict[str, dict], tokens: int, roof_rate: float) -> list[str]:
     """Rows of output tok/s and ratios; a skipped runner shows its note instead."""
     rate = {n: tokens / r["seconds"] for n, r in rows.items() if r["seconds"]}
@@ -147,7 +169,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smaller workload")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument(
-        "--repeats", type=int, default=3, help="timed runs per runner; the best counts"
+        "--rounds", type=int, default=2, help="times every runner is started, in turn"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=2, help="timed runs per start; the best of all counts"
     )
     parser.add_argument("--skip-hf1", action="store_true", help="skip the slow 1-at-a-time run")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -158,6 +183,8 @@ def main() -> None:
         parser.error(f"--threads must be >= 1, got {args.threads}")
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
+    if args.rounds < 1:
+        parser.error(f"--rounds must be >= 1, got {args.rounds}")
     if args.child:
         # nothing heavy imported yet: the runner's start-up clock sees a fresh process
         child(args, args.path, json.loads(args.cfg))
@@ -187,12 +214,15 @@ def main() -> None:
     names += [] if args.skip_hf1 else ["transformers 1-at-a-time"]
     names.append("vllm cpu")
     rows: dict[str, dict] = {}
-    for name in names:
-        rows[name] = spawn(name, args, path, cfg)
-        r = rows[name]
-        runs = " ".join(f"{x:.2f}" for x in r.get("runs") or [])
-        shown = f"{r['seconds']:.2f} s (runs: {runs})" if r["seconds"] else r["note"]
-        print(f"  {name:<26} {shown}", flush=True)
+    for i in range(args.rounds):
+        for name in names:
+            if i and (name == "transformers 1-at-a-time" or not rows[name]["seconds"]):
+                continue  # minutes per run, or skipped / failed: once is enough
+            r = spawn(name, args, path, cfg)
+            rows[name] = merge(rows[name], r) if i else r
+            runs = " ".join(f"{x:.2f}" for x in r.get("runs") or [])
+            shown = f"{r['seconds']:.2f} s (runs: {runs})" if r["seconds"] else r["note"]
+            print(f"  round {i + 1} {name:<26} {shown}", flush=True)
     lines = table(rows, work.output_tokens, roof)
     print("\n".join(lines))
     print(f"loadavg after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
