@@ -302,3 +302,46 @@ def test_write_kv_calls_c_cannot_take_write_nothing(what):
         k = torch.randn(3, 4, 4)[:, ::2]  # heads 8 floats apart, not 4
     assert not native.write_kv(k, k, caches[0], caches[1], torch.tensor([0, 5, -1]))
     assert all(int(c.count_nonzero()) == 0 for c in caches)
+
+
+def _torch_greedy(x):
+    tokens = x.argmax(dim=-1)
+    return tokens, x.gather(1, tokens[:, None]).squeeze(1) - x.logsumexp(dim=-1)
+
+
+@needs_native
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    rows=st.integers(0, 9),
+    vocab=st.integers(1, 3000),
+    scale=st.sampled_from([0.1, 3.0, 40.0]),
+    ties=st.booleans(),
+)
+def test_native_greedy_matches_argmax_and_log_softmax(seed, rows, vocab, scale, ties):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn((rows, vocab), generator=g) * scale
+    if ties:
+        x = x.round()  # many equal maxima: the first one wins, as in torch.argmax
+    got = native.greedy(x)
+    assert got is not None
+    want = _torch_greedy(x)
+    assert torch.equal(got[0], want[0])
+    torch.testing.assert_close(got[1], want[1], atol=1e-5, rtol=1e-5)
+
+
+@needs_native
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "all -inf"])
+def test_greedy_rows_that_are_not_finite_take_the_torch_path(bad):
+    from tandem.kernels.sampling import greedy_with_logprob
+
+    x = torch.randn(3, 50)
+    if bad == "all -inf":
+        x[1] = float("-inf")
+    else:
+        x[1, 7] = bad
+    assert native.greedy(x) is None
+    tokens, lps = greedy_with_logprob(x)
+    want_t, want_lp = _torch_greedy(x)
+    assert torch.equal(tokens, want_t)
+    torch.testing.assert_close(lps, want_lp, equal_nan=True)

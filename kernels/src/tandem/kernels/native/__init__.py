@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from tandem.kernels.native.attention import paged_decode, paged_prefill, write_kv
 from tandem.kernels.native.builder import BuildError
-from tandem.kernels.native.elementwise import add_rms_norm, rotary, silu_and_mul
+from tandem.kernels.native.elementwise import add_rms_norm, greedy, rotary, silu_and_mul
 from tandem.kernels.native.loader import library, unavailable_reason
 
 __all__ = [
     "BuildError",
     "add_rms_norm",
+    "greedy",
     "library",
     "paged_decode",
     "paged_prefill",

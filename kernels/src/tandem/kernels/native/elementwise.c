@@ -80,3 +80,36 @@ void tandem_rotary_f32(const int64_t *positions, const float *x, int64_t row_str
         }
     }
 }
+
+/* Greedy choice with its raw logprob, one pass per row: tokens[b] = the first index of
+ * the row's maximum, logprob[b] = -log(sum_i exp(x_i - max)) (that token's
+ * log-softmax). x: [B, V]. Returns the number of rows holding a NaN (their outputs are
+ * unspecified: the caller takes another path). */
+int64_t tandem_greedy_f32(const float *x, int64_t B, int64_t V, int64_t *tokens,
+                          float *logprob)
+{
+    int64_t nans = 0;
+#pragma omp parallel for schedule(static) reduction(+ : nans) if (B * V > 65536)
+    for (int64_t b = 0; b < B; b++) {
+        const float *r = x + b * V;
+        float best = -INFINITY;
+        int64_t arg = 0, bad = 0;
+        for (int64_t i = 0; i < V; i++) {
+            bad += r[i] != r[i];
+            if (r[i] > best) {
+                best = r[i];
+                arg = i;
+            }
+        }
+        float sum = 0.0f;
+        if (best > -INFINITY && best < INFINITY) {
+#pragma omp simd reduction(+ : sum)
+            for (int64_t i = 0; i < V; i++)
+                sum += exp_nonpositive(r[i] - best);
+        }
+        tokens[b] = arg;
+        logprob[b] = sum > 0.0f ? -logf(sum) : 0.0f;
+        nans += bad != 0 || !(best > -INFINITY && best < INFINITY);
+    }
+    return nans;
+}

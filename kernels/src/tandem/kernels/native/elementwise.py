@@ -1,7 +1,8 @@
 """Row-wise kernels in C (``elementwise.c``), fp32 on the CPU.
 
-Called from inside the ``tandem::torch_*`` ops' CPU implementations; each entry
-answers None where C cannot take the call, and the op runs its torch code instead.
+Called from inside the ``tandem::torch_*`` ops' CPU implementations (and the greedy
+sampling path); each entry answers None where C cannot take the call, and the caller
+runs its torch code instead.
 """
 
 from __future__ import annotations
@@ -70,3 +71,17 @@ def rotary(positions: Tensor, x: Tensor, cos_sin: Tensor) -> Tensor | None:
         pos.data_ptr(), x.data_ptr(), x.stride(0), cos_sin.data_ptr(), T, H, D, out.data_ptr()
     )
     return out
+
+
+def greedy(logits: Tensor) -> tuple[Tensor, Tensor] | None:
+    """Per row of logits [B, V]: the argmax (first on ties) [B] int64 and its raw
+    logprob [B] fp32, in one pass; None where C cannot take it (or a row is not finite)."""
+    lib = library()
+    if lib is None or not _plain(logits) or logits.dim() != 2 or logits.shape[1] == 0:
+        return None
+    B, V = logits.shape
+    tokens = torch.empty(B, dtype=torch.int64)
+    logprob = torch.empty(B, dtype=F32)
+    if B and lib.tandem_greedy_f32(logits.data_ptr(), B, V, tokens.data_ptr(), logprob.data_ptr()):
+        return None
+    return tokens, logprob

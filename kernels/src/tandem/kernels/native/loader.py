@@ -32,6 +32,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.tandem_add_rms_norm_f32.argtypes = [ptr, ptr, ptr, ctypes.c_float, i64, i64, ptr, ptr]
     lib.tandem_silu_and_mul_f32.restype = None
     lib.tandem_silu_and_mul_f32.argtypes = [ptr, i64, i64, ptr]
+    lib.tandem_greedy_f32.restype = i64
+    lib.tandem_greedy_f32.argtypes = [ptr, i64, i64, ptr, ptr]
     lib.tandem_rotary_f32.restype = None
     lib.tandem_rotary_f32.argtypes = [ptr, ptr, i64, ptr, i64, i64, i64, ptr]
     return lib

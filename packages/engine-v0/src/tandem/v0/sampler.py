@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tandem.kernels.sampling import apply_penalties, choose_tokens
+from tandem.kernels.sampling import apply_penalties, choose_tokens, greedy_with_logprob
 
 TopLogprobs = list[tuple[int, float, int]]  # (token id, logprob, rank)
 
@@ -80,9 +80,8 @@ def _plain_greedy(row: SamplingRow) -> bool:
 
 
 def _greedy(logits: Tensor) -> list[SampleResult]:
-    """Argmax rows: rank 1 by definition, raw logprob ``x[t] - logsumexp(x)``."""
-    tokens = logits.argmax(dim=-1)  # [B]
-    picked = logits.gather(1, tokens[:, None]).squeeze(1) - logits.logsumexp(dim=-1)  # [B]
+    """Argmax rows: rank 1 by definition, with the raw logprob of the argmax."""
+    tokens, picked = greedy_with_logprob(logits)  # [B], [B]
     return [SampleResult(t, lp, 1) for t, lp in zip(tokens.tolist(), picked.tolist())]
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from tandem.kernels.sampling import apply_penalties, choose_tokens
+from tandem.kernels.sampling import apply_penalties, choose_tokens, greedy_with_logprob
 from tandem.v1.input_batch import InputBatch
 
 
@@ -87,10 +87,7 @@ class Sampler:
 
 
 def _greedy(logits: Tensor) -> SamplerOutput:
-    """All rows greedy, nothing masked, no top logprobs: argmax and one logsumexp.
-
-    The argmax is rank 1 by definition; its raw logprob is ``x[t] - logsumexp(x)``.
-    """
-    tokens = logits.argmax(dim=-1)  # [B]
-    picked = logits.gather(1, tokens[:, None]) - logits.logsumexp(dim=-1, keepdim=True)
-    return SamplerOutput(tokens, picked, tokens[:, None], torch.ones_like(tokens)[:, None])
+    """All rows greedy, nothing masked, no top logprobs: the argmax (rank 1 by
+    definition) and its raw logprob in one pass."""
+    tokens, picked = greedy_with_logprob(logits)  # [B], [B]
+    return SamplerOutput(tokens, picked[:, None], tokens[:, None], torch.ones_like(tokens)[:, None])
