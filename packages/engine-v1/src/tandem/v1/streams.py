@@ -65,7 +65,8 @@ class RequestStream:
             s.text = s.text[: c.text_from] + c.text
             s.token_ids += c.new_token_ids
             if c.new_logprobs is not None:
-                s.logprobs = (s.logprobs or []) + [_logprobs(d) for d in c.new_logprobs]
+                s.logprobs = s.logprobs if s.logprobs is not None else []
+                s.logprobs += [_logprobs(d) for d in c.new_logprobs]
             s.cumulative = c.cumulative_logprob
             s.finish_reason, s.stop_reason = c.finish_reason, c.stop_reason
         self.finished = res.finished
