@@ -70,12 +70,10 @@ def _plain_greedy(row: SamplingRow) -> bool:
     """Temperature 0 with nothing that changes the logits and no top logprobs asked."""
     p = row.params
     return (
-        float(p.temperature) == 0
+        p.greedy
+        and not p.has_penalties
         and p.logprobs is None
         and not (row.blocked_ids and row.counter < p.min_tokens)
-        and p.presence_penalty == 0
-        and p.frequency_penalty == 0
-        and p.repetition_penalty == 1
     )
 
 
