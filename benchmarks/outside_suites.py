@@ -1,7 +1,7 @@
 """Outside suites: well-known projects' own tests, plain pytest beside the harness, one run.
 
     python benchmarks/outside_suites.py [--projects click,attrs] [--repeats 1]
-                                        [--harness-ref REF] [--fresh] [--timeout 900] [--list]
+                                        [--harness-ref REF] [--watch] [--fresh] [--timeout 900]
 
 For each project (versions pinned below) it makes a virtual environment under
 ``benchmarks/results/outside/<name>-<version>/venv`` holding only the local
@@ -13,10 +13,11 @@ configuration of its own (else pytest would take this repository's). Then it run
 project's own suite three ways, in turn: plain pytest (``-p no:tandem_harness``), the
 harness with its defaults (switched on by ``--isolate engine``: one child forked per
 engine, here one for the whole run) and ``--isolate module`` (a fresh child per test
-module). Each run writes a JUnit XML file; the outcomes (passed, failed, error, skipped,
-xfailed) are compared per test id against the plain run. Prints a table of wall
-times, ratios and whether the outcomes match, lists every mismatch with the harness's
-message, and writes ``summary.json`` beside the environments. Exits 1 when a run broke or
+module); ``--watch`` adds a fourth run, the defaults with ``harness_watch_prefixes`` set to
+the project's own packages. Each run writes a JUnit XML file; the outcomes (passed,
+failed, error, skipped, xfailed) are compared per test id against the plain run. Prints a
+table of wall times, ratios and whether the outcomes match, lists every mismatch with the
+harness's message, and writes ``summary.json`` beside the environments. Exits 1 when a run broke or
 an outcome differs. Nothing here is a test; the first run downloads and installs (about a
 minute per project), later runs reuse the environments (``--fresh`` rebuilds them).
 """
@@ -55,18 +56,20 @@ class Project:
     version: str
     deps: tuple[str, ...] = ()
     tests: tuple[str, ...] = ("tests",)
+    packages: tuple[str, ...] = ()  # its import names, for --watch
 
 
 PROJECTS = {
     p.name: p
     for p in (
-        Project("click", "8.3.1"),
-        Project("more-itertools", "10.8.0"),
-        Project("toolz", "1.1.0", tests=("toolz",)),
+        Project("click", "8.3.1", packages=("click",)),
+        Project("more-itertools", "10.8.0", packages=("more_itertools",)),
+        Project("toolz", "1.1.0", tests=("toolz",), packages=("toolz", "tlz")),
         Project(
             "attrs",
             "25.4.0",
             deps=("hypothesis==6.170.17", "pympler==1.1", "cloudpickle==3.1.3"),
+            packages=("attr", "attrs"),
         ),
     )
 }
@@ -196,10 +199,16 @@ def _parse(xml: Path) -> tuple[dict[str, str], dict[str, str]]:
     return outcomes, messages
 
 
+def _flags(project: Project, mode: str) -> tuple[str, ...]:
+    if mode == "watch":
+        return (*MODES["default"], "-o", "harness_watch_prefixes=" + " ".join(project.packages))
+    return MODES[mode]
+
+
 def _run(python: Path, src: Path, project: Project, mode: str, timeout: float) -> Run:
     xml = src.parent / f"junit-{mode}.xml"
     xml.unlink(missing_ok=True)
-    cmd = [str(python), "-m", "pytest", *project.tests, *MODES[mode]]
+    cmd = [str(python), "-m", "pytest", *project.tests, *_flags(project, mode)]
     cmd += ["-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "-o", "junit_family=xunit1"]
     start = time.perf_counter()
     try:
@@ -244,6 +253,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--projects", default=",".join(DEFAULT), help="comma-separated names")
     parser.add_argument("--repeats", type=int, default=1, help="runs per mode, best counts")
+    parser.add_argument(
+        "--watch",
+        action="store_true",
+        help="a fourth run: the defaults with harness_watch_prefixes set to the project's "
+        "packages (patches, caches and env writes of its code are checked too)",
+    )
     parser.add_argument("--fresh", action="store_true", help="rebuild venvs and sdists")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per pytest run")
     parser.add_argument(
@@ -272,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     harness = _harness_source(args.harness_ref, RESULTS / "harness-src")
     version = _harness_version(args.harness_ref)
     say(f"harness: {harness} at {version}; {PYTEST}; python {sys.version.split()[0]}")
+    modes = [*MODES, "watch"] if args.watch else list(MODES)
     summary: dict[str, dict] = {}
     broken = False
     for name in names:
@@ -279,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         python, src = _prepare(project, harness, args.fresh, say)
         runs: dict[str, Run] = {}
         for _ in range(args.repeats):
-            for mode in MODES:  # the modes take turns, so a slow spell hits all of them
+            for mode in modes:  # the modes take turns, so a slow spell hits all of them
                 run = _run(python, src, project, mode, args.timeout)
                 counts = _counts(run.outcomes)
                 say(f"  {name} {mode:<7} {run.seconds:7.1f} s  exit {run.code}  {counts}")
@@ -287,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                     runs[mode] = run
         base = runs["plain"]
         mismatches = []
-        for mode in ("default", "module"):
+        for mode in modes[1:]:
             run = runs[mode]
             for test in sorted(set(base.outcomes) | set(run.outcomes)):
                 ours, theirs = base.outcomes.get(test, "absent"), run.outcomes.get(test, "absent")
@@ -314,8 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         }
 
     say("")
-    head = f"{'project':<22}{'tests':>6}{'plain s':>9}{'default s':>11}{'module s':>10}"
-    head += f"{'default/plain':>15}{'module/plain':>14}  outcomes"
+    head = f"{'project':<22}{'tests':>6}" + "".join(f"{m + ' s':>10}" for m in modes)
+    head += "".join(f"{m + '/plain':>15}" for m in modes[1:]) + "  outcomes"
     say(head)
     for name, row in summary.items():
         s = row["seconds"]
@@ -324,11 +340,10 @@ def main(argv: list[str] | None = None) -> int:
             same += f" (broken: {', '.join(row['broken_runs'])})"
         elif row["mismatches"]:
             same += f" ({len(row['mismatches'])})"
-        say(
-            f"{name + ' ' + row['version']:<22}{row['tests']:>6}{s['plain']:>9.1f}"
-            f"{s['default']:>11.1f}{s['module']:>10.1f}"
-            f"{s['default'] / s['plain']:>14.2f}x{s['module'] / s['plain']:>13.2f}x  {same}"
-        )
+        line = f"{name + ' ' + row['version']:<22}{row['tests']:>6}"
+        line += "".join(f"{s[m]:>10.1f}" for m in modes)
+        line += "".join(f"{s[m] / s['plain']:>14.2f}x" for m in modes[1:])
+        say(f"{line}  {same}")
     for name, row in summary.items():
         for mode, tail in row["broken_runs"].items():
             code = row["exit"][mode]
