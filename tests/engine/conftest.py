@@ -61,23 +61,19 @@ def new_engine(tiny_model: Path, engine: str) -> Iterator[Callable[..., Any]]:
 
 
 @pytest.fixture(scope="module")
-def _shared_engines() -> Iterator[dict[str, Any]]:
-    engines: dict[str, Any] = {}
-    yield engines
-    for eng in engines.values():
-        eng.shutdown()
+def _module_engine(tiny_model: Path, engine: str) -> Iterator[Any]:
+    """One default engine per module and engine kind (``engine`` is a session-scoped param)."""
+    eng = build(engine, tiny_model)
+    yield eng
+    eng.shutdown()
 
 
 @pytest.fixture
-def shared_engine(tiny_model: Path, engine: str, _shared_engines: dict[str, Any]) -> Iterator[Any]:
-    """One default engine per module and engine kind, for tests that leave it idle.
+def shared_engine(_module_engine: Any) -> Iterator[Any]:
+    """The module's default engine, for tests that leave it idle.
 
-    It is built in the setup of the module's first test that asks for it (together
-    with the module-scoped holder, so the harness books its child processes to the
-    module, not to that test). A test using it must finish or abort what it adds.
+    It is a module-scoped fixture of its own, so the harness books its child processes to
+    the module, not to the first test. A test using it must finish or abort what it adds.
     """
-    if engine not in _shared_engines:
-        _shared_engines[engine] = build(engine, tiny_model)
-    eng = _shared_engines[engine]
-    yield eng
-    assert not eng.has_unfinished_requests(), "a test left requests on the shared engine"
+    yield _module_engine
+    assert not _module_engine.has_unfinished_requests(), "a test left requests on the shared engine"

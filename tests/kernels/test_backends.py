@@ -155,3 +155,51 @@ def test_flash_attn_ops_register_on_first_use_only():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+# ------------------------------------------------------------------ which kernel ran
+
+
+def _tandem_ops_run(fn) -> set[str]:
+    """The ``tandem::`` ops dispatched while ``fn`` runs (the profiler sees every op call)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn()
+    return {event.name for event in prof.events() if event.name.startswith("tandem::")}
+
+
+def _implementation(op_name: str):
+    """The Python function registered as the op's implementation (torch's op table)."""
+    custom_ops = pytest.importorskip("torch._library.custom_ops")
+    opdef = custom_ops.OPDEFS.get(op_name)
+    assert opdef is not None, f"{op_name} is not a torch.library.custom_op"
+    return opdef._init_fn
+
+
+CPU_BACKENDS = [name for name in available_backends() if name != "flash_attn"]
+
+
+@pytest.mark.parametrize("name", CPU_BACKENDS)
+def test_each_backend_runs_its_own_kernels(paged_case, name):
+    """A call to a backend dispatches only that backend's ops, implemented where it says."""
+    backend = get_backend(name)
+    own = set(backend.op_names())
+    for op_name in own:  # each op's implementation is the kernels package's own function
+        fn = _implementation(op_name)
+        assert fn.__module__.startswith("tandem.kernels.ops"), (op_name, fn.__module__)
+        assert op_name.split("::")[1].startswith(backend.name) or name == "cpu", op_name
+    dec = paged_case(5, [1, 1], [6, 2], 4, 2, 8, 4)
+    dargs = (dec.q, dec.k_cache, dec.v_cache, dec.seq_lens, dec.block_tables, dec.scale)
+    out: list[torch.Tensor] = []
+    ran = _tandem_ops_run(lambda: out.append(backend.decode(*dargs)))
+    torch.testing.assert_close(out[0], reference.decode_attention(*dargs))
+    assert ran <= own, f"{name} ran another backend's ops: {sorted(ran - own)}"
+    if name == "torch":
+        assert ran == {"tandem::torch_decode_attention"}
+    else:  # the C kernel ran: no torch op was dispatched for attention
+        assert "tandem::torch_decode_attention" not in ran
+    case = paged_case(4, [3, 5], [2, 0], 4, 2, 8, 4)
+    k_cache, v_cache = torch.zeros_like(case.k_cache), torch.zeros_like(case.v_cache)
+    write = (case.k, case.v, k_cache, v_cache, case.slot_mapping)
+    assert _tandem_ops_run(lambda: backend.write_kv_cache(*write)) == {
+        "tandem::torch_write_kv_cache"
+    }

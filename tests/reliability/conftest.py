@@ -31,27 +31,23 @@ class Served:
 
 
 @pytest.fixture(scope="session")
-def _served_llms() -> Iterator[dict[str, Served]]:
-    held: dict[str, Served] = {}
-    yield held
-    for item in held.values():
-        item.llm.shutdown()
+def _served(tiny_model: Path, engine: str) -> Iterator[Served]:
+    """One front-door ``LLM`` per engine for the whole suite (``engine`` is session-scoped)."""
+    from tandem.core import LLM
+
+    llm = LLM(model=tiny_model, engine=engine, max_model_len=128)
+    yield Served(llm, probe(llm))
+    llm.shutdown()
 
 
 @pytest.fixture
-def served(tiny_model: Path, engine: str, _served_llms: dict[str, Served]) -> Iterator[Served]:
-    """The shared ``LLM`` of the current engine (built by the first test that asks).
+def served(_served: Served) -> Iterator[Served]:
+    """The shared ``LLM`` of the current engine.
 
     Requests a failed test left behind are aborted afterwards, so one failure does not
     cascade into the next test.
     """
-    if engine not in _served_llms:
-        from tandem.core import LLM
-
-        llm = LLM(model=tiny_model, engine=engine, max_model_len=128)
-        _served_llms[engine] = Served(llm, probe(llm))
-    item = _served_llms[engine]
-    yield item
-    eng = item.llm.engine
+    yield _served
+    eng = _served.llm.engine
     if eng.has_unfinished_requests() and not getattr(eng, "is_dead", False):
         eng.abort_request(list(getattr(eng, "requests", None) or getattr(eng, "_metrics", {})))

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from _pytest.runner import runtestprotocol
 
-from . import wire
+from . import leak_procs, wire
 from .state import STATE
 
 
@@ -23,9 +23,14 @@ def crash_log(folder: Path, pid: int) -> Path:
 
 
 def serve(session: pytest.Session, cmd_fd: int, res_fd: int, folder: Path) -> None:
-    """Run items until told to stop; the process exits at the end (never returns normally)."""
+    """Run items until told to stop; the process exits at the end (never returns normally).
+
+    ``pytest.exit`` and ``KeyboardInterrupt`` inside a test end the run as they would under
+    plain pytest: the parent is told, and raises them itself.
+    """
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)
+    leak_procs.become_subreaper()
     STATE.in_child = True
     STATE.result_fd = res_fd
     STATE.boundary = True
@@ -41,8 +46,17 @@ def serve(session: pytest.Session, cmd_fd: int, res_fd: int, folder: Path) -> No
             item = items[message["run"]]
             nextitem = items.get(message.get("next") or "")
             wire.send(res_fd, {"start": item.nodeid})
-            with _warnings_for(item):
-                runtestprotocol(item, nextitem=nextitem, log=False)
+            try:
+                with _warnings_for(item):
+                    runtestprotocol(item, nextitem=nextitem, log=False)
+            except pytest.exit.Exception as exc:
+                wire.send(res_fd, {"exit": exc.msg, "returncode": exc.returncode})
+                break
+            except KeyboardInterrupt as exc:
+                frames = traceback.extract_tb(exc.__traceback__)
+                where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
+                wire.send(res_fd, {"interrupt": f"in the child running {item.nodeid}, at {where}"})
+                break
             wire.send(res_fd, {"done": item.nodeid})
     except BaseException:
         code = 3
@@ -52,6 +66,7 @@ def serve(session: pytest.Session, cmd_fd: int, res_fd: int, folder: Path) -> No
             wire.send(res_fd, {"internal": text})
     finally:
         with contextlib.suppress(Exception):
+            leak_procs.end_all()  # nothing a test started outlives its child
             sys.stdout.flush()
             sys.stderr.flush()
             log.flush()

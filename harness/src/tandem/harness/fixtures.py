@@ -1,10 +1,11 @@
-"""The harness's fixtures: ``engine``, ``isolated_env``, ``scoped_ops``."""
+"""The harness's fixtures: ``engine``, ``engine_impl``, ``isolated_env``, ``scoped_ops``."""
 
 from __future__ import annotations
 
 import os
 import sys
 from collections.abc import Iterator
+from importlib import metadata
 from typing import Any
 
 import pytest
@@ -16,6 +17,24 @@ from .state import STATE
 def engine(request: pytest.FixtureRequest) -> str | None:
     """The engine this test runs on (None for a test without an engine)."""
     return getattr(request, "param", None)
+
+
+@pytest.fixture
+def engine_impl(engine: str | None) -> Any:
+    """The object registered for the current engine in ``harness_engine_group``.
+
+    The entry point is loaded in the test's own process, so what a test gets is the engine
+    as that process imports it (a class, a factory: whatever the project registered).
+    """
+    group = STATE.settings.engine_group
+    if engine is None:
+        pytest.fail("engine_impl: this test runs on no engine; mark it with engines(...)")
+    if not group:
+        pytest.fail("engine_impl: set harness_engine_group to the entry-point group of engines")
+    for entry in metadata.entry_points(group=group):
+        if entry.name == engine:
+            return entry.load()
+    pytest.fail(f"engine_impl: no entry point {engine!r} in group {group!r}")
 
 
 class IsolatedEnv:

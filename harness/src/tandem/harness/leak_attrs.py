@@ -12,7 +12,7 @@ import types
 from typing import Any
 
 Snapshot = dict[tuple[str, str], Any]
-_OWN = __name__.rpartition(".")[0]
+OWN = __name__.rpartition(".")[0]  # the harness itself is never watched
 
 
 _CACHE: dict[tuple[str, ...], tuple[int, list[str]]] = {}
@@ -33,9 +33,7 @@ def watched(prefixes: tuple[str, ...]) -> list[tuple[str, types.ModuleType]]:
         names = [
             n
             for n in list(sys.modules)
-            if (n in prefixes or n.startswith(dotted))
-            and n != _OWN
-            and not n.startswith(_OWN + ".")
+            if (n in prefixes or n.startswith(dotted)) and n != OWN and not n.startswith(OWN + ".")
         ]
         _CACHE[prefixes] = cached = (count, names)
     out = []
@@ -54,13 +52,20 @@ def _is_mock(value: Any) -> bool:
     return type(value).__module__ == "unittest.mock"
 
 
+def snapshot_module(name: str, module: types.ModuleType) -> Snapshot:
+    return {(name, attr): value for attr, value in list(vars(module).items()) if _tracked(value)}
+
+
 def snapshot(prefixes: tuple[str, ...]) -> Snapshot:
     out: Snapshot = {}
     for name, module in watched(prefixes):
-        for attr, value in list(vars(module).items()):
-            if _tracked(value):
-                out[(name, attr)] = value
+        out.update(snapshot_module(name, module))
     return out
+
+
+def _submodule(name: str, attr: str, value: Any) -> bool:
+    """The import system binding ``name.attr`` to the submodule just imported: no patch."""
+    return isinstance(value, types.ModuleType) and value.__name__ == f"{name}.{attr}"
 
 
 def diff(before: Snapshot, prefixes: tuple[str, ...], restore: bool = True) -> list[str]:
@@ -72,7 +77,7 @@ def diff(before: Snapshot, prefixes: tuple[str, ...], restore: bool = True) -> l
         if module is None:
             continue
         new = vars(module).get(attr, missing)
-        if new is old:
+        if new is old or _submodule(name, attr, new):
             continue
         now = "deleted" if new is missing else f"replaced by {new!r}"[:200]
         out.append(f"{name}.{attr} was {now} (a patch that was never undone?)")

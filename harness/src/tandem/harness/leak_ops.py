@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from typing import Any
 
 _ORIGINS: dict[tuple[str, str], str] = {}
@@ -44,15 +44,26 @@ def snapshot(namespace: str) -> set[str] | int:
     return names(namespace)
 
 
-def diff(before: set[str] | int, namespace: str) -> list[str]:
+def defined_between(start: int, end: int) -> set[str]:
+    """Op names the recorder saw defined between two positions of its log."""
+    return set(_DEFINED[start:end])
+
+
+def diff(before: set[str] | int, namespace: str, skip: Set[str] = frozenset()) -> list[str]:
+    """Ops registered since ``before`` and still there (a duplicate is told by ``problems``)."""
     if isinstance(before, int):
-        fresh = set(_DEFINED[before:])
+        fresh = set(_DEFINED[before:]) - skip
         if not fresh:
             return []
         alive = names(namespace) & fresh
     else:
-        alive = names(namespace) - before
-    return [f"custom op {name} was registered and not removed" for name in sorted(alive)]
+        alive = names(namespace) - before - skip
+    twice = {p.split()[2] for p in _PROBLEMS if " defined twice" in p}
+    return [
+        f"custom op {name} was registered and not removed"
+        for name in sorted(alive)
+        if name not in twice
+    ]
 
 
 def _origin() -> str:

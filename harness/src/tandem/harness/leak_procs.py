@@ -1,11 +1,46 @@
-"""Leak check: child processes a test started and left running (they are killed)."""
+"""Leak check: child processes a test started and left running (they are killed).
+
+The process that runs tests becomes a child subreaper (Linux): a process that its parent
+left behind (``sh -c "server &"``, a daemon's double fork) is re-parented to it instead of
+to init, so it shows up here as a child and is named and ended like any other.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import sys
 
 import psutil
+
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_PDEATHSIG = 1
+
+
+def _prctl(option: int, value: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def become_subreaper() -> bool:
+    """Adopt orphaned descendants (Linux only); True when it took effect."""
+    return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def die_with_parent(signum: int = 9) -> bool:
+    """Have the kernel send ``signum`` to this process when its parent dies (Linux only)."""
+    return _prctl(_PR_SET_PDEATHSIG, signum)
+
+
+def end_all() -> list[str]:
+    """Kill every descendant still alive (a process that is about to exit calls this)."""
+    return diff(set())
 
 
 def _children() -> list[psutil.Process]:

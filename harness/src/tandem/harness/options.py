@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
 LEVELS = ("none", "engine", "module", "test")
 START_METHODS = ("fork", "spawn")
 LEAK_MODES = ("fail", "warn")
+DEFAULT_TIMEOUT = 300.0
+# the command-line flags that switch the harness on in a project that has not configured it
+FLAGS = (
+    "engines",
+    "isolate",
+    "harness_start",
+    "harness_timeout",
+    "leaks",
+    "harness_seed",
+    "engine_report",
+    "find_polluter",
+    "harness_worker",
+)
 
 
 @dataclass(slots=True)
@@ -19,12 +32,13 @@ class Settings:
     watch_prefixes: tuple[str, ...] = ()
     engine_env: str = ""
     engine_group: str = ""
+    engines: tuple[str, ...] = ()
     default_engines: tuple[str, ...] = ()
     selected: tuple[str, ...] = ()
     preload: tuple[str, ...] = ()
     isolation: str = "engine"
     start_method: str = "fork"
-    timeout: float = 0.0
+    timeout: float = 300.0
     ops_namespace: str = ""
     cache_clearers: tuple[str, ...] = ()
     leaks: str = "fail"
@@ -33,7 +47,7 @@ class Settings:
     find_polluter: str = ""
     worker_fds: str = ""
     force_none: bool = False  # --isolate none: not even an isolate() marker forks
-    extra: dict[str, str] = field(default_factory=dict)
+    seed_source: str = "random"  # "option", "pytest-randomly" or "random"
 
 
 def add(parser: pytest.Parser) -> None:
@@ -61,7 +75,8 @@ def add(parser: pytest.Parser) -> None:
         "--harness-timeout",
         default=None,
         metavar="SECONDS",
-        help="per-test timeout in isolated children (0 = none)",
+        help=f"per-test timeout in seconds, in children and in-process (default "
+        f"{DEFAULT_TIMEOUT:g}; 0 = none)",
     )
     group.addoption(
         "--leaks",
@@ -93,6 +108,9 @@ def add(parser: pytest.Parser) -> None:
     )
     parser.addini("harness_engine_env", "env var set to the engine while a test runs", default="")
     parser.addini("harness_engine_group", "entry-point group listing the engines", default="")
+    parser.addini(
+        "harness_engines", "engine names known besides the entry points", type="args", default=[]
+    )
     parser.addini("harness_default_engines", "engines for unmarked tests", type="args", default=[])
     parser.addini(
         "harness_engines_env", "env var selecting engines like --engines", default="HARNESS_ENGINES"
@@ -102,7 +120,11 @@ def add(parser: pytest.Parser) -> None:
     )
     parser.addini("harness_isolation", f"isolation level: {', '.join(LEVELS)}", default="engine")
     parser.addini("harness_start_method", "fork or spawn", default="fork")
-    parser.addini("harness_timeout", "per-test timeout in seconds (0 = none)", default="0")
+    parser.addini(
+        "harness_timeout",
+        f"per-test timeout in seconds (0 = none; default {DEFAULT_TIMEOUT:g})",
+        default=str(DEFAULT_TIMEOUT),
+    )
     parser.addini("harness_ops_namespace", "torch.library namespace to check", default="")
     parser.addini(
         "harness_cache_clearers",
@@ -134,6 +156,19 @@ def _names(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.replace(" ", ",").split(",") if part.strip())
 
 
+def requested(config: pytest.Config) -> bool:
+    """Whether the project asked for the harness: a ``harness_*`` ini option or a harness flag.
+
+    An unconfigured project runs as under plain pytest until a test declares engines.
+    """
+    if any(str(key).startswith("harness_") for key in config.inicfg):
+        return True
+    overrides = getattr(config.option, "override_ini", None) or []
+    if any(str(item).startswith("harness_") for item in overrides):
+        return True
+    return any(getattr(config.option, name, None) not in (None, "") for name in FLAGS)
+
+
 def load(config: pytest.Config) -> Settings:
     """Resolve the settings: command line over environment over ini."""
     opt = config.option
@@ -147,6 +182,7 @@ def load(config: pytest.Config) -> Settings:
         watch_prefixes=tuple(ini("harness_watch_prefixes")),
         engine_env=ini("harness_engine_env"),
         engine_group=ini("harness_engine_group"),
+        engines=tuple(ini("harness_engines")),
         default_engines=tuple(ini("harness_default_engines")),
         selected=_names(selected),
         preload=tuple(ini("harness_preload")),

@@ -7,6 +7,7 @@ is killed (its whole process group, so what it started goes too).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
@@ -22,6 +23,9 @@ import pytest
 from . import child as child_loop
 from . import cuda, seeds, wire
 from .options import Settings
+from .state import STATE
+
+_SPAWNED = itertools.count()
 
 
 @dataclass(slots=True)
@@ -32,6 +36,8 @@ class Child:
     unit: Any
     proc: subprocess.Popen[bytes] | None = None
     status: int | None = None
+    out: str | None = None  # a spawned child's stdout and stderr files
+    err: str | None = None
 
 
 class Pool:
@@ -53,29 +59,31 @@ class Pool:
     def _start(self, unit: Any) -> Child:
         cmd_r, cmd_w = os.pipe()
         res_r, res_w = os.pipe()
-        proc = None
         if self.settings.start_method == "spawn":
-            proc = self._spawn(cmd_r, res_w)
-            pid = proc.pid
-        else:
-            if self.zygote is None:
-                from .zygote import Zygote
+            try:
+                return self._spawn(cmd_r, cmd_w, res_r, res_w, unit)
+            finally:
+                os.close(cmd_r)
+                os.close(res_w)
+        if self.zygote is None:
+            from .zygote import Zygote
 
-                session = self.config._harness_session  # type: ignore[attr-defined]
-                folder = self.folder
+            session = STATE.session
+            folder = self.folder
 
-                def main(c: int, r: int) -> None:
-                    child_loop.serve(session, c, r, folder)
+            def main(c: int, r: int) -> None:
+                assert session is not None
+                child_loop.serve(session, c, r, folder)
 
-                seeds.warm()
-                self.zygote = Zygote(main, cuda.guard)
-            pid = self.zygote.fork(cmd_r, res_w)
+            seeds.warm()
+            self.zygote = Zygote(main, cuda.guard)
+        pid = self.zygote.fork(cmd_r, res_w)
         os.close(cmd_r)
         os.close(res_w)
-        return Child(pid, cmd_w, res_r, unit, proc)
+        return Child(pid, cmd_w, res_r, unit)
 
-    def _spawn(self, cmd_r: int, res_w: int) -> subprocess.Popen[bytes]:
-        cuda.guard()
+    def _spawn(self, cmd_r: int, cmd_w: int, res_r: int, res_w: int, unit: Any) -> Child:
+        """A fresh interpreter running pytest as a child: safe after CUDA was initialised."""
         args = _child_args(list(self.config.invocation_params.args))
         argv = [
             sys.executable,
@@ -88,10 +96,22 @@ class Pool:
             "-q",
             "--isolate",
             "none",
+            "--harness-seed",
+            str(STATE.seed),
         ]
-        return subprocess.Popen(
-            argv, pass_fds=(cmd_r, res_w), cwd=str(self.config.invocation_params.dir)
-        )
+        if not _uncaptured(args):  # what a test prints reaches the output files too
+            argv.append("--capture=tee-sys")
+        n = next(_SPAWNED)
+        out, err = self.folder / f"spawn-{n}.out", self.folder / f"spawn-{n}.err"
+        with open(out, "wb") as out_file, open(err, "wb") as err_file:
+            proc = subprocess.Popen(
+                argv,
+                pass_fds=(cmd_r, res_w),
+                cwd=str(self.config.invocation_params.dir),
+                stdout=out_file,
+                stderr=err_file,
+            )
+        return Child(proc.pid, cmd_w, res_r, unit, proc, out=str(out), err=str(err))
 
     def _kill(self, child: Child) -> None:
         for kill in (os.killpg, os.kill):
@@ -162,6 +182,7 @@ _VALUED = (
     "--junit-xml",
     "--isolate",
     "--harness-start",
+    "--harness-seed",
 )
 
 
@@ -181,3 +202,11 @@ def _child_args(args: list[str]) -> list[str]:
             continue
         out.append(arg)
     return out
+
+
+def _uncaptured(args: list[str]) -> bool:
+    """Whether the user turned capturing off (``-s``, ``--capture=no``)."""
+    pairs = zip(args, [*args[1:], ""])
+    return any(
+        a == "-s" or a == "--capture=no" or (a == "--capture" and b == "no") for a, b in pairs
+    )

@@ -12,6 +12,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +31,8 @@ PHASES = ("setup", "call", "teardown")
 class Outcome:
     reports: list[pytest.TestReport] = field(default_factory=list)
     done: bool = False
+    exit: tuple[str, int | None] | None = None  # pytest.exit() in the child: (reason, code)
+    interrupted: str = ""  # KeyboardInterrupt in the child: where it was raised
 
 
 def unit_of(item: pytest.Item, settings: Settings) -> Any:
@@ -100,9 +103,24 @@ class Driver(Pool):
         if not same and next_unit is not None and self.spare is None:
             self.spare = self._start(next_unit)  # forks while the current item runs
         outcome = self._collect(child, item, log, timeout_of(item, self.settings.timeout))
+        if outcome.exit is not None or outcome.interrupted:
+            self._stop(child)
+            self.child = None
+            if outcome.interrupted:
+                raise KeyboardInterrupt(outcome.interrupted)
+            reason, code = outcome.exit  # type: ignore[misc]
+            pytest.exit(reason, returncode=code)
         if not same and self.child is child:
             self.finish()
         return outcome
+
+    def kill_all(self) -> None:
+        """Kill every child and the zygote at once (the pytest process is being terminated)."""
+        for child in (self.child, self.spare, *(c for c, _ in self.ending)):
+            if child is not None:
+                self._kill(child)
+        if self.zygote is not None:
+            self.zygote.kill()
 
     def _drop(self, child: Child) -> None:
         self._close(child)
@@ -186,6 +204,14 @@ class Driver(Pool):
                     f"{item.nodeid} without reporting all of its phases",
                 )
             return True
+        elif "exit" in message:
+            outcome.exit = (str(message["exit"]), message.get("returncode"))
+            outcome.done = True
+            return True
+        elif "interrupt" in message:
+            outcome.interrupted = str(message["interrupt"])
+            outcome.done = True
+            return True
         elif "internal" in message:
             self._fail(item, log, outcome, "tandem-harness child error:\n" + message["internal"])
             outcome.done = True
@@ -210,6 +236,10 @@ class Driver(Pool):
             with contextlib.suppress(Exception):
                 out, err = capman.read_global_capture()
                 parts += [("last stdout", out), ("last stderr", err)]
+        if child.proc is not None:  # spawned: its output went to its own files
+            for name, path in (("last stdout", child.out), ("last stderr", child.err)):
+                with contextlib.suppress(OSError, TypeError):
+                    parts.append((name, Path(path).read_text(errors="replace")))
         with contextlib.suppress(OSError):
             parts.append(("fault log", child_loop.crash_log(self.folder, child.pid).read_text()))
         return "".join(f"\n\n--- {name} ---\n{_clip(name, text)}" for name, text in parts if text)

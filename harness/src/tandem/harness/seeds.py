@@ -1,13 +1,49 @@
-"""Reseed ``random``, numpy and torch (each if loaded) before each test."""
+"""Reseed ``random``, numpy and torch (each if loaded) before each test, with one seed.
+
+With pytest-randomly active there is still one seed: the harness takes randomly's, or, when
+``--harness-seed`` is given, hands that to randomly (its order and per-test reseeding then
+follow it), so one number replays a run.
+"""
 
 from __future__ import annotations
 
 import random
 import sys
 
+import pytest
+
+SOURCES = {
+    "option": "--harness-seed",
+    "option+randomly": "--harness-seed, also pytest-randomly's",
+    "controller": "from the xdist controller",
+    "randomly": "pytest-randomly's --randomly-seed; replay with --harness-seed",
+    "random": "random; replay with --harness-seed",
+}
+
 
 def pick() -> int:
     return random.SystemRandom().randrange(2**31)
+
+
+def _randomly(config: pytest.Config) -> bool:
+    return config.pluginmanager.hasplugin("randomly") and isinstance(
+        getattr(config.option, "randomly_seed", None), int
+    )
+
+
+def choose(config: pytest.Config, given: int | None) -> tuple[int, str]:
+    """The seed of this run and where it came from (a key of ``SOURCES``)."""
+    explicit = getattr(config.option, "harness_seed", None) is not None
+    if given is not None and explicit:
+        if _randomly(config):
+            config.option.randomly_seed = given
+            return given, "option+randomly"
+        return given, "option"
+    if given is not None:
+        return given, "controller"
+    if _randomly(config):
+        return int(config.option.randomly_seed), "randomly"
+    return pick(), "random"
 
 
 def reseed(seed: int) -> None:

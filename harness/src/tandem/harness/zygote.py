@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from . import wire
+from . import leak_procs, wire
 from .cuda import ForkUnsafe
 
 ChildMain = Callable[[int, int], None]
@@ -40,6 +40,7 @@ class Zygote:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
+            leak_procs.die_with_parent()
             parent_end.close()
             code = 0
             try:
@@ -84,6 +85,13 @@ class Zygote:
                 return
             self.note(message)
 
+    def kill(self) -> None:
+        """End the zygote now; its children die with it (they watch their parent)."""
+        if self.pid:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+        self.stop()
+
     def stop(self) -> None:
         if self.sock is None:
             return
@@ -122,6 +130,7 @@ def _serve(sock: socket.socket, child_main: ChildMain, guard: Callable[[], None]
             continue
         pid = os.fork()
         if pid == 0:
+            leak_procs.die_with_parent()
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -1,0 +1,110 @@
+"""What a test does to the run (exit, interrupt, time) is told as plain pytest would tell it."""
+
+from __future__ import annotations
+
+import pytest
+from hx_support import run
+
+ENDINGS = """
+    import pytest, sys
+
+    def test_first():
+        {body}
+
+    def test_second():
+        pass
+"""
+
+
+@pytest.mark.parametrize("level", ["none", "engine", "test"])
+def test_pytest_exit_ends_the_run_without_blaming_the_next_test(
+    suite: pytest.Pytester, level: str
+) -> None:
+    suite.makepyfile(test_end=ENDINGS.format(body='pytest.exit("enough", returncode=3)'))
+    result = run(suite, "--isolate", level)
+    assert result.ret == 3
+    result.stdout.fnmatch_lines(["*Exit: enough*"])
+    result.stdout.no_fnmatch_line("*Crash*")
+    result.stdout.no_fnmatch_line("*test_second*")
+
+
+@pytest.mark.parametrize("level", ["none", "engine"])
+def test_sys_exit_fails_only_its_test(suite: pytest.Pytester, level: str) -> None:
+    suite.makepyfile(test_end=ENDINGS.format(body="sys.exit(4)"))
+    result = run(suite, "--isolate", level)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*SystemExit: 4*"])
+    result.stdout.no_fnmatch_line("*Crash*")
+
+
+@pytest.mark.parametrize("level", ["none", "engine"])
+def test_keyboard_interrupt_stops_the_run(suite: pytest.Pytester, level: str) -> None:
+    suite.makepyfile(test_end=ENDINGS.format(body="raise KeyboardInterrupt"))
+    result = run(suite, "--isolate", level)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*KeyboardInterrupt*", "*test_end.py:4*"])
+    result.stdout.no_fnmatch_line("*Crash*")
+
+
+SLOW = """
+    import time, pytest
+
+    @pytest.mark.timeout(0.5)
+    def test_marked():
+        time.sleep(30)
+
+    def test_by_option():
+        time.sleep(30)
+
+    @pytest.fixture
+    def slow_setup():
+        time.sleep(30)
+
+    @pytest.mark.timeout(0.5)
+    def test_in_setup(slow_setup):
+        pass
+
+    def test_fast():
+        pass
+"""
+
+
+def test_timeouts_are_enforced_in_process(suite: pytest.Pytester) -> None:
+    suite.makepyfile(test_slow=SLOW)
+    result = run(suite, "--isolate", "none", "--harness-timeout", "0.5")
+    result.assert_outcomes(passed=1, failed=2, errors=1)
+    result.stdout.fnmatch_lines_random(
+        [
+            "*Timeout: test_slow.py::test_marked ran longer than 0.5 s (in-process*",
+            "*Timeout: test_slow.py::test_by_option ran longer than 0.5 s*",
+            "*Timeout: test_slow.py::test_in_setup ran longer than 0.5 s*",
+            "*test_slow.py*in test_marked*",
+        ]
+    )
+    assert result.duration < 20
+
+
+def test_isolate_none_marker_is_timed_too(suite: pytest.Pytester) -> None:
+    suite.makepyfile(
+        test_slow="""
+        import time, pytest
+
+        @pytest.mark.isolate("none")
+        @pytest.mark.timeout(0.5)
+        def test_marked():
+            time.sleep(30)
+    """
+    )
+    result = run(suite)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Timeout: test_slow.py::test_marked ran longer than 0.5 s*"])
+
+
+def test_default_timeout_is_documented_and_zero_turns_it_off(suite: pytest.Pytester) -> None:
+    suite.makepyfile(test_x="def test_x(): pass")
+    result = run(suite)
+    result.stdout.fnmatch_lines(["tandem-harness: *timeout=300s*"])
+    result = run(suite, "--harness-timeout", "0")
+    result.stdout.fnmatch_lines(["tandem-harness: *timeout=none*"])
+    help_text = run(suite, "--help").stdout.str()
+    assert "default 300; 0 = none" in help_text
