@@ -2,9 +2,11 @@
 
     python benchmarks/harness_overhead.py [--tests 40] [--preload "torch transformers"]
 
-Runs the same suite of trivial tests with ``--isolate none``, ``--isolate test`` (a fresh
-child forked from the warm zygote for every test) and ``pytest-forked`` (if installed),
-timing each test in the pytest process from logstart to logfinish, and times a fresh
+Runs the same suite of trivial tests under plain pytest (the plugin off), the harness's
+default (``--isolate engine``: one forked child for the run), ``--isolate none`` (leak
+checks only), ``--isolate test`` (a fresh child forked from the warm zygote for every
+test) and ``pytest-forked`` (if installed), timing each test in the pytest process from
+logstart to logfinish and each whole run, and times a fresh
 ``python -c "import torch, transformers"`` interpreter (the cost of a cold process).
 """
 
@@ -48,6 +50,9 @@ def _suite(folder: Path, tests: int, preload: list[str]) -> None:
     )
 
 
+WALL: dict[tuple[str, ...], float] = {}
+
+
 def _run(folder: Path, *args: str) -> list[float]:
     out = folder / "times.json"
     env = {**__import__("os").environ, "BENCH_OUT": str(out)}
@@ -62,7 +67,9 @@ def _run(folder: Path, *args: str) -> list[float]:
         "no:randomly",
         *args,
     ]
+    start = time.perf_counter()
     done = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True)
+    WALL[args] = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
     return [t * 1000 for t in json.loads(out.read_text()).values()]
@@ -95,12 +102,20 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         _suite(folder, args.tests, preload)
         rows: dict[str, float | None] = {}
-        rows["no isolation"] = statistics.median(_run(folder, "--isolate", "none"))
-        rows["isolate=test (zygote fork)"] = statistics.median(_run(folder, "--isolate", "test"))
+        walls: dict[str, float] = {}
+        modes = {
+            "plain pytest (plugin off)": ("-p", "no:tandem_harness"),
+            "default (isolate=engine)": ("--isolate", "engine"),
+            "no isolation": ("--isolate", "none"),
+            "isolate=test (zygote fork)": ("--isolate", "test"),
+        }
         if importlib.util.find_spec("pytest_forked") is not None:
-            rows["pytest-forked"] = statistics.median(_run(folder, "--isolate", "none", "--forked"))
+            modes["pytest-forked"] = ("--isolate", "none", "--forked")
         else:
             rows["pytest-forked"] = None
+        for name, mode in modes.items():
+            rows[name] = statistics.median(_run(folder, *mode))
+            walls[name] = WALL[mode]
         rows[f"fresh python -c 'import {', '.join(preload) or 'nothing'}'"] = statistics.median(
             _fresh(preload, args.repeats)
         )
@@ -112,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:<45} skipped: not installed")
             continue
         ratio = value / ours if ours else float("nan")
-        print(f"  {name:<45} {value:9.2f} ms   x{ratio:7.2f} of isolate=test")
+        wall = f"   whole run {walls[name]:6.2f} s" if name in walls else ""
+        print(f"  {name:<45} {value:9.2f} ms   x{ratio:7.2f} of isolate=test{wall}")
     print(f"  overhead of isolate=test over no isolation: {ours - base:.2f} ms per test")
     fresh = list(rows.values())[-1] or 0.0
     print(

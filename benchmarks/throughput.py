@@ -1,7 +1,7 @@
 """Offline throughput: tandem v0 and v1 beside transformers, a pure model loop and the roofline.
 
     python benchmarks/throughput.py [--engines v0 v1] [--quick] [--size small] [--threads N]
-                                    [--rounds 2] [--repeats 2] [--skip-hf1]
+                                    [--rounds 2] [--repeats 2] [--skip-hf1] [--baseline REF]
 
 The fixed workload: 64 requests whose prompt lengths are drawn from 16..256 (seed 0),
 128 new tokens each, greedy, EOS ignored, prompts given as token ids. Runners, each in
@@ -19,7 +19,9 @@ workload's matrix FLOPs divided by it is the roofline. Prints a table (output to
 ratios to transformers batch-16, to the pure loop and to the roofline, start-up s from
 a fresh process and warm, peak RSS) and writes a JSON file and a PNG bar chart (with
 matplotlib) into ``benchmarks/results/``. ``--quick`` shrinks the workload (16
-requests, prompts 16..64, 32 new tokens).
+requests, prompts 16..64, 32 new tokens). ``--baseline REF`` adds the tandem engines as
+committed at the git ref REF (a worktree under ``benchmarks/results/``, put first on
+``PYTHONPATH``) to the same rounds, so a change is measured against what it changed.
 """
 
 from __future__ import annotations
@@ -75,13 +77,45 @@ def peak_rss_mb() -> float:
     return (own + kids) / 1024
 
 
+SOURCES = ("kernels/src", "packages/core/src", "packages/engine-v0/src", "packages/engine-v1/src")
+
+
+def baseline_tree(ref: str) -> Path:
+    """A worktree of the repository at ``ref`` (made once per commit)."""
+    root = Path(__file__).resolve().parent.parent
+    sha = subprocess.run(
+        ["git", "rev-parse", "--verify", f"{ref}^{{commit}}"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if sha.returncode != 0:
+        raise SystemExit(f"--baseline: {ref!r} is not a commit here: {sha.stderr.strip()}")
+    tree = RESULTS / f"baseline-{sha.stdout.strip()[:12]}"
+    if not tree.exists():
+        RESULTS.mkdir(exist_ok=True)
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(tree), sha.stdout.strip()],
+            cwd=root,
+            check=True,
+            capture_output=True,
+        )
+    return tree
+
+
 def spawn(name: str, args: argparse.Namespace, path: str, cfg: dict) -> dict:
+    env = dict(os.environ)
+    if "@" in name:  # a baseline runner: its tandem packages come first on the path
+        tree = baseline_tree(name.split("@", 1)[1])
+        paths = [str(tree / src) for src in SOURCES]
+        env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(":")
     cmd = [sys.executable, __file__, "--child", name, "--size", args.size]
     cmd += ["--path", path, "--cfg", json.dumps(cfg)]
     cmd += ["--quick"] if args.quick else []
     cmd += ["--threads", str(args.threads)] if args.threads is not None else []
     cmd += ["--repeats", str(args.repeats)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
@@ -113,6 +147,7 @@ def table(rows: dict[str, dict], tokens: int, roof_rate: float) -> list[str]:
     rate = {n: tokens / r["seconds"] for n, r in rows.items() if r["seconds"]}
     hf = rate.get(HF16)
     pure = rate.get("pure model loop")
+    base = {n: rate.get(n.split(" @")[0]) for n in rate if " @" in n}
     head = (
         f"{'engine':<26}{'tok/s':>9}{'x tf-b16':>10}{'x pure':>8}{'x roof':>8}"
         f"{'start-up s':>12}{'warm s':>8}{'peak RSS MB':>13}"
@@ -135,6 +170,9 @@ def table(rows: dict[str, dict], tokens: int, roof_rate: float) -> list[str]:
             f"{start:>12}{warm:>8}{rss:>13}"
         )
     out.append(f"{'roofline':<26}{roof_rate:9.1f}{ratio(roof_rate, hf):>10}")
+    for name, new in base.items():
+        if new:
+            out.append(f"{name.split(' @')[0]} / {name}: {new / rate[name]:.3f}")
     return out
 
 
@@ -175,6 +213,12 @@ def main() -> None:
         "--repeats", type=int, default=2, help="timed runs per start; the best of all counts"
     )
     parser.add_argument("--skip-hf1", action="store_true", help="skip the slow 1-at-a-time run")
+    parser.add_argument(
+        "--baseline", default=None, metavar="REF", help="also run the engines as of git REF"
+    )
+    parser.add_argument(
+        "--only-tandem", action="store_true", help="run the tandem engines (and baseline) only"
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--path", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--cfg", default=None, help=argparse.SUPPRESS)
@@ -210,9 +254,14 @@ def main() -> None:
         f"TFLOP -> roofline {flops / rate:.2f} s = {roof:.1f} output tok/s",
         flush=True,
     )
-    names = [f"tandem {e}" for e in args.engines] + ["pure model loop", HF16]
-    names += [] if args.skip_hf1 else ["transformers 1-at-a-time"]
-    names.append("vllm cpu")
+    names = [f"tandem {e}" for e in args.engines]
+    if args.baseline:
+        baseline_tree(args.baseline)
+        names += [f"tandem {e} @{args.baseline}" for e in args.engines]
+    if not args.only_tandem:
+        names += ["pure model loop", HF16]
+        names += [] if args.skip_hf1 else ["transformers 1-at-a-time"]
+        names.append("vllm cpu")
     rows: dict[str, dict] = {}
     for i in range(args.rounds):
         for name in names:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tandem.core.inputs import InputProcessor
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.tokenizer import load_tokenizer
 from tandem.v0.output_processor import OutputProcessor
@@ -25,9 +26,11 @@ def feed(
     max_tokens: int = 10,
     max_model_len: int = 64,
 ) -> tuple[Sequence, list[bool]]:
-    proc = OutputProcessor(tokenizer, [EOS], max_model_len)
-    seq = Sequence(0, "r", 0, [1, 50], max_tokens, seed=0)
-    req = Request("r", None, [1, 50], params, [seq])
+    inputs = InputProcessor(tokenizer, tokenizer.vocab_size, max_model_len, [EOS])
+    request = inputs.process("r", [1, 50], params.replace(max_tokens=max_tokens))
+    proc = OutputProcessor(tokenizer)
+    seq = Sequence(0, "r", 0, [1, 50], request.stop.max_tokens, seed=0)
+    req = Request(request, [seq])
     proc.start(req)
     done = []
     for t in tokens:
@@ -42,7 +45,7 @@ def test_eos_stops_with_no_stop_reason(tokenizer) -> None:
     assert done == [False, False, True]
     assert (seq.finish_reason, seq.stop_reason) == ("stop", None)
     assert seq.output_token_ids == [60, 61, EOS]
-    assert seq.text == tokenizer.decode([60, 61])
+    assert seq.text.shown == tokenizer.decode([60, 61])
     assert seq.cumulative_logprob == pytest.approx(-1.5)
 
 
@@ -62,11 +65,15 @@ def test_length_and_max_model_len(tokenizer) -> None:
 
 def test_stop_token_text_included_on_request(tokenizer) -> None:
     seq, _ = feed(tokenizer, SamplingParams(stop_token_ids=[61]), [60, 61])
-    assert (seq.finish_reason, seq.stop_reason, seq.text) == ("stop", 61, tokenizer.decode([60]))
+    assert (seq.finish_reason, seq.stop_reason, seq.text.shown) == (
+        "stop",
+        61,
+        tokenizer.decode([60]),
+    )
     seq, _ = feed(
         tokenizer, SamplingParams(stop_token_ids=[61], include_stop_str_in_output=True), [60, 61]
     )
-    assert seq.text == tokenizer.decode([60, 61])
+    assert seq.text.shown == tokenizer.decode([60, 61])
 
 
 def test_stop_string_across_tokens(tokenizer) -> None:
@@ -74,4 +81,4 @@ def test_stop_string_across_tokens(tokenizer) -> None:
     seq, done = feed(tokenizer, SamplingParams(stop=["on the"]), ids, max_tokens=len(ids))
     assert any(done)
     assert (seq.finish_reason, seq.stop_reason) == ("stop", "on the")
-    assert seq.text == "the cat sat "
+    assert seq.text.shown == "the cat sat "

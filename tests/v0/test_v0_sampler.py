@@ -5,10 +5,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tandem.core.inputs import InputProcessor
 from tandem.core.sampling_params import SamplingParams
 from tandem.v0.sampler import Sampler, SamplingRow
 
 V = 12
+INPUTS = InputProcessor(None, V, 1 << 20, [])  # token-id prompts only: no tokenizer needed
 
 
 def row(
@@ -18,7 +20,10 @@ def row(
     blocked: tuple[int, ...] = (),
     **params,
 ) -> SamplingRow:
-    return SamplingRow(SamplingParams(**params), list(prompt), list(out), seed, blocked)
+    request = INPUTS.process("r", list(prompt), SamplingParams(**params))
+    return SamplingRow(
+        request.sampling, list(prompt), list(out), seed, request.stop.min_tokens, blocked
+    )
 
 
 def logits_for(n: int, seed: int = 0) -> torch.Tensor:
@@ -35,7 +40,7 @@ def test_greedy_is_argmax_and_logprobs_are_raw() -> None:
         assert r.rank == 1
         assert r.logprob == pytest.approx(float(raw[b].max()), abs=1e-6)
         ids = raw[b].topk(2).indices.tolist()
-        assert [t for t, _, _ in r.top] == ids and [k for _, _, k in r.top] == [1, 2]
+        assert [t for t, _, _ in r.tops[1:]] == ids and [k for _, _, k in r.tops[1:]] == [1, 2]
 
 
 def test_input_logits_untouched() -> None:
@@ -92,10 +97,10 @@ def test_prompt_logprobs() -> None:
     out = Sampler().prompt_logprobs(x, [4, 5, 6], k=1)
     raw = x.log_softmax(-1)
     for p, tok in enumerate([4, 5, 6]):
-        lp, rank = out[p][tok]
-        assert lp == pytest.approx(float(raw[p, tok]), abs=1e-6)
+        (first, lp, rank), (best, _, best_rank) = out[p]  # the actual token, then the top 1
+        assert first == tok and lp == pytest.approx(float(raw[p, tok]), abs=1e-6)
         assert rank == int((raw[p] > raw[p, tok]).sum()) + 1
-        assert int(raw[p].argmax()) in out[p]
+        assert (best, best_rank) == (int(raw[p].argmax()), 1)
 
 
 def test_rows_must_match_logits() -> None:
@@ -146,7 +151,7 @@ def test_greedy_fast_path_matches_general_path(seed: int, n: int) -> None:
     assert [r.token_id for r in fast] == [r.token_id for r in full]
     assert [r.rank for r in fast] == [r.rank for r in full] == [1] * n
     assert [r.logprob for r in fast] == pytest.approx([r.logprob for r in full], abs=1e-5)
-    assert all(r.top is None for r in fast)
+    assert all(r.tops is None for r in fast)
 
 
 def test_min_tokens_mask_still_applies_to_greedy_rows() -> None:

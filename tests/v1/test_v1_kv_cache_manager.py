@@ -3,16 +3,14 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from v1_support import sample
 
-from tandem.v1.kv_cache_manager import KVCacheManager
-from tandem.v1.messages import SamplingSpec
-from tandem.v1.request import Request
-
-SPEC = SamplingSpec(0, 0.0, 1.0, 0, 0.0, 0.0, 0.0, 1.0, 16, 0, False, [], None, None)
+from tandem.v1.core.kv_cache_manager import KVCacheManager
+from tandem.v1.core.request import Request
 
 
 def req(key: str, tokens: list[int]) -> Request:
-    return Request(key, key, 0, list(tokens), SPEC, 0, 0)
+    return sample(key, tokens)
 
 
 def test_hit_reuses_blocks_and_keeps_last_token() -> None:

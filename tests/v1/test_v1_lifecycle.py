@@ -155,7 +155,7 @@ def test_parent_watch_ends_a_child_stuck_after_its_parent_died(tmp_path: Path) -
         import os, signal, subprocess, sys, time
         child = subprocess.Popen([sys.executable, "-c", '''
         import os, signal, sys, time
-        from tandem.v1.procs import watch_parent
+        from tandem.v1.proc.procs import watch_parent
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stuck: the SIGTERM does nothing
         watch_parent(int(sys.argv[1]), interval=0.05, grace=0.5,
                      last_words=lambda: open({str(marker)!r}, "w").close())

@@ -2,15 +2,17 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from v1_support import engine_request
 
-from tandem.v1 import messages as m
-
-SPEC = m.SamplingSpec(7, 0.5, 0.9, 3, 0.1, 0.2, 0.3, 1.1, 16, 2, True, [5], 2, 1)
-DETOK = m.DetokSpec("hi", ["x"], True, False, 2)
+from tandem.core.outputs import Logprob
+from tandem.v1.proc import messages as m
 
 
 def test_requests_round_trip() -> None:
-    add = m.AddRequest("r", [1, 2], 3, SPEC, DETOK)
+    request = engine_request(
+        "r", [1, 2], n=3, seed=7, temperature=0.5, stop=["x"], stop_token_ids=[5], logprobs=2
+    )
+    add = m.AddRequest(request)
     assert m.to_core.decode(m.encode(add)) == add
     ab = m.Abort(["r"], [("q", 1)])
     assert m.to_core.decode(m.encode(ab)) == ab
@@ -23,7 +25,7 @@ def test_core_and_client_messages_round_trip() -> None:
         [
             m.Result(
                 "r",
-                [None, {2: (-1.0, 1, "a")}],
+                [None, {2: Logprob(-1.0, 1, "a")}],
                 [m.Completion(0, 0, "t", [4], -0.5, None, "length", None)],
                 True,
                 0,

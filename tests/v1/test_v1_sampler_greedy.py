@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from tandem.v1.input_batch import InputBatch
-from tandem.v1.sampler import Sampler, SamplingBatch
+from tandem.v1.worker.input_batch import InputBatch
+from tandem.v1.worker.sampler import Sampler, SamplingBatch
 
 
 def _batch(rows: int, max_logprobs: int) -> SamplingBatch:
@@ -23,7 +23,7 @@ def _batch(rows: int, max_logprobs: int) -> SamplingBatch:
 
 def test_greedy_fast_path_matches_general_path():
     torch.manual_seed(0)
-    batch = InputBatch(5, 8, 50, [])  # fresh rows: temperature 0, i.e. greedy
+    batch = InputBatch(5, 8, 50)  # fresh rows: temperature 0, i.e. greedy
     logits = torch.randn(5, 50) * 4
     fast = Sampler()(logits, batch, _batch(5, -1))
     full = Sampler()(logits, batch, _batch(5, 0))  # asking for logprobs: general path

@@ -2,25 +2,28 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from v1_support import sample
 
-from tandem.v1.kv_cache_manager import KVCacheManager
-from tandem.v1.messages import SamplingSpec
-from tandem.v1.request import Request, Status
-from tandem.v1.scheduler import Scheduler
-
-SPEC = SamplingSpec(0, 0.0, 1.0, 0, 0.0, 0.0, 0.0, 1.0, 16, 0, False, [], None, None)
+from tandem.v1.core.kv_cache_manager import KVCacheManager
+from tandem.v1.core.request import Request, Status
+from tandem.v1.core.scheduler import Scheduler, SchedulerOutput
+from tandem.v1.worker.model_runner import StepResult
 
 
 def req(key: str, n: int, arrival: int = 0) -> Request:
-    return Request(key, key, 0, list(range(100, 100 + n)), SPEC, 0, arrival)
+    return sample(key, list(range(100, 100 + n)), arrival)
 
 
-def finish_step(s: Scheduler, out: object) -> None:
-    """What the engine does after the model ran: advance, then sample where complete."""
-    s.advance(out)
-    for r in out.requests:
-        if r.status is Status.RUNNING and r.num_computed_tokens == r.num_tokens:
-            r.output_token_ids.append(7)
+def finish_step(s: Scheduler, out: SchedulerOutput) -> None:
+    """What the runner reports after the model ran: token 7 where a row completes."""
+    done = [
+        r
+        for r in out.requests
+        if r.status is Status.RUNNING
+        and r.num_computed_tokens + out.num_tokens[r.key] == r.num_tokens
+    ]
+    result = StepResult({r.key: 7 for r in done}, {r.key: -1.0 for r in done}, {}, {})
+    s.update_from_output(out, result)
 
 
 def test_running_first_then_waiting_mixed_in_one_step() -> None:

@@ -17,9 +17,9 @@ from tandem.core.config import EngineArgs
 from tandem.core.models.spec import ModelSpec
 from tandem.core.tokenizer import TextDecoder, Tokenizer, load_tokenizer
 from tandem.v1 import LLMEngine
-from tandem.v1.client import MPClient
-from tandem.v1.ipc import read_payload, write_payload
-from tandem.v1.payload import core_config, detokenizer_setup, load_decoder, plain_hf_config
+from tandem.v1.frontend.client import MPClient
+from tandem.v1.proc.ipc import read_payload, write_payload
+from tandem.v1.proc.payload import core_config, detokenizer_setup, load_decoder, plain_hf_config
 
 
 def test_plain_config_reads_as_the_same_model(tiny_arch_model: Path) -> None:
@@ -127,7 +127,7 @@ def test_client_dropped_before_its_payload_leaves_nothing() -> None:
 
 
 def test_bad_model_dir_starts_no_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import tandem.v1.client as client_module
+    import tandem.v1.frontend.client as client_module
 
     launched: list[str] = []
     real = client_module.launch

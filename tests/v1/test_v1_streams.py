@@ -7,14 +7,15 @@ import itertools
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from v1_support import engine_request
 
 from tandem.core.config import EngineArgs
+from tandem.core.inputs import InputProcessor
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.tokenizer import load_tokenizer
-from tandem.v1 import messages as m
-from tandem.v1.output_processor import OutputProcessor
-from tandem.v1.processor import Processor
-from tandem.v1.streams import RequestStream
+from tandem.v1.frontend.output_processor import OutputProcessor
+from tandem.v1.frontend.streams import RequestStream
+from tandem.v1.proc import messages as m
 
 
 @pytest.fixture(scope="module")
@@ -24,15 +25,15 @@ def tokenizer(tiny_model):
 
 @pytest.fixture(scope="module")
 def processor(tiny_model, tokenizer):
-    return Processor(EngineArgs(model=str(tiny_model)).create_config(), tokenizer)
+    return InputProcessor.for_config(EngineArgs(model=str(tiny_model)).create_config(), tokenizer)
 
 
 def stream(processor, prompt, outputs, **params):
     """Run ``outputs`` (one CoreOutput list per step) through both ends; every Result
     sent and every step's RequestOutput."""
-    msg = processor.process("r", prompt, SamplingParams(**params))
-    detok, client = OutputProcessor(processor.tokenizer), RequestStream.start(msg)
-    detok.add(msg)
+    request = processor.process("r", prompt, SamplingParams(**params))
+    detok, client = OutputProcessor(processor.tokenizer), RequestStream.start(request)
+    detok.add(m.AddRequest(request))
     sent, seen = [], []
     for step in outputs:
         results, _ = detok.process(step)
@@ -74,8 +75,7 @@ def test_stop_string_cut_arrives_as_a_delta(processor, tokenizer) -> None:
 
 
 def test_text_from_rewrites_the_tail() -> None:
-    msg = m.AddRequest("r", [1], 1, None, m.DetokSpec(None, [], False, True, 0))  # type: ignore[arg-type]
-    client = RequestStream.start(msg)
+    client = RequestStream.start(engine_request("r", [1]))
     client.apply(
         m.Result("r", None, [m.Completion(0, 0, "abcd", [1, 2], -1.0, None, None, None)], False, 0)
     )

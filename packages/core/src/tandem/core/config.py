@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from tandem.core.device import DEVICES, DTYPES, resolve_device, resolve_dtype
+from tandem.core.kv_cache import kv_cache_bytes_per_block
 from tandem.core.model_config import (
     SUPPORTED_ARCHITECTURES,
     WEIGHTS_INDEX,
@@ -41,13 +43,6 @@ __all__ = [
     "resolve_dtype",
 ]
 
-DTYPES: dict[str, torch.dtype | None] = {
-    "auto": None,
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
-DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_KV_CACHE_BYTES = 1 << 30
 MIN_BATCHED_TOKENS = 2048
 
@@ -138,8 +133,9 @@ class EngineConfig:
     def kv_bytes_per_block(self) -> int:
         """Bytes of one KV block over all layers (K and V) at the model's dtype."""
         m = self.model
-        itemsize = torch.empty((), dtype=self.dtype).element_size()
-        return 2 * m.num_layers * m.num_kv_heads * m.head_dim * self.cache.block_size * itemsize
+        return kv_cache_bytes_per_block(
+            m.num_layers, m.num_kv_heads, m.head_dim, self.cache.block_size, self.dtype
+        )
 
 
 @dataclass(slots=True)
@@ -256,32 +252,3 @@ class EngineArgs:
             # a byte budget too small for one sequence fails here, not in the engine's child
             replace(cache).resolve_num_blocks(config.kv_bytes_per_block)
         return config
-
-
-def resolve_device(device: str) -> torch.device:
-    """``auto`` -> cuda when available, else cpu; ``cuda`` without CUDA is an error."""
-    if device not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
-    has_cuda = torch.cuda.is_available()
-    if device == "cuda" and not has_cuda:
-        raise ValueError("device='cuda' was requested but CUDA is not available; use 'cpu'")
-    if device == "auto":
-        device = "cuda" if has_cuda else "cpu"
-    return torch.device(device)
-
-
-def resolve_dtype(dtype: str | torch.dtype, device: torch.device, hf_config: Any) -> torch.dtype:
-    """``auto`` -> float32 on CPU, the checkpoint's dtype on CUDA (float16 if unset)."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    chosen = DTYPES.get(dtype)
-    if chosen is not None:
-        return chosen
-    if device.type == "cpu":
-        return torch.float32
-    raw = getattr(hf_config, "dtype", None) or vars(hf_config).get("torch_dtype")
-    if isinstance(raw, str):
-        raw = DTYPES.get(raw.removeprefix("torch."))
-    if isinstance(raw, torch.dtype) and raw in DTYPES.values() and raw != torch.float32:
-        return raw
-    return torch.float16

@@ -12,23 +12,10 @@ import itertools
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from tandem.core.engines import load_engine_class, resolve_engine_name
 from tandem.core.stats import EngineStats
-
-
-@dataclass(slots=True, frozen=True)
-class Prompt:
-    """One normalized prompt: what the engine receives and its token ids (for checks)."""
-
-    text: str | None
-    token_ids: list[int]
-
-    @property
-    def engine_input(self) -> str | list[int]:
-        return self.text if self.text is not None else list(self.token_ids)
 
 
 def _token_list(value: Any, where: str) -> list[int]:
@@ -36,22 +23,19 @@ def _token_list(value: Any, where: str) -> list[int]:
         raise TypeError(
             f"{where}: prompt_token_ids must be a list of ints, got {type(value).__name__}"
         )
-    for t in value:
-        if isinstance(t, bool) or not isinstance(t, int):
-            raise TypeError(f"{where}: prompt_token_ids must be ints, got {t!r}")
     return list(value)
 
 
-def _one_prompt(value: Any, i: int, tokenizer: Any) -> Prompt:
+def _one_prompt(value: Any, i: int) -> str | list[int]:
     where = f"prompt {i}"
     if isinstance(value, str):
-        return Prompt(value, tokenizer.encode(value) if value else [])
+        return value
     if isinstance(value, Mapping):
         keys = set(value)
         if keys == {"prompt"}:
-            return _one_prompt(value["prompt"], i, tokenizer)
+            return _one_prompt(value["prompt"], i)
         if keys == {"prompt_token_ids"}:
-            return Prompt(None, _token_list(value["prompt_token_ids"], where))
+            return _token_list(value["prompt_token_ids"], where)
         raise TypeError(
             f"{where}: a dict prompt must have exactly one key, 'prompt' or "
             f"'prompt_token_ids'; got keys {sorted(map(str, keys))}"
@@ -62,8 +46,8 @@ def _one_prompt(value: Any, i: int, tokenizer: Any) -> Prompt:
     )
 
 
-def normalize_prompts(prompts: Any, tokenizer: Any) -> list[Prompt]:
-    """Turn every accepted prompt form into a list of :class:`Prompt`."""
+def normalize_prompts(prompts: Any) -> list[str | list[int]]:
+    """Every accepted prompt form as what the engine's input processor takes: text or ids."""
     if isinstance(prompts, (str, Mapping)):
         prompts = [prompts]
     elif not isinstance(prompts, (list, tuple)):
@@ -73,7 +57,7 @@ def normalize_prompts(prompts: Any, tokenizer: Any) -> list[Prompt]:
         )
     if not prompts:
         raise ValueError("prompts is empty: give at least one prompt")
-    return [_one_prompt(p, i, tokenizer) for i, p in enumerate(prompts)]
+    return [_one_prompt(p, i) for i, p in enumerate(prompts)]
 
 
 def normalize_params(params: Any, count: int) -> list[Any]:
@@ -149,43 +133,26 @@ class LLM:
         """
         if self._closed:
             raise RuntimeError("this LLM was shut down; create a new one")
-        items = normalize_prompts(prompts, self.get_tokenizer())
+        items = normalize_prompts(prompts)
         params = normalize_params(sampling_params, len(items))
-        for i, (item, p) in enumerate(zip(items, params)):
-            self._validate(i, item, p)
-        request_ids = [f"gen-{next(self._ids)}" for _ in items]
+        # each prompt is checked and tokenized once, here, before any reaches the engine
+        requests = self.engine.inputs.process_all(
+            [
+                (f"gen-{next(self._ids)}", item, p, f"prompt {i}")
+                for i, (item, p) in enumerate(zip(items, params))
+            ]
+        )
         added: list[str] = []
         try:
-            for rid, item, p in zip(request_ids, items, params):
-                self.engine.add_request(rid, item.engine_input, p)
-                added.append(rid)
-            finals = self._run(set(request_ids), use_tqdm)
+            for req in requests:
+                self.engine.add(req)
+                added.append(req.request_id)
+            finals = self._run({r.request_id for r in requests}, use_tqdm)
         except BaseException:
             for rid in added:
                 self.engine.abort_request(rid)
             raise
-        return [finals[rid] for rid in request_ids]
-
-    def _validate(self, i: int, item: Prompt, params: Any) -> None:
-        ids = item.token_ids
-        where = f"prompt {i}"
-        if not ids:
-            raise ValueError(f"{where} is empty: it must have at least one token")
-        vocab = int(self.config.model.vocab_size)
-        bad = [t for t in ids if isinstance(t, bool) or not isinstance(t, int)]
-        if bad:
-            raise TypeError(f"{where}: prompt_token_ids must be ints, got {bad[0]!r}")
-        outside = [t for t in ids if not 0 <= t < vocab]
-        if outside:
-            raise ValueError(
-                f"{where}: token id {outside[0]} is outside the vocabulary [0, {vocab})"
-            )
-        limit = self.max_model_len
-        if len(ids) >= limit:
-            raise ValueError(
-                f"{where} has {len(ids)} tokens; it must be shorter than max_model_len={limit} "
-                f"to leave room for at least one generated token"
-            )
+        return [finals[r.request_id] for r in requests]
 
     def _run(self, pending: set[str], use_tqdm: bool) -> dict[str, Any]:
         finals: dict[str, Any] = {}

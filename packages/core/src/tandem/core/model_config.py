@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from tandem.core.device import resolve_device, resolve_dtype
+
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
 WEIGHTS_INDEX = "model.safetensors.index.json"
 
@@ -163,8 +165,6 @@ def load_model_config(
     tok = root if tokenizer is None else Path(tokenizer).expanduser()
     if not tok.is_dir():
         raise ValueError(f"tokenizer must be an existing directory, got {tok}")
-    from tandem.core.config import resolve_device, resolve_dtype
-
     device = device if device is not None else resolve_device("auto")
     return ModelConfig(
         path=root,

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
+
 FINISH_REASONS = ("stop", "length", "abort")
 
 SampleLogprobs = list[dict[int, "Logprob"]]
 PromptLogprobs = list["dict[int, Logprob] | None"]
 
 
-@dataclass(slots=True)
-class Logprob:
+class Logprob(msgspec.Struct, array_like=True):
+    """One token's logprob at one position (a msgspec Struct: engine v1 sends it as is)."""
+
     logprob: float
     rank: int | None = None  # 1 = the most likely token
     decoded_token: str | None = None

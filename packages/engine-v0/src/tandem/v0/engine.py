@@ -9,10 +9,11 @@ exactly as it was.
 from __future__ import annotations
 
 import itertools
-import random
 from typing import Any
 
-from tandem.core.kv_cache import allocate_kv_caches, kv_cache_bytes_per_block
+from tandem.core.inputs import EngineRequest, InputProcessor
+from tandem.core.kv_cache import allocate_kv_caches
+from tandem.core.logprobs import TopEntry
 from tandem.core.outputs import RequestOutput
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.stats import EngineStats
@@ -24,8 +25,6 @@ from tandem.v0.output_processor import OutputProcessor
 from tandem.v0.sampler import Sampler, SamplingRow
 from tandem.v0.scheduler import Scheduler
 from tandem.v0.sequence import Request, Sequence
-
-SEED_MODULUS = 1 << 63  # sampling seeds live in [0, 2**63)
 
 
 class LLMEngine:
@@ -48,9 +47,7 @@ class LLMEngine:
 
             model = load_model(mc, config.device, config.dtype)
         block_size = config.cache.block_size
-        per_block = kv_cache_bytes_per_block(
-            mc.num_layers, mc.num_kv_heads, mc.head_dim, block_size, config.dtype
-        )
+        per_block = config.kv_bytes_per_block
         num_blocks = config.cache.resolve_num_blocks(per_block)
         caches = allocate_kv_caches(
             mc.num_layers,
@@ -70,14 +67,9 @@ class LLMEngine:
             sc.max_model_len,
             sc.enable_chunked_prefill,
         )
-        self.max_model_len = int(mc.max_model_len)
-        self.vocab_size = int(mc.vocab_size)
-        eos = list(mc.eos_token_ids)
-        if not eos and self.tokenizer.eos_token_id is not None:
-            eos = [self.tokenizer.eos_token_id]
-        self.outputs = OutputProcessor(self.tokenizer, eos, self.max_model_len)
+        self.inputs = InputProcessor.for_config(config, self.tokenizer)
+        self.outputs = OutputProcessor(self.tokenizer)
         self.requests: dict[str, Request] = {}
-        self._rng = random.Random(config.seed)
         self._seq_ids = itertools.count()
         self._closed = False
 
@@ -91,60 +83,39 @@ class LLMEngine:
         return cls(engine_args.create_config(), **components)
 
     # requests ------------------------------------------------------------------------
-    def _prompt_ids(self, prompt: Any) -> tuple[str | None, list[int]]:
-        if isinstance(prompt, str):
-            if not prompt:
-                raise ValueError("prompt is empty: it must have at least one token")
-            return prompt, self.tokenizer.encode(prompt)
-        if isinstance(prompt, (list, tuple)):
-            for t in prompt:
-                if isinstance(t, bool) or not isinstance(t, int):
-                    raise TypeError(f"prompt token ids must be ints, got {t!r}")
-            bad = [t for t in prompt if not 0 <= t < self.vocab_size]
-            if bad:
-                raise ValueError(
-                    f"prompt token id {bad[0]} is outside the vocabulary [0, {self.vocab_size})"
-                )
-            return None, list(prompt)
-        raise TypeError(f"prompt must be a str or a list of token ids, got {type(prompt).__name__}")
-
     def add_request(
         self, request_id: str, prompt: str | list[int], params: SamplingParams | None = None
     ) -> None:
-        """Queue a request; raises ValueError/TypeError (and queues nothing) on bad input."""
+        """Check, tokenize and queue a request; raises ValueError/TypeError (and queues
+        nothing) on bad input."""
         self._check_open()
-        if not isinstance(request_id, str) or not request_id:
-            raise TypeError(f"request_id must be a non-empty str, got {request_id!r}")
-        if request_id in self.requests:
-            raise ValueError(f"request_id {request_id!r} is already in use")
-        params = SamplingParams() if params is None else params
-        if not isinstance(params, SamplingParams):
-            raise TypeError(f"params must be a SamplingParams, got {type(params).__name__}")
-        text, ids = self._prompt_ids(prompt)
-        if not ids:
-            raise ValueError("prompt is empty: it must have at least one token")
-        room = self.max_model_len - len(ids)
-        if room < 1:
-            raise ValueError(
-                f"prompt has {len(ids)} tokens; it must be shorter than "
-                f"max_model_len={self.max_model_len} to leave room for one generated token"
-            )
-        max_tokens = room if params.max_tokens is None else min(params.max_tokens, room)
+        self._check_new(request_id)
+        self.add(self.inputs.process(request_id, prompt, params))
+
+    def add(self, request: EngineRequest) -> None:
+        """Queue a request already checked by :class:`~tandem.core.inputs.InputProcessor`."""
+        self._check_open()
+        self._check_new(request.request_id)
+        ids, max_tokens = request.prompt_token_ids, request.stop.max_tokens
         self.scheduler.check_fits(len(ids), max_tokens)
-        base = (
-            params.seed if params.seed is not None else self._rng.getrandbits(63)
-        ) % SEED_MODULUS
+        base = request.sampling.seed
         seqs = [
-            Sequence(next(self._seq_ids), request_id, i, ids, max_tokens, derive_seed(base, i))
-            for i in range(params.n)
+            Sequence(
+                next(self._seq_ids), request.request_id, i, ids, max_tokens, derive_seed(base, i)
+            )
+            for i in range(request.n)
         ]
-        req = Request(request_id, text, ids, params, seqs)
-        if params.prompt_logprobs is not None:
+        req = Request(request, seqs)
+        if request.sampling.prompt_logprobs is not None:
             req.prompt_logprobs = [None]
-        self.requests[request_id] = req
+        self.requests[request.request_id] = req
         self.outputs.start(req)
         for seq in seqs:
             self.scheduler.add(seq)
+
+    def _check_new(self, request_id: Any) -> None:
+        if isinstance(request_id, str) and request_id in self.requests:
+            raise ValueError(f"request_id {request_id!r} is already in use")
 
     def abort_request(self, request_id: str | list[str]) -> None:
         """Drop requests (unknown or finished ids are ignored)."""
@@ -190,13 +161,15 @@ class LLMEngine:
             req = self.requests[seq.request_id]
             self.outputs.mark_scheduled(req)
             row = None
+            r = req.request
             if item.completes:
                 row = SamplingRow(
-                    req.params,
-                    req.prompt_token_ids,
+                    r.sampling,
+                    r.prompt_token_ids,
                     seq.output_token_ids,
                     seq.seed,
-                    self.outputs.blocked_ids(req.params),
+                    r.stop.min_tokens,
+                    r.stop.banned,
                 )
             plp = None
             end = item.start + item.num_new_tokens
@@ -205,7 +178,7 @@ class LLMEngine:
                 and end >= req.num_prompt_logprobs_done
                 and item.start < len(req.prompt_token_ids) - 1
             ):
-                plp = req.params.prompt_logprobs
+                plp = r.sampling.prompt_logprobs
             batch.append(StepRequest(item, row, plp))
         result = self.runner.execute(batch)
         self.scheduler.update(sched)
@@ -231,9 +204,7 @@ class LLMEngine:
                 del self.requests[rid]
         return outs
 
-    def _add_prompt_logprobs(
-        self, req: Request, start: int, entries: list[dict[int, tuple[float, int]]]
-    ) -> None:
+    def _add_prompt_logprobs(self, req: Request, start: int, entries: list[list[TopEntry]]) -> None:
         # entries[i] scores prompt token start + 1 + i; keep only positions not yet scored
         assert req.prompt_logprobs is not None
         for i, entry in enumerate(entries):

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from tandem.core.attention_metadata import build_metadata
+from tandem.core.logprobs import TopEntry
 from tandem.v0.sampler import Sampler, SampleResult, SamplingRow
 from tandem.v0.scheduler import ScheduledSeq
 
@@ -35,9 +36,7 @@ class StepRequest:
 class StepResult:
     samples: dict[int, SampleResult] = field(default_factory=dict)  # seq_id -> sample
     # seq_id -> (first prompt position, entries); entry i scores the token at position+1
-    prompt_logprobs: dict[int, tuple[int, list[dict[int, tuple[float, int]]]]] = field(
-        default_factory=dict
-    )
+    prompt_logprobs: dict[int, tuple[int, list[list[TopEntry]]]] = field(default_factory=dict)
 
 
 class ModelRunner:

@@ -14,30 +14,34 @@ log-softmax, before any processing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from tandem.core.inputs import SamplingSpec
+from tandem.core.logprobs import TopEntry, entries, top_logprobs
 from tandem.kernels.sampling import apply_penalties, choose_tokens, greedy_with_logprob
-
-TopLogprobs = list[tuple[int, float, int]]  # (token id, logprob, rank)
 
 
 @dataclass(slots=True)
 class SamplingRow:
     """What the sampler needs to know about one sequence."""
 
-    params: Any  # SamplingParams
+    spec: SamplingSpec
     prompt_token_ids: Sequence[int]
     output_token_ids: Sequence[int]
-    seed: int
-    blocked_ids: Sequence[int] = ()  # EOS / stop ids, masked while below min_tokens
+    seed: int  # this sample's seed (derived from the request's and the sample's index)
+    min_tokens: int = 0
+    banned: Sequence[int] = ()  # EOS / stop ids, masked while below min_tokens
 
     @property
     def counter(self) -> int:
         return len(self.output_token_ids)
+
+    @property
+    def masks(self) -> bool:
+        return bool(self.banned) and self.counter < self.min_tokens
 
 
 @dataclass(slots=True)
@@ -45,36 +49,17 @@ class SampleResult:
     token_id: int
     logprob: float  # raw model logprob of token_id
     rank: int
-    top: TopLogprobs | None = field(default=None)  # when params.logprobs is set
+    tops: list[TopEntry] | None = None  # the sampled token, then the top k (when asked)
 
 
 def _column(values: list[float] | list[int], dtype: torch.dtype, device: torch.device) -> Tensor:
     return torch.tensor(values, dtype=dtype, device=device)
 
 
-def rank_of(logprobs: Tensor, token_ids: Tensor) -> Tensor:
-    """1-based rank of each chosen token in its row; logprobs: [B, V], token_ids: [B]."""
-    chosen = logprobs.gather(1, token_ids[:, None])  # [B, 1]
-    return (logprobs > chosen).sum(dim=1) + 1
-
-
-def top_logprobs(logprobs: Tensor, k: int) -> TopLogprobs:
-    """The k most likely tokens of one row of logprobs [V], with ranks 1..k."""
-    if k <= 0:
-        return []
-    values, ids = logprobs.topk(min(k, logprobs.shape[0]))
-    return [(int(i), float(v), r + 1) for r, (i, v) in enumerate(zip(ids, values))]
-
-
 def _plain_greedy(row: SamplingRow) -> bool:
     """Temperature 0 with nothing that changes the logits and no top logprobs asked."""
-    p = row.params
-    return (
-        p.greedy
-        and not p.has_penalties
-        and p.logprobs is None
-        and not (row.blocked_ids and row.counter < p.min_tokens)
-    )
+    p = row.spec
+    return p.greedy and not p.has_penalties and p.logprobs is None and not row.masks
 
 
 def _greedy(logits: Tensor) -> list[SampleResult]:
@@ -99,25 +84,23 @@ class Sampler:
         raw = logits.float().log_softmax(dim=-1)  # [B, V]
         x = self._process(logits.float().clone(), rows)
         tokens = self._choose(x, rows)  # [B]
-        chosen = raw.gather(1, tokens[:, None]).squeeze(1).tolist()  # [B]
-        ranks = rank_of(raw, tokens).tolist()
+        keep = [row.spec.logprobs or 0 for row in rows]
+        tops = entries(*top_logprobs(raw, tokens, max(keep)), keep)
         out = []
-        for b, (row, tok) in enumerate(zip(rows, tokens.tolist())):
-            k = row.params.logprobs
-            top = top_logprobs(raw[b], k) if k is not None else None
-            out.append(SampleResult(tok, chosen[b], ranks[b], top))
+        for row, top in zip(rows, tops):
+            tok, lp, rank = top[0]
+            out.append(SampleResult(tok, lp, rank, top if row.spec.logprobs is not None else None))
         return out
 
     def _process(self, x: Tensor, rows: Sequence[SamplingRow]) -> Tensor:
         # x: [B, V] float32
         B, V = x.shape
         for b, row in enumerate(rows):
-            if row.blocked_ids and row.counter < row.params.min_tokens:
-                ids = [t for t in row.blocked_ids if 0 <= t < V]
-                x[b, ids] = float("-inf")
-        pres = [float(r.params.presence_penalty) for r in rows]
-        freq = [float(r.params.frequency_penalty) for r in rows]
-        rep = [float(r.params.repetition_penalty) for r in rows]
+            if row.masks:
+                x[b, list(row.banned)] = float("-inf")
+        pres = [r.spec.presence_penalty for r in rows]
+        freq = [r.spec.frequency_penalty for r in rows]
+        rep = [r.spec.repetition_penalty for r in rows]
         if any(pres) or any(freq) or any(v != 1.0 for v in rep):
             prompt_mask = torch.zeros((B, V), dtype=torch.bool, device=x.device)
             counts = torch.zeros((B, V), dtype=torch.int64, device=x.device)
@@ -140,26 +123,25 @@ class Sampler:
 
     def _choose(self, x: Tensor, rows: Sequence[SamplingRow]) -> Tensor:
         # x: [B, V] processed logits -> [B] int64 token ids
-        if all(float(r.params.temperature) == 0 for r in rows):
+        if all(r.spec.greedy for r in rows):
             return x.argmax(dim=-1)
         dev, f32, i64 = x.device, torch.float32, torch.int64
         return choose_tokens(
             x,
-            _column([float(r.params.temperature) for r in rows], f32, dev),
-            _column([max(0, int(r.params.top_k or 0)) for r in rows], i64, dev),
-            _column([float(r.params.top_p) for r in rows], f32, dev),
-            _column([float(r.params.min_p) for r in rows], f32, dev),
+            _column([r.spec.temperature for r in rows], f32, dev),
+            _column([r.spec.top_k for r in rows], i64, dev),
+            _column([r.spec.top_p for r in rows], f32, dev),
+            _column([r.spec.min_p for r in rows], f32, dev),
             _column([r.seed for r in rows], i64, dev),
             _column([r.counter for r in rows], i64, dev),
         )
 
     def prompt_logprobs(
         self, logits: Tensor, next_ids: Sequence[int], k: int
-    ) -> list[dict[int, tuple[float, int]]]:
-        """Logprobs of each actual next prompt token plus the top ``k`` of its position.
+    ) -> list[list[TopEntry]]:
+        """Each actual next prompt token's entry, then the top ``k`` of its position.
 
         logits: [P, V] at prompt positions whose next tokens are ``next_ids`` ([P]).
-        Returns one ``{token id: (logprob, rank)}`` per position.
         """
         if logits.shape[0] != len(next_ids):
             raise ValueError(
@@ -168,13 +150,5 @@ class Sampler:
         if not next_ids:
             return []
         raw = logits.float().log_softmax(dim=-1)  # [P, V]
-        ids = torch.tensor(list(next_ids), dtype=torch.int64, device=raw.device)
-        chosen = raw.gather(1, ids[:, None]).squeeze(1)  # [P]
-        ranks = rank_of(raw, ids)
-        out = []
-        for p, tok in enumerate(next_ids):
-            entry = {int(tok): (float(chosen[p]), int(ranks[p]))}
-            for tid, lp, rank in top_logprobs(raw[p], k):
-                entry.setdefault(tid, (lp, rank))
-            out.append(entry)
-        return out
+        ids = torch.tensor(list(next_ids), dtype=torch.int64, device=raw.device)  # [P]
+        return entries(*top_logprobs(raw, ids, k), [k] * len(next_ids))

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs import EngineRequest
+from tandem.core.stopping import SampleText
 
 
 class SequenceStatus(enum.Enum):
@@ -43,7 +43,7 @@ class Sequence:
     stop_reason: int | str | None = None
     cumulative_logprob: float = 0.0
     logprobs: list[dict[int, Any]] | None = None
-    text: str = ""  # released text (held-back stop prefixes excluded)
+    text: SampleText | None = None  # its text and stop strings (set by the output processor)
 
     @property
     def num_prompt_tokens(self) -> int:
@@ -92,16 +92,21 @@ class Sequence:
 
 @dataclass(slots=True, eq=False)
 class Request:
-    """A user request: its prompt, params, its n sequences and its output bookkeeping."""
+    """A user request: the checked ``EngineRequest``, its n sequences and its outputs."""
 
-    request_id: str
-    prompt: str | None
-    prompt_token_ids: list[int]
-    params: SamplingParams
+    request: EngineRequest
     seqs: list[Sequence]
     prompt_logprobs: list[dict[int, Any] | None] | None = None
     # prompt positions whose logprobs are computed (position 0 never has any)
     num_prompt_logprobs_done: int = 1
+
+    @property
+    def request_id(self) -> str:
+        return self.request.request_id
+
+    @property
+    def prompt_token_ids(self) -> list[int]:
+        return self.request.prompt_token_ids
 
     @property
     def is_finished(self) -> bool:
@@ -109,6 +114,6 @@ class Request:
 
     @property
     def wants_prompt_logprobs(self) -> bool:
-        return self.params.prompt_logprobs is not None and self.num_prompt_logprobs_done < len(
-            self.prompt_token_ids
+        return self.request.sampling.prompt_logprobs is not None and (
+            self.num_prompt_logprobs_done < len(self.prompt_token_ids)
         )

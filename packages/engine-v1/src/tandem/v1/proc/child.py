@@ -1,4 +1,4 @@
-"""Entry point of engine v1's child processes: ``python -m tandem.v1.child ROLE DIR PPID``.
+"""Entry point of engine v1's child processes: ``python -m tandem.v1.proc.child ROLE DIR PPID``.
 
 Sets up the life-cycle guards (parent-death signal, parent watch, SIGTERM/SIGINT ->
 clean exit) before importing anything heavy, then runs the role's loop.
@@ -12,7 +12,7 @@ import shutil
 import signal
 import sys
 
-from tandem.v1.procs import (
+from tandem.v1.proc.procs import (
     SIGNALLED,
     Terminate,
     install_signal_handlers,
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 3:
         print(
-            "usage: python -m tandem.v1.child {core,detokenizer} IPC_DIR PARENT_PID",
+            "usage: python -m tandem.v1.proc.child {core,detokenizer} IPC_DIR PARENT_PID",
             file=sys.stderr,
         )
         return 2
@@ -39,9 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.enable()
     try:
         if role == "core":
-            from tandem.v1.core_proc import run
+            from tandem.v1.proc.core_proc import run
         elif role == "detokenizer":
-            from tandem.v1.detok_proc import run
+            from tandem.v1.proc.detok_proc import run
         else:
             print(f"role must be one of core, detokenizer; got {role!r}", file=sys.stderr)
             return 2

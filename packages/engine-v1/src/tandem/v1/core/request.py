@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from tandem.v1.messages import SamplingSpec
+from tandem.core.inputs import SamplingSpec, StopRules
 
 
 class Status(enum.Enum):
@@ -28,6 +28,7 @@ class Request:
     index: int
     prompt_token_ids: list[int]
     sampling: SamplingSpec
+    stop: StopRules
     seed: int  # the seed of this sample (derived from the request's seed and index)
     arrival: int  # order of arrival, for FCFS
     output_token_ids: list[int] = field(default_factory=list)

@@ -11,12 +11,16 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from typing import TYPE_CHECKING
 
 import zmq
 
-from tandem.v1 import messages as m
-from tandem.v1.ipc import endpoint, read_payload
-from tandem.v1.procs import Terminate
+from tandem.v1.proc import messages as m
+from tandem.v1.proc.ipc import endpoint, read_payload
+from tandem.v1.proc.procs import Terminate
+
+if TYPE_CHECKING:
+    from tandem.v1.core.engine_core import EngineCore
 
 
 def run(ipc_dir: str) -> int:
@@ -29,7 +33,7 @@ def run(ipc_dir: str) -> int:
         out.bind(endpoint(ipc_dir, "core_out"))
         try:
             # the heavy imports run while the client is still resolving the config
-            from tandem.v1.engine_core import EngineCore
+            from tandem.v1.core.engine_core import EngineCore
 
             payload = read_payload(sys.stdin.buffer)
             if payload is None:  # the client gave up before sending the config
@@ -55,10 +59,7 @@ def run(ipc_dir: str) -> int:
         ctx.term()
 
 
-def loop(core: object, inp: zmq.Socket, out: zmq.Socket) -> None:
-    from tandem.v1.engine_core import EngineCore
-
-    assert isinstance(core, EngineCore)
+def loop(core: EngineCore, inp: zmq.Socket, out: zmq.Socket) -> None:
     poller = zmq.Poller()
     poller.register(inp, zmq.POLLIN)
     while True:

@@ -10,23 +10,17 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from tandem.core.outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
-from tandem.v1 import messages as m
-
-RawTops = dict[int, tuple[float, int, str | None]]
-
-
-def _logprobs(raw: RawTops | None) -> dict[int, Logprob] | None:
-    if raw is None:
-        return None
-    return {tok: Logprob(lp, rank, text) for tok, (lp, rank, text) in raw.items()}
+from tandem.core.inputs import EngineRequest
+from tandem.core.logprobs import LogprobDict
+from tandem.core.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from tandem.v1.proc import messages as m
 
 
 @dataclass(slots=True, eq=False)
 class _Sample:
     text: str = ""
     token_ids: list[int] = field(default_factory=list)
-    logprobs: list[dict[int, Logprob] | None] | None = None
+    logprobs: list[LogprobDict] | None = None
     cumulative: float | None = None
     finish_reason: str | None = None
     stop_reason: int | str | None = None
@@ -41,17 +35,17 @@ class RequestStream:
     prompt_token_ids: list[int]
     samples: list[_Sample]
     metrics: RequestMetrics
-    prompt_logprobs: list[dict[int, Logprob] | None] | None = None
+    prompt_logprobs: list[LogprobDict | None] | None = None
     finished: bool = False
     num_cached_tokens: int = 0
 
     @classmethod
-    def start(cls, msg: m.AddRequest) -> RequestStream:
+    def start(cls, req: EngineRequest) -> RequestStream:
         return cls(
-            msg.request_id,
-            msg.detok.prompt,
-            list(msg.prompt_token_ids),
-            [_Sample() for _ in range(msg.n)],
+            req.request_id,
+            req.prompt,
+            list(req.prompt_token_ids),
+            [_Sample() for _ in range(req.n)],
             RequestMetrics(arrival_time=time.monotonic()),
         )
 
@@ -59,14 +53,14 @@ class RequestStream:
         """Add one Result delta (in the order they were sent)."""
         if res.new_prompt_logprobs is not None:
             self.prompt_logprobs = self.prompt_logprobs or []
-            self.prompt_logprobs += [_logprobs(d) for d in res.new_prompt_logprobs]
+            self.prompt_logprobs += res.new_prompt_logprobs
         for c in res.outputs:
             s = self.samples[c.index]
             s.text = s.text[: c.text_from] + c.text
             s.token_ids += c.new_token_ids
             if c.new_logprobs is not None:
                 s.logprobs = s.logprobs if s.logprobs is not None else []
-                s.logprobs += [_logprobs(d) for d in c.new_logprobs]
+                s.logprobs += c.new_logprobs
             s.cumulative = c.cumulative_logprob
             s.finish_reason, s.stop_reason = c.finish_reason, c.stop_reason
         self.finished = res.finished

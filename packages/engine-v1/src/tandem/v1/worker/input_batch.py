@@ -12,16 +12,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from tandem.v1.request import Request
+from tandem.v1.core.request import Request
 
 
 class InputBatch:
-    def __init__(
-        self, max_rows: int, max_model_len: int, vocab_size: int, stop_ids: list[int]
-    ) -> None:
+    def __init__(self, max_rows: int, max_model_len: int, vocab_size: int) -> None:
         self.max_rows = max_rows
         self.vocab_size = vocab_size
-        self.eos_ids = stop_ids
         self.rows: dict[str, int] = {}
         self.free_rows = list(range(max_rows - 1, -1, -1))
         self.token_ids = torch.zeros((max_rows, max_model_len), dtype=torch.int64)

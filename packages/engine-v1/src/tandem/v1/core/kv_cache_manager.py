@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from tandem.v1.request import Request
+from tandem.v1.core.request import Request
 
 _ROOT = 0x7A4D3E  # parent hash of a sequence's first block
 

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tandem.core.tokenizer import TextDecoder, Tokenizer, load_tokenizer
+
+if TYPE_CHECKING:
+    from tandem.core.config import EngineConfig
 
 _PLAIN = (str, int, float, bool, type(None))
 
@@ -58,7 +61,7 @@ def _plain(value: Any) -> Any:
     return _DROP
 
 
-def core_config(config: Any) -> Any:
+def core_config(config: EngineConfig) -> EngineConfig:
     """``config`` (an EngineConfig) with ``model.hf_config`` as a plain namespace."""
     model = getattr(config, "model", None)
     if model is None or not dataclasses.is_dataclass(config) or not dataclasses.is_dataclass(model):

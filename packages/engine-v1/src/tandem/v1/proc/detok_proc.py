@@ -10,12 +10,16 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from typing import TYPE_CHECKING
 
 import zmq
 
-from tandem.v1 import messages as m
-from tandem.v1.ipc import endpoint, read_payload
-from tandem.v1.procs import Terminate
+from tandem.v1.proc import messages as m
+from tandem.v1.proc.ipc import endpoint, read_payload
+from tandem.v1.proc.procs import Terminate
+
+if TYPE_CHECKING:
+    from tandem.v1.frontend.output_processor import OutputProcessor
 
 
 def run(ipc_dir: str) -> int:
@@ -32,8 +36,8 @@ def run(ipc_dir: str) -> int:
         to_core.connect(endpoint(ipc_dir, "core_in"))
         from_core.connect(endpoint(ipc_dir, "core_out"))
         try:
-            from tandem.v1.output_processor import OutputProcessor
-            from tandem.v1.payload import load_decoder
+            from tandem.v1.frontend.output_processor import OutputProcessor
+            from tandem.v1.proc.payload import load_decoder
 
             payload = read_payload(sys.stdin.buffer)
             if payload is None:  # the client gave up before sending the tokenizer
@@ -64,15 +68,12 @@ def run(ipc_dir: str) -> int:
 
 
 def loop(
-    proc: object,
+    proc: OutputProcessor,
     from_client: zmq.Socket,
     to_client: zmq.Socket,
     to_core: zmq.Socket,
     from_core: zmq.Socket,
 ) -> None:
-    from tandem.v1.output_processor import OutputProcessor
-
-    assert isinstance(proc, OutputProcessor)
     poller = zmq.Poller()
     poller.register(from_client, zmq.POLLIN)
     poller.register(from_core, zmq.POLLIN)

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from tandem.core.logprobs import top_logprobs
 from tandem.kernels.sampling import apply_penalties, choose_tokens, greedy_with_logprob
-from tandem.v1.input_batch import InputBatch
+from tandem.v1.worker.input_batch import InputBatch
 
 
 @dataclass(slots=True)
@@ -34,17 +35,6 @@ class SamplerOutput:
     logprobs: Tensor  # [B, 1 + k] raw logprob of the sampled token, then of the top k
     token_ids: Tensor  # [B, 1 + k]
     ranks: Tensor  # [B, 1 + k]
-
-
-def top_logprobs(logprobs: Tensor, chosen: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
-    """Logprob, id and rank (1 = best) of ``chosen`` [B] then of the top ``k``: [B, 1 + k]."""
-    picked = logprobs.gather(1, chosen[:, None])  # [B, 1]
-    rank = (logprobs > picked).sum(dim=1, keepdim=True) + 1  # [B, 1]
-    top = logprobs.topk(k, dim=1) if k > 0 else None
-    vals = [picked] + ([top.values] if top is not None else [])
-    ids = [chosen[:, None]] + ([top.indices] if top is not None else [])
-    ranks = [rank] + ([torch.arange(1, k + 1).expand(len(chosen), k)] if k > 0 else [])
-    return torch.cat(vals, 1), torch.cat(ids, 1), torch.cat(ranks, 1)
 
 
 class Sampler:

@@ -16,16 +16,19 @@ import tempfile
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
 from tandem.core.tokenizer import Tokenizer
-from tandem.v1 import messages as m
 from tandem.v1.errors import EngineDeadError, EngineStartupError
-from tandem.v1.ipc import endpoint, write_payload
-from tandem.v1.payload import core_config, detokenizer_setup
-from tandem.v1.procs import describe_exit, launch, stop
+from tandem.v1.proc import messages as m
+from tandem.v1.proc.ipc import endpoint, write_payload
+from tandem.v1.proc.payload import core_config, detokenizer_setup
+from tandem.v1.proc.procs import describe_exit, launch, stop
+
+if TYPE_CHECKING:
+    from tandem.core.config import EngineConfig
 
 POLL_MS = 100
 ROLES = ("core", "detokenizer")
@@ -85,7 +88,7 @@ class MPClient:
             self.shutdown()
             raise
 
-    def configure(self, config: Any) -> None:
+    def configure(self, config: EngineConfig) -> None:
         """Send the engine core its config (an EngineConfig)."""
         self._hand_over("core", {"config": core_config(config)})
 

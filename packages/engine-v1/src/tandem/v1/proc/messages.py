@@ -19,42 +19,14 @@ from __future__ import annotations
 
 import msgspec
 
-
-class SamplingSpec(msgspec.Struct, array_like=True, frozen=True):
-    """The sampling fields the core needs; ``seed`` is always set (drawn if absent)."""
-
-    seed: int
-    temperature: float
-    top_p: float
-    top_k: int
-    min_p: float
-    presence_penalty: float
-    frequency_penalty: float
-    repetition_penalty: float
-    max_tokens: int
-    min_tokens: int
-    ignore_eos: bool
-    stop_token_ids: list[int]
-    logprobs: int | None
-    prompt_logprobs: int | None
-
-
-class DetokSpec(msgspec.Struct, array_like=True, frozen=True):
-    """What the detokenizer needs to turn tokens into text and to apply stop strings."""
-
-    prompt: str | None
-    stop: list[str]
-    include_stop_str_in_output: bool
-    skip_special_tokens: bool
-    min_tokens: int
+from tandem.core.inputs import EngineRequest
+from tandem.core.logprobs import LogprobDict, TopEntry
 
 
 class AddRequest(msgspec.Struct, tag="add", array_like=True, frozen=True):
-    request_id: str
-    prompt_token_ids: list[int]
-    n: int
-    sampling: SamplingSpec
-    detok: DetokSpec
+    """A request as the front door checked it (``tandem.core.inputs``), sent unchanged."""
+
+    request: EngineRequest
 
 
 class Abort(msgspec.Struct, tag="abort", array_like=True, frozen=True):
@@ -98,10 +70,6 @@ class Failed(msgspec.Struct, tag="failed", array_like=True, frozen=True):
     during_startup: bool
 
 
-# One top-k entry: (token id, logprob, rank).
-TopEntry = tuple[int, float, int]
-
-
 class CoreOutput(msgspec.Struct, array_like=True, frozen=True):
     request_id: str
     index: int
@@ -129,19 +97,19 @@ class Completion(msgspec.Struct, array_like=True, frozen=True):
     text: str
     new_token_ids: list[int]
     cumulative_logprob: float | None
-    # per new output token: {token id: (logprob, rank, decoded text)}, when asked
-    new_logprobs: list[dict[int, tuple[float, int, str | None]]] | None
+    # per new output token: {token id: Logprob}, when asked
+    new_logprobs: list[LogprobDict] | None
     finish_reason: str | None
     stop_reason: int | str | None
 
 
 class Result(msgspec.Struct, array_like=True, frozen=True):
     """A request's progress since its previous Result: only new tokens and text travel
-    (the client holds the prompt and what came before, see ``tandem.v1.streams``)."""
+    (the client holds the prompt and what came before, see ``tandem.v1.frontend.streams``)."""
 
     request_id: str
     # prompt positions scored since the previous Result, when prompt logprobs are asked
-    new_prompt_logprobs: list[dict[int, tuple[float, int, str | None]] | None] | None
+    new_prompt_logprobs: list[LogprobDict | None] | None
     outputs: list[Completion]
     finished: bool
     num_cached_tokens: int

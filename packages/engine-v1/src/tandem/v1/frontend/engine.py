@@ -9,33 +9,41 @@ says the engine is unusable.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tandem.core import envs
+from tandem.core.inputs import EngineRequest, InputProcessor
 from tandem.core.outputs import RequestOutput
+from tandem.core.sampling_params import SamplingParams
 from tandem.core.stats import EngineStats
 from tandem.core.tokenizer import load_tokenizer
-from tandem.v1 import messages as m
 from tandem.v1.errors import EngineDeadError
-from tandem.v1.processor import Processor
-from tandem.v1.streams import RequestStream
+from tandem.v1.frontend.streams import RequestStream
+from tandem.v1.proc import messages as m
+
+if TYPE_CHECKING:
+    from tandem.core.config import EngineArgs, EngineConfig
+    from tandem.v1.frontend.client import MPClient
+    from tandem.v1.frontend.inproc_client import InprocClient
 
 
 class LLMEngine:
-    def __init__(self, config: Any, multiprocess: bool = True, client: Any = None) -> None:
+    def __init__(
+        self, config: EngineConfig, multiprocess: bool = True, client: MPClient | None = None
+    ) -> None:
         if not isinstance(multiprocess, bool):
             raise TypeError(f"multiprocess must be a bool, got {multiprocess!r}")
         self.config = config
         self._streams: dict[str, RequestStream] = {}
         self._closed = False
         if not multiprocess:
-            from tandem.v1.inproc_client import InprocClient
+            from tandem.v1.frontend.inproc_client import InprocClient
 
             self.tokenizer = load_tokenizer(config.model.tokenizer)
-            self.processor = Processor(config, self.tokenizer)
-            self.client: Any = InprocClient(config, self.tokenizer)
+            self.inputs = InputProcessor.for_config(config, self.tokenizer)
+            self.client: MPClient | InprocClient = InprocClient(config, self.tokenizer)
             return
-        from tandem.v1.client import MPClient
+        from tandem.v1.frontend.client import MPClient
 
         if client is None:
             client = MPClient(float(envs.TANDEM_ENGINE_READY_TIMEOUT))
@@ -45,7 +53,7 @@ class LLMEngine:
             client.configure(config)
             # the core builds the model meanwhile
             self.tokenizer = load_tokenizer(config.model.tokenizer)
-            self.processor = Processor(config, self.tokenizer)
+            self.inputs = InputProcessor.for_config(config, self.tokenizer)
             client.attach(self.tokenizer)
         except BaseException:
             client.shutdown()
@@ -53,7 +61,7 @@ class LLMEngine:
         self.client = client
 
     @classmethod
-    def from_engine_args(cls, engine_args: Any, multiprocess: bool = True) -> LLMEngine:
+    def from_engine_args(cls, engine_args: EngineArgs, multiprocess: bool = True) -> LLMEngine:
         """Build from ``EngineArgs``; the children start before the config is resolved,
         so their imports overlap the parent's reading of the model directory."""
         from tandem.core.config import EngineArgs
@@ -66,7 +74,7 @@ class LLMEngine:
         if not multiprocess or not os.path.isfile(os.path.join(engine_args.model, "config.json")):
             # no children to overlap (or a model dir that create_config will refuse)
             return cls(engine_args.create_config(), multiprocess=multiprocess)
-        from tandem.v1.client import MPClient
+        from tandem.v1.frontend.client import MPClient
 
         client = MPClient(float(envs.TANDEM_ENGINE_READY_TIMEOUT))
         try:
@@ -81,13 +89,24 @@ class LLMEngine:
         if self._closed:
             raise RuntimeError("this engine was shut down; create a new one")
 
-    def add_request(self, request_id: str, prompt: str | list[int], params: Any = None) -> None:
+    def add_request(
+        self, request_id: str, prompt: str | list[int], params: SamplingParams | None = None
+    ) -> None:
+        """Check and tokenize a request here, in the caller's process, then send it."""
         self._usable()
+        self._check_new(request_id)
+        self.add(self.inputs.process(request_id, prompt, params))
+
+    def add(self, request: EngineRequest) -> None:
+        """Send a request already checked by :class:`~tandem.core.inputs.InputProcessor`."""
+        self._usable()
+        self._check_new(request.request_id)
+        self.client.send(m.AddRequest(request))
+        self._streams[request.request_id] = RequestStream.start(request)
+
+    def _check_new(self, request_id: Any) -> None:
         if isinstance(request_id, str) and request_id in self._streams:
             raise ValueError(f"request_id {request_id!r} is already running")
-        msg = self.processor.process(request_id, prompt, params)
-        self.client.send(msg)
-        self._streams[request_id] = RequestStream.start(msg)
 
     def abort_request(self, request_id: str | list[str]) -> None:
         ids = [request_id] if isinstance(request_id, str) else list(request_id)

@@ -8,36 +8,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tandem.core.detokenizer import IncrementalDetokenizer
-from tandem.core.stop import StopStringMatcher
+from tandem.core.logprobs import LogprobDict, TopEntry, entry
+from tandem.core.stopping import SampleText
 from tandem.core.tokenizer import Tokenizer
-from tandem.v1 import messages as m
-
-TopDict = dict[int, tuple[float, int, str | None]]
+from tandem.v1.proc import messages as m
 
 
 @dataclass(slots=True, eq=False)
 class _Sample:
     index: int
-    detok: IncrementalDetokenizer
-    stop: StopStringMatcher | None
+    text: SampleText
     token_ids: list[int] = field(default_factory=list)
-    text: str = ""  # the whole text so far (stop-cut once matched)
-    shown: str = ""  # what may be shown now (held-back stop prefixes excluded)
-    logprobs: list[TopDict] | None = None
+    logprobs: list[LogprobDict] | None = None
     cumulative: float = 0.0
     finish_reason: str | None = None
     stop_reason: int | str | None = None
-    sent_text: str = ""  # what the client was last sent of text / shown
+    sent_text: str = ""  # what the client was last sent of the text
     sent_tokens: int = 0
     sent_logprobs: int = 0
 
 
 @dataclass(slots=True, eq=False)
 class _Tracked:
-    add: m.AddRequest
+    request_id: str
     samples: list[_Sample]
-    prompt_logprobs: list[TopDict | None] | None = None
+    prompt_logprobs: list[LogprobDict | None] | None = None
     num_cached_tokens: int = 0
     sent_prompt_logprobs: int = 0
 
@@ -52,20 +47,19 @@ class OutputProcessor:
         self.requests: dict[str, _Tracked] = {}
 
     def add(self, req: m.AddRequest) -> None:
-        if req.request_id in self.requests:
-            raise ValueError(f"request_id {req.request_id!r} is already running")
-        spec = req.detok
-        samples = []
-        for i in range(req.n):
-            detok = IncrementalDetokenizer(
-                self.tokenizer, req.prompt_token_ids, spec.skip_special_tokens
+        r = req.request
+        if r.request_id in self.requests:
+            raise ValueError(f"request_id {r.request_id!r} is already running")
+        wants = r.sampling.logprobs is not None
+        samples = [
+            _Sample(
+                i,
+                SampleText(self.tokenizer, r.prompt_token_ids, r.stop, r.skip_special_tokens),
+                logprobs=[] if wants else None,
             )
-            stop = (
-                StopStringMatcher(spec.stop, spec.include_stop_str_in_output) if spec.stop else None
-            )
-            wants = req.sampling.logprobs is not None
-            samples.append(_Sample(i, detok, stop, logprobs=[] if wants else None))
-        self.requests[req.request_id] = _Tracked(req, samples)
+            for i in range(r.n)
+        ]
+        self.requests[r.request_id] = _Tracked(r.request_id, samples)
 
     def abort(self, request_ids: list[str]) -> None:
         for rid in request_ids:
@@ -86,7 +80,7 @@ class OutputProcessor:
             if out.prompt_logprobs is not None and out.index == 0:
                 # every sample of an n > 1 request scores the same prompt: keep the first's
                 self._prompt_logprobs(tracked, out.prompt_logprobs)
-            if self._update(tracked, sample, out):
+            if self._update(sample, out):
                 stopped.append((out.request_id, out.index))
             touched[out.request_id] = tracked
         results = []
@@ -96,51 +90,29 @@ class OutputProcessor:
                 del self.requests[rid]
         return results, stopped
 
-    def _prompt_logprobs(self, tracked: _Tracked, chunk: list[list[m.TopEntry]]) -> None:
+    def _decoded(self, token_id: int) -> str:
+        return self.tokenizer.decode([token_id], skip_special_tokens=False)
+
+    def _prompt_logprobs(self, tracked: _Tracked, chunk: list[list[TopEntry]]) -> None:
         if tracked.prompt_logprobs is None:
             tracked.prompt_logprobs = []
-        for entries in chunk:
-            if not entries:
-                tracked.prompt_logprobs.append(None)
-            else:
-                tracked.prompt_logprobs.append(self._tops(entries))
+        tracked.prompt_logprobs += [entry(e, self._decoded) if e else None for e in chunk]
 
-    def _tops(self, entries: list[m.TopEntry]) -> TopDict:
-        out: TopDict = {}
-        for tok, lp, rank in entries:
-            if tok not in out:
-                out[tok] = (lp, rank, self.tokenizer.decode([tok], skip_special_tokens=False))
-        return out
-
-    def _update(self, tracked: _Tracked, s: _Sample, out: m.CoreOutput) -> bool:
+    def _update(self, s: _Sample, out: m.CoreOutput) -> bool:
         """Add the new tokens; True when a stop string ended the sample early."""
-        spec = tracked.add.detok
         for k, tok in enumerate(out.new_token_ids):
             s.token_ids.append(tok)
             if k < len(out.new_logprobs):
                 s.cumulative += out.new_logprobs[k]
             if out.logprobs is not None and s.logprobs is not None:
-                s.logprobs.append(self._tops(out.logprobs[k]))
-            last = k == len(out.new_token_ids) - 1
-            reason = out.finish_reason if last else None
-            delta = ""
-            if reason != "stop" or spec.include_stop_str_in_output:
-                delta = s.detok.add([tok])
-            if reason is not None:
-                delta += s.detok.flush()
-            full = s.detok.text
-            may_stop = len(s.token_ids) >= spec.min_tokens
-            if s.stop is not None and may_stop and reason in (None, "length"):
-                check = s.stop.check(full, len(delta))
-                if check.matched:
-                    s.text = s.shown = check.text
-                    s.finish_reason, s.stop_reason = "stop", check.stop
-                    return reason is None
-            s.text = full
-            s.shown = s.stop.releasable_text(full) if s.stop is not None else full
+                s.logprobs.append(entry(out.logprobs[k], self._decoded))
+            reason = out.finish_reason if k == len(out.new_token_ids) - 1 else None
+            stop = s.text.add(tok, reason)
+            if stop is not None:
+                s.finish_reason, s.stop_reason = "stop", stop
+                return reason is None
         if out.finish_reason is not None:
             s.finish_reason, s.stop_reason = out.finish_reason, out.stop_reason
-            s.shown = s.text
         return False
 
     def _result(self, tracked: _Tracked) -> m.Result:
@@ -152,7 +124,7 @@ class OutputProcessor:
             new_plp = plp[tracked.sent_prompt_logprobs :]
             tracked.sent_prompt_logprobs = len(plp)
         return m.Result(
-            request_id=tracked.add.request_id,
+            request_id=tracked.request_id,
             new_prompt_logprobs=new_plp,
             outputs=comps,
             finished=tracked.finished,
@@ -161,7 +133,7 @@ class OutputProcessor:
 
 
 def _delta(s: _Sample) -> m.Completion:
-    visible = s.text if s.finish_reason is not None else s.shown
+    visible = s.text.text if s.finish_reason is not None else s.text.shown
     keep = len(s.sent_text)
     if not visible.startswith(s.sent_text):  # never expected: resend from the divergence
         keep = next(

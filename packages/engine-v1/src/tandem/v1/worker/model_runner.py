@@ -8,6 +8,7 @@ after this step are sampled; a partial chunk only fills the cache.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -15,12 +16,15 @@ from torch import Tensor
 from tandem.core.attention_metadata import build_metadata
 from tandem.core.kv_cache import allocate_kv_caches
 from tandem.core.loader import load_model
-from tandem.v1.input_batch import InputBatch
-from tandem.v1.kv_cache_manager import KVCacheManager
-from tandem.v1.messages import TopEntry
-from tandem.v1.request import Request
-from tandem.v1.sampler import Sampler, SamplingBatch
-from tandem.v1.scheduler import SchedulerOutput
+from tandem.core.logprobs import TopEntry, entries, top_logprobs
+from tandem.v1.core.request import Request
+from tandem.v1.worker.input_batch import InputBatch
+from tandem.v1.worker.sampler import Sampler, SamplingBatch
+
+if TYPE_CHECKING:
+    from tandem.core.config import EngineConfig
+    from tandem.v1.core.kv_cache_manager import KVCacheManager
+    from tandem.v1.core.scheduler import SchedulerOutput
 
 
 @dataclass(slots=True)
@@ -32,7 +36,7 @@ class StepResult:
 
 
 class ModelRunner:
-    def __init__(self, config: object, sampler: Sampler | None = None) -> None:
+    def __init__(self, config: EngineConfig, sampler: Sampler | None = None) -> None:
         self.config = config
         mc = config.model
         self.device = config.device
@@ -48,17 +52,13 @@ class ModelRunner:
             config.dtype,
             config.device,
         )
-        self.batch = InputBatch(
-            config.scheduler.max_num_seqs, mc.max_model_len, mc.vocab_size, mc.eos_token_ids
-        )
+        self.batch = InputBatch(config.scheduler.max_num_seqs, mc.max_model_len, mc.vocab_size)
         self.sampler = sampler if sampler is not None else Sampler()
-        self.eos_ids = mc.eos_token_ids
-
-    def remove(self, key: str) -> None:
-        self.batch.remove(key)
 
     @torch.inference_mode()
     def execute(self, sched: SchedulerOutput, kv: KVCacheManager) -> StepResult:
+        for key in sched.dropped:  # requests that left since the last step free their rows
+            self.batch.remove(key)
         reqs = sorted(sched.requests, key=lambda r: self._is_decode(r, sched))
         query_lens = [sched.num_tokens[r.key] for r in reqs]
         starts = [r.num_computed_tokens for r in reqs]
@@ -84,12 +84,11 @@ class ModelRunner:
         token_list = tokens.tolist()
         for req, tok in zip(chosen, token_list):
             result.sampled[req.key] = tok
-        lps, tids, ranks = out.logprobs.tolist(), out.token_ids.tolist(), out.ranks.tolist()
-        for i, req in enumerate(chosen):
-            result.sampled_logprob[req.key] = lps[i][0]
-            k = req.sampling.logprobs
-            if k is not None:
-                result.logprobs[req.key] = list(zip(tids[i], lps[i], ranks[i]))[: k + 1]
+        keep = [req.sampling.logprobs or 0 for req in chosen]
+        for req, tops in zip(chosen, entries(out.logprobs, out.token_ids, out.ranks, keep)):
+            result.sampled_logprob[req.key] = tops[0][1]
+            if req.sampling.logprobs is not None:
+                result.logprobs[req.key] = tops
         return result
 
     def _gather_inputs(
@@ -118,13 +117,9 @@ class ModelRunner:
         mask_rows: list[int] = []
         mask_tokens: list[int] = []
         for i, r in enumerate(reqs):
-            s = r.sampling
-            if len(r.output_token_ids) < s.min_tokens:
-                banned = list(s.stop_token_ids) + ([] if s.ignore_eos else self.eos_ids)
-                for tok in dict.fromkeys(banned):
-                    if 0 <= tok < self.batch.vocab_size:
-                        mask_rows.append(i)
-                        mask_tokens.append(tok)
+            if len(r.output_token_ids) < r.stop.min_tokens:
+                mask_rows += [i] * len(r.stop.banned)
+                mask_tokens += r.stop.banned
         asked = [r.sampling.logprobs for r in reqs if r.sampling.logprobs is not None]
         return SamplingBatch(
             rows=rows,
@@ -132,13 +127,8 @@ class ModelRunner:
             mask_rows=torch.tensor(mask_rows, dtype=torch.int64),
             mask_tokens=torch.tensor(mask_tokens, dtype=torch.int64),
             max_logprobs=max(asked, default=-1),
-            any_penalties=any(
-                r.sampling.presence_penalty != 0
-                or r.sampling.frequency_penalty != 0
-                or r.sampling.repetition_penalty != 1
-                for r in reqs
-            ),
-            any_sampling=any(r.sampling.temperature != 0 for r in reqs),
+            any_penalties=any(r.sampling.has_penalties for r in reqs),
+            any_sampling=any(not r.sampling.greedy for r in reqs),
         )
 
     def _prompt_logprobs(
@@ -153,21 +143,14 @@ class ModelRunner:
             plen = req.num_prompt_tokens
             if k is None or start + n <= req.prompt_logprobs_sent or start >= plen:
                 continue
-            entries: list[list[TopEntry]] = [] if req.prompt_logprobs_sent else [[]]
+            rows: list[list[TopEntry]] = [] if req.prompt_logprobs_sent else [[]]
             # positions p in [start, end) predict prompt token p + 1
             first = max(start, req.prompt_logprobs_sent - 1 if req.prompt_logprobs_sent else 0)
             end = min(start + n, plen - 1)
             if end > first:
                 h = hidden[lo + first - start : lo + end - start]
                 lp = self.model.compute_logits(h).float().log_softmax(dim=-1)  # [P, V]
-                target = torch.tensor(req.prompt_token_ids[first + 1 : end + 1])
-                vals, tids, ranks = (t.tolist() for t in _tops(lp, target, k))
-                entries += [list(zip(tids[i], vals[i], ranks[i])) for i in range(len(vals))]
+                target = torch.tensor(req.prompt_token_ids[first + 1 : end + 1], device=lp.device)
+                rows += entries(*top_logprobs(lp, target, k), [k] * (end - first))
             req.prompt_logprobs_sent = max(end + 1, 1)
-            result.prompt_logprobs[req.key] = entries
-
-
-def _tops(lp: Tensor, target: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
-    from tandem.v1.sampler import top_logprobs
-
-    return top_logprobs(lp, target.to(lp.device), k)
+            result.prompt_logprobs[req.key] = rows

@@ -1,6 +1,6 @@
 """Starting, watching and stopping engine v1's child processes.
 
-Children are fresh interpreters (``python -m tandem.v1.child ROLE DIR PARENT_PID``)
+Children are fresh interpreters (``python -m tandem.v1.proc.child ROLE DIR PARENT_PID``)
 started with ``subprocess`` as soon as the engine is asked for, before their
 payload (config, tokenizer) is resolved, which they read from stdin once their
 imports are done: nothing of the caller's state (threads, CUDA context,
@@ -92,10 +92,10 @@ def watch_parent(
 
 def launch(role: str, ipc_dir: str) -> subprocess.Popen[bytes]:
     """Start one child; its stdout/stderr are the caller's, its stdin a pipe that
-    carries its start-up payload (see :func:`tandem.v1.ipc.write_payload`)."""
+    carries its start-up payload (see :func:`tandem.v1.proc.ipc.write_payload`)."""
     if role not in ("core", "detokenizer"):
         raise ValueError(f"role must be one of core, detokenizer; got {role!r}")
-    cmd = [sys.executable, "-m", "tandem.v1.child", role, ipc_dir, str(os.getpid())]
+    cmd = [sys.executable, "-m", "tandem.v1.proc.child", role, ipc_dir, str(os.getpid())]
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return subprocess.Popen(cmd, stdin=subprocess.PIPE, env=env, close_fds=True)

@@ -1,0 +1,48 @@
+"""Where and in what dtype a model runs: the allowed names and how ``auto`` resolves.
+
+Both ``EngineArgs`` (which checks the names) and the model directory reader (which
+resolves ``auto`` against the checkpoint) use these; neither imports the other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+DTYPES: dict[str, torch.dtype | None] = {
+    "auto": None,
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` -> cuda when available, else cpu; ``cuda`` without CUDA is an error."""
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    has_cuda = torch.cuda.is_available()
+    if device == "cuda" and not has_cuda:
+        raise ValueError("device='cuda' was requested but CUDA is not available; use 'cpu'")
+    if device == "auto":
+        device = "cuda" if has_cuda else "cpu"
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str | torch.dtype, device: torch.device, hf_config: Any) -> torch.dtype:
+    """``auto`` -> float32 on CPU, the checkpoint's dtype on CUDA (float16 if unset)."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    chosen = DTYPES.get(dtype)
+    if chosen is not None:
+        return chosen
+    if device.type == "cpu":
+        return torch.float32
+    raw = getattr(hf_config, "dtype", None) or vars(hf_config).get("torch_dtype")
+    if isinstance(raw, str):
+        raw = DTYPES.get(raw.removeprefix("torch."))
+    if isinstance(raw, torch.dtype) and raw in DTYPES.values() and raw != torch.float32:
+        return raw
+    return torch.float16

@@ -1,0 +1,200 @@
+"""The request contract: (request id, prompt, SamplingParams) -> one checked ``EngineRequest``.
+
+The front door (and an engine's own ``add_request``) turns a prompt and its params into
+an :class:`EngineRequest` here, once: the prompt is tokenized, every id is checked against
+the vocabulary, ``max_tokens`` is clamped to the room ``max_model_len`` leaves, a seed is
+drawn when none is given, and the stop rules (EOS, stop ids, stop strings, the ids banned
+under ``min_tokens``) are resolved. Engines consume the struct as it is: they neither
+re-validate nor re-tokenize. It is a msgspec Struct, so engine v1 sends it to its
+children unchanged.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from tandem.core.sampling_params import SamplingParams
+
+SEED_MODULUS = 1 << 63  # sampling seeds live in [0, 2**63); a given seed wraps into it
+
+
+class SamplingSpec(msgspec.Struct, array_like=True, frozen=True):
+    """What the sampler reads. ``seed`` is always set; top-k counts fit the vocabulary."""
+
+    seed: int
+    temperature: float
+    top_p: float
+    top_k: int
+    min_p: float
+    presence_penalty: float
+    frequency_penalty: float
+    repetition_penalty: float
+    logprobs: int | None  # top entries per output token (None: not asked)
+    prompt_logprobs: int | None  # top entries per prompt position (None: not asked)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    @property
+    def has_penalties(self) -> bool:
+        return (
+            self.presence_penalty != 0.0
+            or self.frequency_penalty != 0.0
+            or self.repetition_penalty != 1.0
+        )
+
+
+class StopRules(msgspec.Struct, array_like=True, frozen=True):
+    """When a sample ends (applied by :mod:`tandem.core.stopping`)."""
+
+    max_tokens: int  # clamped: prompt + max_tokens never exceeds max_model_len
+    min_tokens: int
+    eos_token_ids: list[int]  # empty under ignore_eos
+    stop_token_ids: list[int]
+    stop: list[str]  # stop strings
+    include_stop_str_in_output: bool
+    banned: list[int]  # ids the sampler masks while fewer than min_tokens were drawn
+
+
+class EngineRequest(msgspec.Struct, array_like=True, frozen=True):
+    request_id: str
+    prompt: str | None  # the text, when the prompt was given as text
+    prompt_token_ids: list[int]
+    n: int
+    sampling: SamplingSpec
+    stop: StopRules
+    skip_special_tokens: bool
+
+
+class InputProcessor:
+    """Builds the requests of one engine: its vocabulary, length limit, EOS ids and seeds.
+
+    A request without a seed gets the next one of a generator seeded by the engine's
+    seed, in arrival order, so both engines draw the same seeds for the same requests.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        vocab_size: int,
+        max_model_len: int,
+        eos_token_ids: Sequence[int],
+        seed: int = 0,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.vocab_size = int(vocab_size)
+        self.max_model_len = int(max_model_len)
+        eos = list(eos_token_ids)
+        if not eos and getattr(tokenizer, "eos_token_id", None) is not None:
+            eos = [int(tokenizer.eos_token_id)]
+        self.eos_token_ids = eos
+        self._rng = random.Random(seed)
+
+    @classmethod
+    def for_config(cls, config: Any, tokenizer: Any) -> InputProcessor:
+        """The processor of an engine built on ``config`` (an ``EngineConfig``)."""
+        mc = config.model
+        return cls(tokenizer, mc.vocab_size, mc.max_model_len, mc.eos_token_ids, config.seed)
+
+    def process(
+        self, request_id: Any, prompt: Any, params: Any = None, where: str | None = None
+    ) -> EngineRequest:
+        """The checked request; TypeError/ValueError naming ``where`` (default: the id)."""
+        if not isinstance(request_id, str) or not request_id:
+            raise TypeError(f"request_id must be a non-empty str, got {request_id!r}")
+        where = where or f"request {request_id!r}"
+        if params is None:
+            params = SamplingParams()
+        if not isinstance(params, SamplingParams):
+            raise TypeError(
+                f"{where}: params must be a SamplingParams, got {type(params).__name__}"
+            )
+        text, ids = self._tokens(prompt, where)
+        room = self.max_model_len - len(ids)
+        max_tokens = room if params.max_tokens is None else min(params.max_tokens, room)
+        return EngineRequest(
+            request_id=request_id,
+            prompt=text,
+            prompt_token_ids=ids,
+            n=params.n,
+            sampling=self._sampling(params),
+            stop=self._stop(params, max_tokens),
+            skip_special_tokens=params.skip_special_tokens,
+        )
+
+    def process_all(self, batch: Sequence[tuple[str, Any, Any, str | None]]) -> list[EngineRequest]:
+        """:meth:`process` each ``(request_id, prompt, params, where)``; all or none.
+
+        When one is refused, no seed was drawn for any of them (the next request gets
+        the seed it would have got).
+        """
+        state = self._rng.getstate()
+        try:
+            return [self.process(*args) for args in batch]
+        except BaseException:
+            self._rng.setstate(state)
+            raise
+
+    def _tokens(self, prompt: Any, where: str) -> tuple[str | None, list[int]]:
+        if isinstance(prompt, str):
+            text, ids = prompt, (self.tokenizer.encode(prompt) if prompt else [])
+        elif isinstance(prompt, (list, tuple)):
+            for t in prompt:
+                if isinstance(t, bool) or not isinstance(t, int):
+                    raise TypeError(f"{where}: prompt token ids must be ints, got {t!r}")
+            text, ids = None, list(prompt)
+        else:
+            raise TypeError(
+                f"{where}: prompt must be a str or a list of token ids (int), "
+                f"got {type(prompt).__name__}"
+            )
+        if not ids:
+            raise ValueError(f"{where} is empty: it must have at least one token")
+        outside = [t for t in ids if not 0 <= t < self.vocab_size]
+        if outside:
+            raise ValueError(
+                f"{where}: token id {outside[0]} is outside the vocabulary [0, {self.vocab_size})"
+            )
+        if len(ids) >= self.max_model_len:
+            raise ValueError(
+                f"{where} has {len(ids)} tokens; it must be shorter than "
+                f"max_model_len={self.max_model_len} to leave room for one generated token"
+            )
+        return text, ids
+
+    def _sampling(self, p: SamplingParams) -> SamplingSpec:
+        seed = p.seed if p.seed is not None else self._rng.getrandbits(63)
+        return SamplingSpec(
+            seed=seed % SEED_MODULUS,
+            temperature=float(p.temperature),
+            top_p=float(p.top_p),
+            top_k=int(p.top_k),
+            min_p=float(p.min_p),
+            presence_penalty=float(p.presence_penalty),
+            frequency_penalty=float(p.frequency_penalty),
+            repetition_penalty=float(p.repetition_penalty),
+            # more top entries than the vocabulary has means all of them
+            logprobs=None if p.logprobs is None else min(p.logprobs, self.vocab_size),
+            prompt_logprobs=(
+                None if p.prompt_logprobs is None else min(p.prompt_logprobs, self.vocab_size)
+            ),
+        )
+
+    def _stop(self, p: SamplingParams, max_tokens: int) -> StopRules:
+        eos = [] if p.ignore_eos else list(self.eos_token_ids)
+        stop_ids = list(p.stop_token_ids or [])
+        banned = [t for t in dict.fromkeys([*stop_ids, *eos]) if 0 <= t < self.vocab_size]
+        return StopRules(
+            max_tokens=max_tokens,
+            min_tokens=int(p.min_tokens),
+            eos_token_ids=eos,
+            stop_token_ids=stop_ids,
+            stop=p.stop_strings,
+            include_stop_str_in_output=p.include_stop_str_in_output,
+            banned=sorted(banned),
+        )
