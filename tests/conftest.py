@@ -30,6 +30,22 @@ def tiny_arch_model(request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """The real default model's GGUF file (fetched once into TANDEM_CACHE_DIR)."""
+    from tandem.core.default_model import gguf_file
+
+    return gguf_file()
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_gguf: Path) -> Path:
+    """SmolLM2-135M-Instruct as a Hugging Face directory (converted once, cached)."""
+    from tandem.core.gguf_checkpoint import materialize
+
+    return materialize(smollm2_gguf)
+
+
+@pytest.fixture(scope="session")
 def hf() -> HFReference:
     return HFReference()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tandem.core import cli
+from tandem.core import cli, default_model
 from tandem.core.sampling_params import SamplingParams
 
 pytestmark = pytest.mark.engines("v0", "v1")
@@ -28,11 +28,11 @@ def test_defaults_built_in_model_and_engine_from_env(
     # no --engine: the harness's TANDEM_ENGINE picks the engine, as for LLM(engine=None)
     calls = []
 
-    def fake_default() -> str:
+    def fake_default(say) -> str:
         calls.append(1)
         return str(tiny_model)
 
-    monkeypatch.setattr(cli, "_default_model", fake_default)
+    monkeypatch.setattr(default_model, "default_model", fake_default)
     assert cli.main(["generate", "--max-tokens", "5", "a cat"]) == 0
     printed = capsys.readouterr().out
     assert calls == [1] and "prompt: 'a cat'" in printed

@@ -1,7 +1,9 @@
-"""The ``tandem`` command line: ``tandem generate [options] PROMPT...``.
+"""The ``tandem`` command line: ``tandem generate [options] PROMPT...`` and ``tandem serve``.
 
-Without ``--model`` it runs on the built-in tiny model (made locally and cached on
-first use), so a fresh install can generate text with no download.
+Without ``--model`` both run SmolLM2-135M-Instruct, a real trained model
+(:mod:`tandem.core.default_model`: fetched and converted once, with progress shown);
+``--model tiny`` runs the built-in tiny test model instead. Ctrl-C ends either with one
+line and exit code 130, its engine shut down.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 # the built-in model is trained this long on its corpus on first use (seconds on a CPU)
 DEMO_TRAIN_STEPS = 600
+TINY = "tiny"
 
 
 def _number(
@@ -38,27 +41,31 @@ def _number(
     return parse
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tandem", description="Tandem LLM inference.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
-    gen = sub.add_parser(
-        "generate",
-        help="generate completions for prompts",
-        description="Generate completions and print them.",
+def _engine_options(cmd: argparse.ArgumentParser, model_positional: bool = False) -> None:
+    help_text = (
+        "Hugging Face model directory or .gguf file; 'tiny' for the built-in test model "
+        "(default: SmolLM2-135M-Instruct)"
     )
-    gen.add_argument("prompts", nargs="+", metavar="PROMPT", help="prompt text(s)")
-    gen.add_argument(
-        "--model",
-        default=None,
-        help="Hugging Face model directory (default: the built-in tiny model)",
-    )
-    gen.add_argument(
+    if model_positional:
+        cmd.add_argument("model", nargs="?", default=None, metavar="MODEL", help=help_text)
+    else:
+        cmd.add_argument("--model", default=None, help=help_text)
+    cmd.add_argument(
         "--engine",
         choices=("v0", "v1"),
         default=None,
-        help="engine to use (default: $TANDEM_ENGINE, else v1 when installed)",
+        help="engine to use (default: $TANDEM_ENGINE, else v1)",
     )
+    cmd.add_argument(
+        "--max-model-len",
+        type=_number(int, "--max-model-len", lo=2),
+        default=None,
+        help="longest prompt + completion (default: the model's, at most 4096)",
+    )
+    cmd.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
+
+
+def _sampling_options(gen: argparse.ArgumentParser) -> None:
     gen.add_argument("--max-tokens", type=_number(int, "--max-tokens", lo=1), default=32)
     gen.add_argument(
         "--temperature",
@@ -72,59 +79,173 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--top-k", type=_number(int, "--top-k", lo=0), default=0, help="0 turns top-k off"
     )
+    gen.add_argument("--min-p", type=_number(float, "--min-p", lo=0.0, hi=1.0), default=0.0)
     gen.add_argument("--seed", type=_number(int, "--seed"), default=None)
     gen.add_argument(
         "--n", type=_number(int, "--n", lo=1), default=1, help="completions per prompt"
     )
+    gen.add_argument(
+        "--stop", action="append", default=None, metavar="TEXT", help="stop string (repeatable)"
+    )
+    gen.add_argument(
+        "--logprobs",
+        type=_number(int, "--logprobs", lo=0),
+        default=None,
+        metavar="K",
+        help="print each token's logprob and the top K alternatives",
+    )
+    gen.add_argument("--ignore-eos", action="store_true", help="keep going past EOS")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tandem", description="Tandem LLM inference.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    gen = sub.add_parser(
+        "generate",
+        help="generate completions for prompts",
+        description="Generate completions and print them.",
+    )
+    gen.add_argument("prompts", nargs="+", metavar="PROMPT", help="prompt text(s)")
+    _engine_options(gen)
+    _sampling_options(gen)
+    gen.add_argument(
+        "--chat",
+        action="store_true",
+        help="send each prompt as a user message through the model's chat template",
+    )
+    serve = sub.add_parser(
+        "serve",
+        help="serve an OpenAI-compatible HTTP API",
+        description="Serve /v1/completions, /v1/chat/completions, /v1/models, /health and "
+        "/metrics over HTTP.",
+    )
+    _engine_options(serve, model_positional=True)
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=_number(int, "--port", lo=0, hi=65535), default=8000)
+    serve.add_argument(
+        "--served-model-name", default=None, help="the model id clients use (default: its name)"
+    )
     return parser
 
 
-def _default_model() -> str:
-    from tandem.core.testing import make_model
+def resolve_model(name: str | None) -> str:
+    """The model directory (or file) a ``--model`` value names."""
+    if name == TINY:
+        from tandem.core.testing import make_model
 
-    return str(make_model(size="tiny", train_steps=DEMO_TRAIN_STEPS))
+        return str(make_model(size="tiny", train_steps=DEMO_TRAIN_STEPS))
+    if name is not None:
+        return name
+    from tandem.core.default_model import default_model
+    from tandem.core.progress import say
+
+    return str(default_model(say))
+
+
+def engine_args(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {"dtype": args.dtype}
+    if args.max_model_len is not None:
+        out["max_model_len"] = args.max_model_len
+    return out
+
+
+def open_llm(args: argparse.Namespace) -> Any:
+    """The LLM the options ask for; its construction reports its progress."""
+    from tandem.core.llm import LLM
+    from tandem.core.progress import say
+
+    model = resolve_model(args.model)
+    kwargs = engine_args(args)
+    if args.max_model_len is None:
+        kwargs["max_model_len"] = _default_len(model)
+    say(f"loading {model} ({args.engine or 'default'} engine)")
+    return LLM(model=model, engine=args.engine, **kwargs)
+
+
+def _default_len(model: str) -> int | None:
+    """Cap the model's length at 4096 so its KV cache stays small on a laptop."""
+    from tandem.core.config import load_model_config
+
+    try:
+        limit = load_model_config(model).max_model_len
+    except (OSError, ValueError):
+        return None  # LLM() will say what is wrong
+    return min(limit, 4096)
+
+
+def _params(args: argparse.Namespace) -> Any:
+    from tandem.core.sampling_params import SamplingParams
+
+    return SamplingParams(
+        n=args.n,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        min_p=args.min_p,
+        seed=args.seed,
+        max_tokens=args.max_tokens,
+        stop=args.stop,
+        logprobs=args.logprobs,
+        ignore_eos=args.ignore_eos,
+    )
+
+
+def _print(out: Any, logprobs: bool) -> None:
+    print(f"prompt: {out.prompt!r}" if out.prompt is not None else "prompt: (chat)")
+    for comp in out.outputs:
+        label = f"[{comp.index}] " if len(out.outputs) > 1 else ""
+        print(f"  {label}{comp.text!r} (finish_reason={comp.finish_reason})")
+        if logprobs and comp.logprobs:
+            for tok, entry in zip(comp.token_ids, comp.logprobs):
+                chosen = entry[tok]
+                alts = ", ".join(
+                    f"{lp.decoded_token!r} {lp.logprob:.3f}" for t, lp in entry.items() if t != tok
+                )
+                print(f"    {chosen.decoded_token!r} {chosen.logprob:.3f}  [{alts}]")
 
 
 def _generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from tandem.core.llm import LLM
-    from tandem.core.sampling_params import SamplingParams
-
     try:
-        params = SamplingParams(
-            n=args.n,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            top_k=args.top_k,
-            seed=args.seed,
-            max_tokens=args.max_tokens,
-        )
+        params = _params(args)
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
-    model = args.model if args.model is not None else _default_model()
     try:
-        llm = LLM(model=model, engine=args.engine)
-    except (TypeError, ValueError) as exc:
+        llm = open_llm(args)
+    except (TypeError, ValueError, RuntimeError) as exc:
         print(f"tandem generate: error: {exc}", file=sys.stderr)
         return 2
     with llm:
         try:
-            outputs = llm.generate(list(args.prompts), params, use_tqdm=False)
+            if args.chat:
+                convs = [[{"role": "user", "content": p}] for p in args.prompts]
+                outputs = llm.chat(convs, params, use_tqdm=False)
+            else:
+                outputs = llm.generate(list(args.prompts), params, use_tqdm=False)
         except (TypeError, ValueError) as exc:
             print(f"tandem generate: error: {exc}", file=sys.stderr)
             return 2
     for out in outputs:
-        print(f"prompt: {out.prompt!r}")
-        for comp in out.outputs:
-            label = f"[{comp.index}] " if len(out.outputs) > 1 else ""
-            print(f"  {label}{comp.text!r} (finish_reason={comp.finish_reason})")
+        _print(out, args.logprobs is not None)
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "generate":
-        return _generate(args, parser)
+    from tandem.core.progress import to_stderr
+
+    try:
+        with to_stderr():
+            if args.command == "generate":
+                return _generate(args, parser)
+            if args.command == "serve":
+                from tandem.core.server import serve_from_cli
+
+                return serve_from_cli(args)
+    except KeyboardInterrupt:
+        print("tandem: interrupted", file=sys.stderr)
+        return 130
     parser.error(f"unknown command {args.command!r}")
     return 2
 

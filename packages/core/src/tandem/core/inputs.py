@@ -11,6 +11,7 @@ children unchanged.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -20,6 +21,7 @@ import msgspec
 from tandem.core.sampling_params import SamplingParams
 
 SEED_MODULUS = 1 << 63  # sampling seeds live in [0, 2**63); a given seed wraps into it
+LOGGER = logging.getLogger("tandem")
 
 
 class SamplingSpec(msgspec.Struct, array_like=True, frozen=True):
@@ -102,9 +104,20 @@ class InputProcessor:
         return cls(tokenizer, mc.vocab_size, mc.max_model_len, mc.eos_token_ids, config.seed)
 
     def process(
-        self, request_id: Any, prompt: Any, params: Any = None, where: str | None = None
+        self,
+        request_id: Any,
+        prompt: Any,
+        params: Any = None,
+        where: str | None = None,
+        strict: bool = False,
     ) -> EngineRequest:
-        """The checked request; TypeError/ValueError naming ``where`` (default: the id)."""
+        """The checked request; TypeError/ValueError naming ``where`` (default: the id).
+
+        A ``max_tokens`` larger than the room ``max_model_len`` leaves after the prompt is
+        cut to that room, with a warning on the ``tandem`` logger (the sample then ends
+        with ``finish_reason="length"``); ``strict=True`` refuses it instead (ValueError),
+        as an OpenAI-style server must.
+        """
         if not isinstance(request_id, str) or not request_id:
             raise TypeError(f"request_id must be a non-empty str, got {request_id!r}")
         where = where or f"request {request_id!r}"
@@ -117,6 +130,14 @@ class InputProcessor:
         text, ids = self._tokens(prompt, where)
         room = self.max_model_len - len(ids)
         max_tokens = room if params.max_tokens is None else min(params.max_tokens, room)
+        if params.max_tokens is not None and params.max_tokens > room:
+            text = (
+                f"{where}: max_tokens={params.max_tokens} does not fit: the prompt has "
+                f"{len(ids)} tokens and max_model_len={self.max_model_len} leaves room for {room}"
+            )
+            if strict:
+                raise ValueError(text)
+            LOGGER.warning("%s; generating at most %d tokens", text, room)
         return EngineRequest(
             request_id=request_id,
             prompt=text,

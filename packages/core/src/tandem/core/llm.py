@@ -60,6 +60,12 @@ def normalize_prompts(prompts: Any) -> list[str | list[int]]:
     return [_one_prompt(p, i) for i, p in enumerate(prompts)]
 
 
+def _one_conversation(messages: Any) -> bool:
+    """Whether ``messages`` is one conversation (a list of turns), not a list of them."""
+    first = messages[0] if isinstance(messages, (list, tuple)) and messages else None
+    return isinstance(first, Mapping)
+
+
 def normalize_params(params: Any, count: int) -> list[Any]:
     """One SamplingParams per prompt: the default, one shared, or a list of ``count``."""
     from tandem.core.sampling_params import SamplingParams
@@ -153,6 +159,33 @@ class LLM:
                 self.engine.abort_request(rid)
             raise
         return [finals[r.request_id] for r in requests]
+
+    def chat(
+        self,
+        messages: Any,
+        sampling_params: Any = None,
+        use_tqdm: bool = True,
+        add_generation_prompt: bool = True,
+    ) -> list[Any]:
+        """Answer conversations through the tokenizer's own chat template.
+
+        ``messages``: one conversation (``[{"role": ..., "content": ...}, ...]``) or a list
+        of them. Returns one RequestOutput per conversation, in order.
+        """
+        if self._closed:
+            raise RuntimeError("this LLM was shut down; create a new one")
+        conversations = [messages] if _one_conversation(messages) else messages
+        if not isinstance(conversations, (list, tuple)) or not conversations:
+            raise TypeError(
+                "messages must be a conversation (a list of {'role', 'content'} dicts) "
+                "or a non-empty list of conversations"
+            )
+        tokenizer = self.get_tokenizer()
+        prompts = [
+            {"prompt_token_ids": tokenizer.apply_chat_template(c, add_generation_prompt)}
+            for c in conversations
+        ]
+        return self.generate(prompts, sampling_params, use_tqdm)
 
     def _run(self, pending: set[str], use_tqdm: bool) -> dict[str, Any]:
         finals: dict[str, Any] = {}

@@ -146,8 +146,14 @@ def load_model_config(
     max_model_len: int | None = None,
     supported: tuple[str, ...] = SUPPORTED_ARCHITECTURES,
 ) -> ModelConfig:
-    """Read and check a local Hugging Face model directory."""
+    """Read and check a local Hugging Face model directory (or a ``.gguf`` file, read as
+    the directory it converts to: :mod:`tandem.core.gguf_checkpoint`)."""
     root = Path(model).expanduser()
+    if root.suffix == ".gguf" and root.is_file():
+        from tandem.core.gguf_checkpoint import materialize
+        from tandem.core.progress import say
+
+        root = materialize(root, say)
     hf_config, arch = _read_hf_config(root, supported)
     weights = find_weight_files(root)
     limit = getattr(hf_config, "max_position_embeddings", None)

@@ -8,7 +8,7 @@ joining the decodes of its parts, and streaming relies on that equality.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,29 @@ def check_ids(ids: Sequence[int]) -> list[int]:
         if i < 0:
             raise ValueError(f"token ids must be >= 0, got {i}")
     return out
+
+
+ROLES = ("system", "user", "assistant")
+
+
+def check_messages(messages: Any, where: str = "messages") -> None:
+    """TypeError/ValueError unless ``messages`` is a non-empty list of chat turns."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise TypeError(
+            f"{where} must be a list of {{'role', 'content'}} dicts, got {type(messages).__name__}"
+        )
+    if not messages:
+        raise ValueError(f"{where} is empty: give at least one message")
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            raise TypeError(
+                f"{where}[{i}] must be a dict with 'role' and 'content', got {type(m).__name__}"
+            )
+        role, content = m.get("role"), m.get("content")
+        if role not in ROLES:
+            raise ValueError(f"{where}[{i}].role must be one of {', '.join(ROLES)}, got {role!r}")
+        if not isinstance(content, str):
+            raise TypeError(f"{where}[{i}].content must be a str, got {type(content).__name__}")
 
 
 class Tokenizer:
@@ -91,6 +114,29 @@ class Tokenizer:
 
     def _check_ids(self, ids: Sequence[int]) -> list[int]:
         return check_ids(ids)
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.hf, "chat_template", None))
+
+    def apply_chat_template(
+        self, messages: Sequence[Any], add_generation_prompt: bool = True
+    ) -> list[int]:
+        """Token ids of a conversation in the tokenizer's own chat template.
+
+        ``messages``: ``[{"role": "system" | "user" | "assistant", "content": str}, ...]``.
+        """
+        check_messages(messages)
+        if not self.has_chat_template:
+            raise ValueError(
+                f"the tokenizer at {self.path} has no chat template "
+                "(tokenizer_config.json 'chat_template' or chat_template.jinja)"
+            )
+        out = self.hf.apply_chat_template(
+            [dict(m) for m in messages], add_generation_prompt=add_generation_prompt, tokenize=True
+        )
+        ids = out["input_ids"] if isinstance(out, Mapping) or hasattr(out, "keys") else out
+        return [int(i) for i in ids]
 
     def decoder_json(self) -> str | None:
         """The fast backend serialised (``tokenizers`` JSON), for a :class:`TextDecoder`

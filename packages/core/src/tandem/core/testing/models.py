@@ -22,7 +22,7 @@ import torch
 from tandem.core import envs
 from tandem.core.testing.tokenizer import make_tokenizer
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the tokenizer has a chat template
 STAMP = "tandem_model.json"
 
 MODEL_SIZES: dict[str, dict[str, Any]] = {

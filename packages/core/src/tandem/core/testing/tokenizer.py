@@ -24,7 +24,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, 
 
 SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>")
 UNK_ID, BOS_ID, EOS_ID, PAD_ID = 0, 1, 2, 3
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: a chat template
 MODEL_MAX_LENGTH = 1 << 20
 STAMP = "tandem_tokenizer.json"
 _MIN_VOCAB = len(SPECIAL_TOKENS) + 256
@@ -172,6 +172,14 @@ def _train(vocab_size: int) -> Tokenizer:
     return tok
 
 
+# role-tagged turns, each ended by EOS, then the assistant's tag: enough for LLM.chat and
+# the chat endpoint to be tested on the tiny model (its text is not a conversation)
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}</s>{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+
+
 def _config() -> dict[str, object]:
     return {
         "tokenizer_class": "PreTrainedTokenizerFast",
@@ -183,6 +191,7 @@ def _config() -> dict[str, object]:
         "add_eos_token": False,
         "clean_up_tokenization_spaces": False,
         "model_max_length": MODEL_MAX_LENGTH,
+        "chat_template": CHAT_TEMPLATE,
     }
 
 

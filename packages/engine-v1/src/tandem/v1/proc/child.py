@@ -1,7 +1,8 @@
 """Entry point of engine v1's child processes: ``python -m tandem.v1.proc.child ROLE DIR PPID``.
 
-Sets up the life-cycle guards (parent-death signal, parent watch, SIGTERM/SIGINT ->
-clean exit) before importing anything heavy, then runs the role's loop.
+Sets up the life-cycle guards (parent-death signal, parent watch, SIGTERM -> clean
+exit, SIGINT ignored: the parent stops its children) before importing anything heavy,
+then runs the role's loop.
 """
 
 from __future__ import annotations

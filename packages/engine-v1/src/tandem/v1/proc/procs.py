@@ -34,7 +34,7 @@ ORPHAN_GRACE_S = 5.0
 
 
 class Terminate(BaseException):
-    """Raised in a child's main thread by SIGTERM/SIGINT: unwind and exit cleanly."""
+    """Raised in a child's main thread by SIGTERM: unwind and exit cleanly."""
 
 
 def set_parent_death_signal(sig: int = signal.SIGTERM) -> bool:
@@ -48,7 +48,7 @@ def set_parent_death_signal(sig: int = signal.SIGTERM) -> bool:
         return False
 
 
-# set once SIGTERM/SIGINT arrived: the child is being stopped (by its parent or its death)
+# set once SIGTERM arrived: the child is being stopped (by its parent or its death)
 SIGNALLED = threading.Event()
 
 
@@ -59,7 +59,9 @@ def _raise_terminate(signum: int, frame: object) -> None:
 
 def install_signal_handlers() -> None:
     signal.signal(signal.SIGTERM, _raise_terminate)
-    signal.signal(signal.SIGINT, _raise_terminate)
+    # Ctrl-C in a terminal reaches the whole process group: the parent decides, and stops
+    # its children with SIGTERM, so a child never dies (or prints a traceback) on its own
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def watch_parent(

@@ -1,0 +1,239 @@
+"""Streaming and async generation on either engine: ``AsyncLLM``.
+
+One thread owns the engine (engines are not thread-safe): it takes commands (add,
+abort, stats) from a queue, steps the engine while it has work, and hands each
+``RequestOutput`` to the asyncio queue of the request it belongs to. Requests are
+checked and tokenized in the caller, before anything is queued, so bad input raises at
+once. A consumer that stops iterating (a cancelled task, a client gone) aborts its
+request, which frees its KV blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import queue
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tandem.core.inputs import EngineRequest
+from tandem.core.llm import LLM
+from tandem.core.outputs import RequestOutput
+from tandem.core.stats import EngineStats
+
+
+@dataclass(slots=True)
+class _Sink:
+    """Where one request's outputs go: an asyncio queue on its event loop."""
+
+    queue: asyncio.Queue[RequestOutput | BaseException]
+    loop: asyncio.AbstractEventLoop
+
+    def put(self, item: RequestOutput | BaseException) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+
+
+class EngineStopped(RuntimeError):
+    """The engine thread is gone (shut down, or the engine failed)."""
+
+
+class AsyncLLM:
+    """``async for out in llm.generate(prompt, params): ...`` over one engine."""
+
+    def __init__(
+        self, model: str | os.PathLike[str], engine: str | None = None, **engine_args: Any
+    ) -> None:
+        self.llm = LLM(model, engine=engine, **engine_args)
+        self.engine_name = self.llm.engine_name
+        self._commands: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._sinks: dict[str, _Sink] = {}  # touched by the engine thread only
+        self._ids = itertools.count()
+        self._lock = threading.Lock()  # the input processor's seed generator
+        self._failure: BaseException | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="tandem-engine", daemon=True)
+        self._thread.start()
+
+    # -- the caller's side ----------------------------------------------------------
+    @property
+    def max_model_len(self) -> int:
+        return self.llm.max_model_len
+
+    def get_tokenizer(self) -> Any:
+        return self.llm.get_tokenizer()
+
+    def process(
+        self,
+        prompt: str | list[int],
+        params: Any = None,
+        request_id: str | None = None,
+        strict: bool = False,
+        where: str | None = None,
+    ) -> EngineRequest:
+        """Check and tokenize one request (TypeError/ValueError naming ``where``), without
+        queueing it; ``strict``: a ``max_tokens`` that does not fit is refused."""
+        self._check_usable()
+        rid = request_id if request_id is not None else f"async-{next(self._ids)}"
+        with self._lock:
+            return self.llm.engine.inputs.process(rid, prompt, params, where, strict)
+
+    async def generate(
+        self,
+        prompt: str | list[int] | EngineRequest,
+        params: Any = None,
+        request_id: str | None = None,
+        delta: bool = False,
+    ) -> AsyncIterator[RequestOutput]:
+        """Yield the request's ``RequestOutput`` after each step that advanced it.
+
+        Each output is cumulative (as ``LLM.generate`` returns), or with ``delta=True``
+        holds only what is new since the previous one. Leaving the loop early (break,
+        cancellation) aborts the request.
+        """
+        request = (
+            prompt
+            if isinstance(prompt, EngineRequest)
+            else self.process(prompt, params, request_id)
+        )
+        sink = _Sink(asyncio.Queue(), asyncio.get_running_loop())
+        self._send("add", request, sink)
+        finished = False
+        seen: dict[int, tuple[int, int, int]] = {}
+        try:
+            while True:
+                item = await sink.queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                finished = item.finished
+                yield _delta(item, seen) if delta else item
+                if finished:
+                    return
+        finally:
+            if not finished and not self._closed:
+                self._commands.put(("abort", request.request_id))
+
+    async def stats(self) -> EngineStats:
+        """The engine's counts now (asked in the engine's thread)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[EngineStats] = loop.create_future()
+        self._send("stats", loop, future)
+        return await future
+
+    def _send(self, *command: Any) -> None:
+        self._check_usable()
+        self._commands.put(command)
+
+    def _check_usable(self) -> None:
+        if self._failure is not None:
+            raise EngineStopped(f"the engine failed: {self._failure}") from self._failure
+        if self._closed:
+            raise EngineStopped("this AsyncLLM was shut down; create a new one")
+
+    @property
+    def is_alive(self) -> bool:
+        return self._failure is None and not self._closed and self._thread.is_alive()
+
+    def shutdown(self) -> None:
+        """Stop the engine thread (pending requests end with an error) and the engine."""
+        if self._closed:
+            return
+        self._closed = True
+        self._commands.put(("stop",))
+        self._thread.join(timeout=60)
+        self.llm.shutdown()
+
+    def __enter__(self) -> AsyncLLM:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # -- the engine thread -------------------------------------------------------------
+    def _run(self) -> None:
+        engine = self.llm.engine
+        try:
+            while True:
+                busy = engine.has_unfinished_requests()
+                if not self._drain(engine, block=not busy):
+                    return
+                if engine.has_unfinished_requests():
+                    for out in engine.step():
+                        self._deliver(out)
+        except BaseException as exc:  # the engine is unusable: every waiter hears why
+            self._failure = exc
+            for sink in self._sinks.values():
+                sink.put(EngineStopped(f"the engine failed: {exc}"))
+            self._sinks.clear()
+        finally:
+            stopped = EngineStopped("the engine was shut down")
+            for sink in self._sinks.values():
+                sink.put(stopped)
+            self._sinks.clear()
+
+    def _drain(self, engine: Any, block: bool) -> bool:
+        """Apply every queued command (waiting for one when idle); False on stop."""
+        while True:
+            try:
+                command = self._commands.get(block=block)
+            except queue.Empty:
+                return True
+            block = False
+            kind = command[0]
+            if kind == "stop":
+                return False
+            if kind == "add":
+                request, sink = command[1], command[2]
+                try:
+                    engine.add(request)
+                except Exception as exc:  # refused by the engine itself (e.g. too big)
+                    sink.put(exc)
+                    continue
+                self._sinks[request.request_id] = sink
+            elif kind == "abort":
+                if self._sinks.pop(command[1], None) is not None:
+                    engine.abort_request(command[1])
+            elif kind == "stats":
+                loop, future = command[1], command[2]
+                try:
+                    result: Any = engine.stats()
+                    loop.call_soon_threadsafe(_settle, future, result, None)
+                except Exception as exc:
+                    loop.call_soon_threadsafe(_settle, future, None, exc)
+
+    def _deliver(self, out: RequestOutput) -> None:
+        sink = self._sinks.get(out.request_id)
+        if sink is None:
+            return  # aborted meanwhile
+        if out.finished:
+            del self._sinks[out.request_id]
+        sink.put(out)
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+def _delta(out: RequestOutput, seen: dict[int, tuple[int, int, int]]) -> RequestOutput:
+    """``out`` with each completion cut to what is new since the previous call."""
+    outputs = []
+    for comp in out.outputs:
+        text_at, tokens_at, lps_at = seen.get(comp.index, (0, 0, 0))
+        lps = comp.logprobs
+        outputs.append(
+            replace(
+                comp,
+                text=comp.text[text_at:],
+                token_ids=comp.token_ids[tokens_at:],
+                logprobs=lps[lps_at:] if lps is not None else None,
+            )
+        )
+        seen[comp.index] = (len(comp.text), len(comp.token_ids), len(lps or ()))
+    return replace(out, outputs=outputs)

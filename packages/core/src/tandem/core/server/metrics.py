@@ -1,0 +1,48 @@
+"""Prometheus text for ``GET /metrics``: the server's counters and the engine's gauges."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+OUTCOMES = ("ok", "error", "aborted")
+
+
+@dataclass(slots=True)
+class Metrics:
+    """Counters since the server started."""
+
+    outcomes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+
+    def ended(self, outcome: str, requests: int = 1) -> None:
+        self.outcomes[outcome] += requests
+
+    def tokens(self, prompt: int, generated: int) -> None:
+        self.prompt_tokens += prompt
+        self.generation_tokens += generated
+
+    def render(self, stats: Any) -> str:
+        """The exposition text, with ``stats`` (an ``EngineStats``) as the gauges."""
+        lines: list[str] = []
+
+        def metric(name: str, kind: str, text: str, value: float | dict[str, int]) -> None:
+            lines.extend([f"# HELP {name} {text}", f"# TYPE {name} {kind}"])
+            if isinstance(value, dict):
+                lines.extend(f'{name}{{outcome="{k}"}} {v}' for k, v in value.items())
+            else:
+                lines.append(f"{name} {value}")
+
+        used = 1.0 - stats.num_free_kv_blocks / max(stats.num_kv_blocks, 1)
+        metric("tandem_requests_total", "counter", "Requests ended, by outcome.", self.outcomes)
+        metric("tandem_prompt_tokens_total", "counter", "Prompt tokens.", self.prompt_tokens)
+        metric(
+            "tandem_generation_tokens_total", "counter", "Tokens generated.", self.generation_tokens
+        )
+        metric("tandem_requests_running", "gauge", "Requests running.", stats.num_running)
+        metric("tandem_requests_waiting", "gauge", "Requests waiting.", stats.num_waiting)
+        metric("tandem_preemptions_total", "counter", "Preemptions.", stats.num_preemptions)
+        metric("tandem_kv_cache_blocks", "gauge", "KV cache blocks.", stats.num_kv_blocks)
+        metric("tandem_kv_cache_usage", "gauge", "Fraction of KV blocks in use.", round(used, 6))
+        return "\n".join(lines) + "\n"

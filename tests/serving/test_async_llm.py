@@ -1,0 +1,117 @@
+"""``AsyncLLM``: streamed outputs, deltas, cancellation, bad input, many requests at once."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tandem.core.async_llm import AsyncLLM, EngineStopped
+from tandem.core.sampling_params import SamplingParams
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
+
+
+async def _all(llm: AsyncLLM, prompt, params=GREEDY, **kw) -> list:
+    return [out async for out in llm.generate(prompt, params, **kw)]
+
+
+async def _idle(llm: AsyncLLM) -> None:
+    for _ in range(200):
+        stats = await llm.stats()
+        if stats.num_running == stats.num_waiting == 0:
+            assert stats.num_free_kv_blocks == stats.num_kv_blocks
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"the engine never went idle: {stats}")
+
+
+def test_outputs_stream_one_token_at_a_time_and_match_generate(async_llm, tiny_model, engine):
+    outs = asyncio.run(_all(async_llm, "a b c"))
+    assert [len(o.outputs[0].token_ids) for o in outs] == list(range(1, 9))
+    assert outs[-1].finished and not any(o.finished for o in outs[:-1])
+    from tandem.core import LLM
+
+    with LLM(model=tiny_model, engine=engine, max_model_len=128) as ref:
+        want = ref.generate("a b c", GREEDY, use_tqdm=False)[0].outputs[0]
+    assert outs[-1].outputs[0].token_ids == want.token_ids
+    assert outs[-1].outputs[0].text == want.text
+
+
+def test_deltas_add_up_to_the_whole(async_llm):
+    whole = asyncio.run(_all(async_llm, "x y"))[-1].outputs[0]
+    parts = asyncio.run(_all(async_llm, "x y", delta=True))
+    assert "".join(p.outputs[0].text for p in parts) == whole.text
+    assert [t for p in parts for t in p.outputs[0].token_ids] == whole.token_ids
+
+
+def test_leaving_early_aborts_and_frees_the_kv_cache(async_llm):
+    long = SamplingParams(temperature=0.0, max_tokens=120, ignore_eos=True)
+
+    async def main() -> int:
+        seen = 0
+        async for out in async_llm.generate("a", long):  # a consumer that breaks
+            seen = len(out.outputs[0].token_ids)
+            if seen == 3:
+                break
+        await _idle(async_llm)
+        gen = async_llm.generate("b", long)  # a consumer cancelled while it waits
+        first = await gen.__anext__()
+        waiting = asyncio.ensure_future(gen.__anext__())
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert gen.ag_frame is None and not first.finished  # closed: its request aborted
+        await _idle(async_llm)
+        return seen
+
+    assert asyncio.run(main()) == 3
+
+
+def test_bad_input_raises_before_anything_is_queued(async_llm):
+    async def main() -> None:
+        before = await async_llm.stats()
+        for prompt, params, exc, match in [
+            ("", GREEDY, ValueError, "empty"),
+            ([1, 10**6], GREEDY, ValueError, "outside the vocabulary"),
+            ("a", {"temperature": 0}, TypeError, "must be a SamplingParams"),
+        ]:
+            with pytest.raises(exc, match=match):
+                await _all(async_llm, prompt, params)
+        with pytest.raises(ValueError, match="max_tokens=500 does not fit"):
+            async_llm.process("a", SamplingParams(max_tokens=500), strict=True)
+        assert await async_llm.stats() == before
+
+    asyncio.run(main())
+
+
+def test_many_concurrent_requests_each_get_their_own_tokens(async_llm):
+    async def main() -> list:
+        prompts = [f"item {i}" for i in range(24)]
+        return await asyncio.gather(*(_all(async_llm, p) for p in prompts))
+
+    results = asyncio.run(main())
+    alone = asyncio.run(_all(async_llm, "item 7"))[-1].outputs[0].token_ids
+    assert all(len(r[-1].outputs[0].token_ids) == 8 for r in results)
+    assert results[7][-1].outputs[0].token_ids == alone
+    assert len({r[-1].request_id for r in results}) == 24
+
+
+def test_shutdown_ends_waiters_and_refuses_new_work(tiny_model, engine):
+    llm = AsyncLLM(tiny_model, engine=engine, max_model_len=64)
+
+    async def main() -> None:
+        long = SamplingParams(temperature=0.0, max_tokens=60, ignore_eos=True)
+        gen = llm.generate("a", long)
+        await gen.__anext__()
+        llm.shutdown()
+        with pytest.raises(EngineStopped):
+            async for _ in gen:
+                pass
+        with pytest.raises(EngineStopped, match="shut down"):
+            await _all(llm, "b")
+
+    try:
+        asyncio.run(main())
+    finally:
+        llm.shutdown()
