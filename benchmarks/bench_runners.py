@@ -133,7 +133,7 @@ def run_vllm(path: str, work: Workload, threads: int | None, repeats: int, vocab
 
     params = SamplingParams(temperature=0.0, max_tokens=work.new_tokens, ignore_eos=True)
     start = time.perf_counter()
-    llm = LLM(model=path, dtype="float32")
+    llm = LLM(model=path, dtype="float32", enable_prefix_caching=False, max_model_len=2048)
     first = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
     llm.generate([{"prompt_token_ids": work.prompts[0]}], first, use_tqdm=False)
     startup = time.perf_counter() - start

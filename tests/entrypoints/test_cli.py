@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
 
 from tandem.core import cli, default_model
@@ -74,3 +80,96 @@ def test_prompt_too_long_is_an_error_not_a_crash(tiny_model, engine: str, capsys
     argv = ["generate", "--model", str(tiny_model), "--engine", engine, long_prompt]
     assert cli.main(argv) == 2
     assert "max_model_len" in capsys.readouterr().err
+
+
+def _session_left(sid: int) -> list[str]:
+    import psutil
+
+    left = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if os.getsid(p.pid) == sid and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(" ".join(p.info["cmdline"] or []))
+        except (OSError, psutil.Error):
+            continue
+    return left
+
+
+def _wait_gone(sid: int, limit: float = 15.0) -> list[str]:
+    end = time.monotonic() + limit
+    while (left := _session_left(sid)) and time.monotonic() < end:
+        time.sleep(0.1)
+    return left
+
+
+def _cli(*args: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "tandem.core.cli", *args]
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_generate_in_one_line(tiny_model, engine: str) -> None:
+    proc = _cli(
+        "generate",
+        "--model",
+        str(tiny_model),
+        "--engine",
+        engine,
+        "--max-model-len",
+        "512",
+        "--max-tokens",
+        "500",
+        "--ignore-eos",
+        "--n",
+        "16",
+        "once upon a time",
+    )
+    time.sleep(4)  # loading or generating: either way Ctrl-C must end it cleanly
+    os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole process group
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert err.strip().splitlines()[-1] == "tandem: interrupted"
+    assert "Traceback" not in err and "Terminate" not in err
+    assert _wait_gone(proc.pid) == []
+
+
+@pytest.mark.slow
+def test_serve_answers_the_openai_client_and_stops_on_ctrl_c(tiny_model, engine: str) -> None:
+    openai = pytest.importorskip("openai")
+    pytest.importorskip("fastapi")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = _cli("serve", str(tiny_model), "--engine", engine, "--port", str(port))
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
+        end = time.monotonic() + 120
+        while True:
+            try:
+                models = client.models.list().data
+                break
+            except openai.APIConnectionError:
+                assert proc.poll() is None and time.monotonic() < end, proc.stderr.read()
+                time.sleep(0.2)
+        assert models[0].id == tiny_model.name
+        got = client.completions.create(model=models[0].id, prompt="a b", max_tokens=4)
+        assert got.choices[0].finish_reason in ("stop", "length")
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert f"serving '{tiny_model.name}' on http://127.0.0.1:{port}" in err
+    assert "Traceback" not in err
+    assert _wait_gone(proc.pid) == []
+
+
+def test_max_tokens_that_does_not_fit_is_a_visible_clamp(tiny_model, engine: str, capsys):
+    argv = ["generate", "--model", str(tiny_model), "--engine", engine, "--max-model-len", "16"]
+    assert cli.main([*argv, "--max-tokens", "100", "--ignore-eos", "a b c"]) == 0
+    captured = capsys.readouterr()
+    assert "max_tokens=100 does not fit" in captured.err and "generating at most" in captured.err
+    assert "finish_reason=length" in captured.out

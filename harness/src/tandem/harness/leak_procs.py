@@ -71,11 +71,27 @@ def _listdir(path: str) -> list[str]:
         return []
 
 
+def started(proc: psutil.Process) -> float:
+    """When ``proc`` started, as a value that never changes for one process.
+
+    On Linux the start time in clock ticks since boot (``/proc/PID/stat``): psutil's
+    ``create_time()`` adds the boot time, which the kernel recomputes from the wall clock
+    and which can move by a second on a machine whose clock is adjusted, so the same
+    process would look new.
+    """
+    try:
+        with open(f"/proc/{proc.pid}/stat", "rb") as f:
+            tail = f.read().rpartition(b")")[2].split()
+        return float(tail[19])  # field 22 (starttime); fields counted after "(comm)"
+    except (OSError, IndexError, ValueError):
+        return proc.create_time()
+
+
 def snapshot() -> set[tuple[int, float]]:
     out = set()
     for proc in _children():
         with contextlib.suppress(psutil.Error):
-            out.add((proc.pid, proc.create_time()))
+            out.add((proc.pid, started(proc)))
     return out
 
 
@@ -85,7 +101,7 @@ def diff(before: set[tuple[int, float]], kill: bool = True) -> list[str]:
     leaked = []
     for proc in _children():
         try:
-            if (proc.pid, proc.create_time()) in before:
+            if (proc.pid, started(proc)) in before:
                 continue
             if proc.status() == psutil.STATUS_ZOMBIE:
                 with contextlib.suppress(ChildProcessError, OSError):

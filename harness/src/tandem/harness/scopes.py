@@ -16,7 +16,7 @@ from typing import Any
 
 import psutil
 
-from . import checks, leak_attrs, leak_env, leak_ops
+from . import checks, leak_attrs, leak_env, leak_ops, leak_procs
 from .options import Settings
 
 
@@ -77,7 +77,7 @@ def _remaining(fp: Footprint, settings: Settings) -> list[str]:
     for pid, created in sorted(b.procs - a.procs):
         with contextlib.suppress(psutil.Error):
             proc = psutil.Process(pid)
-            if proc.create_time() == created and proc.status() != psutil.STATUS_ZOMBIE:
+            if leak_procs.started(proc) == created and proc.status() != psutil.STATUS_ZOMBIE:
                 cmd = " ".join(proc.cmdline()) or proc.name()
                 out.append(f"child process {pid} it started is still alive: {cmd}")
                 proc.kill()

@@ -132,8 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
 def resolve_model(name: str | None) -> str:
     """The model directory (or file) a ``--model`` value names."""
     if name == TINY:
+        from tandem.core.progress import say
         from tandem.core.testing import make_model
 
+        say("preparing the built-in tiny model (trained once, about 20 s, then cached)")
         return str(make_model(size="tiny", train_steps=DEMO_TRAIN_STEPS))
     if name is not None:
         return name
