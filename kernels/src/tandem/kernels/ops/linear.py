@@ -113,3 +113,71 @@ def _onednn_fits(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
     return not (
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
     )
+
+
+# -- int8 weights, int8 activations (dynamic) ---------------------------------------------
+
+
+def int8_available() -> bool:
+    """Whether torch has the int8 x int8 -> int32 matmul here (``torch._int_mm``, CPU)."""
+    return hasattr(torch, "_int_mm")
+
+
+OUTLIER = 6.0  # |activation| above this is computed in float32 (its channel, all tokens)
+
+
+class Int8Weight:
+    """A weight quantized to int8 per output channel (symmetric, scale = max|row| / 127).
+
+    :func:`linear_int8` quantizes its input per token (each row its own scale), multiplies
+    int8 by int8 into int32 (``torch._int_mm``: VNNI where the CPU has it) and scales
+    back to float32. Input channels that carry an activation above ``OUTLIER`` in this
+    call are taken out first and multiplied in float32 with the weight's own columns
+    (as LLM.int8() does): a few large values would otherwise set every token's scale and
+    round the rest of its values away.
+    """
+
+    __slots__ = ("bias", "qweight", "scale", "shape", "weight")
+
+    def __init__(self, weight: Tensor, qweight: Tensor, scale: Tensor, bias: Tensor | None) -> None:
+        self.weight = weight  # [N, K] float: the original, for the outlier columns
+        self.qweight = qweight  # [N, K] int8
+        self.scale = scale  # [N] float32
+        self.bias = bias  # [N] float32 or None
+        self.shape = (qweight.shape[0], qweight.shape[1])
+
+    @classmethod
+    def pack(cls, weight: Tensor, bias: Tensor | None = None) -> Int8Weight | None:
+        """weight: [N, K] float on CPU -> its int8 form; None where int8 cannot run."""
+        checks.tensor("weight", weight, ndim=2, dtypes=checks.FLOAT_DTYPES)
+        if weight.device.type != "cpu" or not int8_available():
+            return None
+        with torch.no_grad():
+            w = weight.detach().float()
+            scale = (w.abs().amax(dim=1) / 127.0).clamp_min(1e-12)  # [N]
+            q = (w / scale[:, None]).round_().clamp_(-127, 127).to(torch.int8).contiguous()
+            b = None if bias is None else bias.detach().float().contiguous()
+        return cls(weight.detach(), q, scale.contiguous(), b)
+
+
+def linear_int8(x: Tensor, weight: Int8Weight, outlier: float = OUTLIER) -> Tensor:
+    """``x @ W.T + b`` for ``W`` and ``b`` held by ``weight``: x [..., K] -> [..., N] fp32."""
+    n, k = weight.shape
+    if x.dim() < 1 or x.shape[-1] != k:
+        raise ValueError(f"x must have shape [..., {k}], got {tuple(x.shape)}")
+    x2 = x.reshape(-1, k).float()  # [M, K]
+    cols = (x2.abs() > outlier).any(dim=0).nonzero().flatten()  # [C] outlier channels
+    extra = None
+    if cols.numel():
+        w_cols = weight.weight.index_select(1, cols).float()  # [N, C]
+        extra = x2.index_select(1, cols) @ w_cols.t()  # [M, N]
+        x2 = x2.index_fill(1, cols, 0.0)
+    sx = x2.abs().amax(dim=1, keepdim=True).clamp_min_(1e-12).div_(127.0)  # [M, 1]
+    xq = (x2 / sx).round_().clamp_(-127, 127).to(torch.int8)  # [M, K]
+    out = torch._int_mm(xq, weight.qweight.t()).float()  # [M, N] int32 -> fp32
+    out.mul_(sx).mul_(weight.scale)
+    if extra is not None:
+        out.add_(extra)
+    if weight.bias is not None:
+        out.add_(weight.bias)
+    return out.view(*x.shape[:-1], n)

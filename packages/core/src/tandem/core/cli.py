@@ -147,6 +147,8 @@ def resolve_model(name: str | None) -> str:
 
 def engine_args(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"dtype": args.dtype}
+    if args.quantization is not None:
+        out["quantization"] = args.quantization
     if args.max_model_len is not None:
         out["max_model_len"] = args.max_model_len
     return out

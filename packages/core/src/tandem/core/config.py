@@ -45,6 +45,7 @@ __all__ = [
 
 DEFAULT_KV_CACHE_BYTES = 1 << 30
 MIN_BATCHED_TOKENS = 2048
+QUANTIZATIONS = (None, "int8")
 
 
 @dataclass(slots=True)
@@ -102,6 +103,7 @@ class EngineConfig:
     dtype: torch.dtype
     seed: int
     num_threads: int | None
+    quantization: str | None = None  # None: the model's dtype; "int8": int8 linear layers
 
     def configure_process(self) -> None:
         """Process-wide settings of the process that runs the model: torch's CPU threads
@@ -154,6 +156,7 @@ class EngineArgs:
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
     num_threads: int | None = None
+    quantization: str | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -200,6 +203,11 @@ class EngineArgs:
         check_bool("enable_prefix_caching", self.enable_prefix_caching)
         check_bool("enable_chunked_prefill", self.enable_chunked_prefill)
         check_int("num_threads", self.num_threads, lo=1, none_ok=True)
+        if self.quantization not in QUANTIZATIONS:
+            raise ValueError(
+                f"quantization must be one of {', '.join(map(str, QUANTIZATIONS))}, "
+                f"got {self.quantization!r}"
+            )
 
     def create_config(self) -> EngineConfig:
         self.validate()
@@ -247,7 +255,13 @@ class EngineArgs:
             dtype=model.dtype,
             seed=self.seed,
             num_threads=self.num_threads,
+            quantization=self.quantization,
         )
+        if self.quantization == "int8" and (device.type != "cpu" or model.dtype != torch.float32):
+            raise ValueError(
+                "quantization='int8' runs on the CPU with dtype float32, "
+                f"got device={device.type!r} dtype={model.dtype}"
+            )
         if self.num_kv_blocks is None and self.kv_cache_memory_bytes is not None:
             # a byte budget too small for one sequence fails here, not in the engine's child
             replace(cache).resolve_num_blocks(config.kv_bytes_per_block)

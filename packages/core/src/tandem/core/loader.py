@@ -57,11 +57,13 @@ def load_model(
     model_config: Any,
     device: torch.device | str = "cpu",
     dtype: torch.dtype | None = None,
+    quantization: str | None = None,
 ) -> nn.Module:
     """Build and load the model for ``model_config`` (a ModelConfig or a checkpoint dir).
 
     A ModelConfig-like object needs ``hf_config`` and either ``weight_files`` or the
     checkpoint directory as ``model``/``path``; ``dtype`` defaults to its ``dtype``.
+    ``quantization="int8"`` switches its linear layers to int8 once loaded.
     """
     hf_config, files, default_dtype = _resolve(model_config)
     dtype = dtype if dtype is not None else default_dtype
@@ -75,6 +77,8 @@ def load_model(
     with torch.no_grad():
         model.load_weights(iterate_weights(files))
     model.requires_grad_(False)
+    if quantization is not None:
+        model.quantize(quantization)
     return model.eval()
 
 

@@ -45,7 +45,7 @@ class LLMEngine:
         if model is None:
             from tandem.core.loader import load_model
 
-            model = load_model(mc, config.device, config.dtype)
+            model = load_model(mc, config.device, config.dtype, config.quantization)
         block_size = config.cache.block_size
         per_block = config.kv_bytes_per_block
         num_blocks = config.cache.resolve_num_blocks(per_block)

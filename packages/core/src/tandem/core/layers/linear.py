@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from tandem.core import envs
 from tandem.core.env_cache import env_cache
-from tandem.kernels.ops.linear import PackedWeight, linear
+from tandem.kernels.ops.linear import Int8Weight, PackedWeight, linear, linear_int8
 
 CPU_LINEAR_KERNELS = ("onednn", "torch")
 
@@ -31,17 +31,29 @@ def packed_linear(x: Tensor, weight: Tensor, bias: Tensor | None, pack: PackedWe
 
 
 class Linear(nn.Linear):
-    """``nn.Linear`` with the packed copy of its weight beside it (made on first use)."""
+    """``nn.Linear`` with the packed copy of its weight beside it (made on first use).
+
+    After :meth:`quantize` it multiplies in int8 (``quantization="int8"``).
+    """
 
     def __init__(
         self, in_features: int, out_features: int, bias: bool = True, dtype: Any = None
     ) -> None:
         super().__init__(in_features, out_features, bias=bias, dtype=dtype)
         self.pack = PackedWeight()
+        self.int8: Int8Weight | None = None
+
+    def quantize(self) -> bool:
+        """Use int8 weights from now on (CPU); False where no int8 kernel exists."""
+        self.int8 = Int8Weight.pack(self.weight, self.bias)
+        return self.int8 is not None
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.int8 is not None and x.device.type == "cpu":
+            return linear_int8(x, self.int8).to(x.dtype)
         return packed_linear(x, self.weight, self.bias, self.pack)
 
     def _apply(self, fn: Any, recurse: bool = True) -> Linear:
         self.pack.clear()  # .to() / .float(): packed again from the new weight
+        self.int8 = None
         return super()._apply(fn, recurse)

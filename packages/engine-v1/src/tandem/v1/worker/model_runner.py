@@ -40,7 +40,7 @@ class ModelRunner:
         self.config = config
         mc = config.model
         self.device = config.device
-        self.model = load_model(mc, config.device, config.dtype)
+        self.model = load_model(mc, config.device, config.dtype, config.quantization)
         self.block_size = config.cache.block_size
         self.num_kv_blocks = config.cache.resolve_num_blocks(config.kv_bytes_per_block)
         self.kv_caches = allocate_kv_caches(

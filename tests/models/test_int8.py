@@ -1,0 +1,87 @@
+"""int8 linear layers (``quantization="int8"``): the kernel, the option, and quality."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tandem.core.config import EngineArgs
+from tandem.kernels.ops.linear import Int8Weight, int8_available, linear_int8
+
+needs_int8 = pytest.mark.skipif(not int8_available(), reason="torch has no int8 matmul here")
+
+
+@needs_int8
+@settings(max_examples=25, deadline=None)
+@given(
+    m=st.integers(1, 40),
+    k=st.integers(1, 96),
+    n=st.integers(1, 80),
+    bias=st.booleans(),
+    seed=st.integers(0, 2**31),
+)
+def test_int8_linear_is_close_to_fp32(m, k, n, bias, seed) -> None:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=g)
+    w = torch.randn(n, k, generator=g) * 0.1
+    b = torch.randn(n, generator=g) if bias else None
+    packed = Int8Weight.pack(w, b)
+    assert packed is not None and packed.shape == (n, k)
+    got, want = linear_int8(x, packed), F.linear(x, w, b)
+    assert got.shape == want.shape and got.dtype == torch.float32
+    # 8-bit weights and activations: errors of a few percent of the largest output
+    assert float((got - want).abs().max()) <= 0.05 * float(want.abs().max()) + 1e-3
+
+
+@needs_int8
+def test_int8_linear_checks_its_input() -> None:
+    packed = Int8Weight.pack(torch.randn(4, 8))
+    with pytest.raises(ValueError, match=r"x must have shape \[\.\.\., 8\]"):
+        linear_int8(torch.randn(2, 7), packed)
+
+
+def test_quantization_option_is_checked(tiny_model) -> None:
+    with pytest.raises(ValueError, match="quantization must be one of None, int8, got 'int4'"):
+        EngineArgs(model=str(tiny_model), quantization="int4")
+    with pytest.raises(ValueError, match="quantization='int8' runs on the CPU with dtype float32"):
+        EngineArgs(model=str(tiny_model), quantization="int8", dtype="bfloat16").create_config()
+
+
+@needs_int8
+@pytest.mark.slow
+def test_int8_agrees_with_fp32_on_the_real_model(smollm2) -> None:
+    """Teacher-forced on fp32's greedy continuations of SmolLM2: int8's most likely token is
+    fp32's at >= 95% of the positions, and its logprob of that token stays close."""
+    from tandem.core import LLM, SamplingParams
+
+    prompts = [
+        "The capital of France is",
+        "Water boils at a temperature of",
+        "The three primary colors are",
+        "def add(a, b):",
+        "In 1492, Christopher Columbus",
+        "The largest planet in the solar system is",
+        "A haiku about autumn:",
+        "The chemical symbol for gold is",
+    ]
+    greedy = SamplingParams(temperature=0.0, max_tokens=32, ignore_eos=True, logprobs=0)
+    with LLM(model=smollm2, engine="v0", max_model_len=256) as llm:
+        refs = llm.generate(prompts, greedy, use_tqdm=False)
+    forced = [{"prompt_token_ids": r.prompt_token_ids + r.outputs[0].token_ids} for r in refs]
+    score = SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=0)
+    with LLM(model=smollm2, engine="v0", quantization="int8", max_model_len=256) as llm:
+        scored = llm.generate(forced, score, use_tqdm=False)
+    agree, errors = [], []
+    for ref, q in zip(refs, scored):
+        start = len(ref.prompt_token_ids)
+        for j, tok in enumerate(ref.outputs[0].token_ids):
+            entry = q.prompt_logprobs[start + j][tok]
+            agree.append(entry.rank == 1)
+            errors.append(abs(entry.logprob - ref.outputs[0].logprobs[j][tok].logprob))
+    agreement, mean_error = sum(agree) / len(agree), sum(errors) / len(errors)
+    print(f"int8 vs fp32: top-1 agreement {agreement:.3f}, mean |logprob error| {mean_error:.4f}")
+    assert agreement >= 0.95, agreement
+    assert mean_error < 0.1, mean_error
