@@ -57,6 +57,7 @@ def test_defaults_built_in_model_and_engine_from_env(
         (["generate", "--top-k", "-2", "x"], "--top-k must be in"),
         (["generate", "--n", "0", "x"], "--n must be in"),
         (["generate", "--engine", "v9", "x"], "invalid choice: 'v9'"),
+        (["generate", "--quantization", "int4", "x"], "invalid choice: 'int4'"),
         (["generate"], "PROMPT"),
         ([], "COMMAND"),
     ],
@@ -66,6 +67,14 @@ def test_bad_flags_are_usage_errors(argv, match, capsys) -> None:
         cli.main(argv)
     assert err.value.code == 2
     assert match in capsys.readouterr().err
+
+
+def test_quantization_int8_generates(tiny_model, engine: str, capsys) -> None:
+    argv = ["generate", "--model", str(tiny_model), "--engine", engine, "--max-tokens", "4"]
+    argv += ["--quantization", "int8", "--ignore-eos", "hello"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "prompt: 'hello'" in out and "finish_reason=length" in out
 
 
 def test_missing_model_dir_is_an_error(tmp_path, engine: str, capsys) -> None:

@@ -345,3 +345,60 @@ def test_greedy_rows_that_are_not_finite_take_the_torch_path(bad):
     want_t, want_lp = _torch_greedy(x)
     assert torch.equal(tokens, want_t)
     torch.testing.assert_close(lps, want_lp, equal_nan=True)
+
+
+def _torch_quantize_rows(x: torch.Tensor, threshold: float):
+    outlier = (x.abs() > threshold).any(dim=0)  # [K]
+    kept = x.masked_fill(outlier[None, :], 0.0)
+    scale = kept.abs().amax(dim=1).clamp_min(1e-12) / 127.0  # [M]
+    q = (kept / scale[:, None]).round().clamp(-127, 127).to(torch.int8)
+    return q, scale, outlier
+
+
+@needs_native
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    rows=st.integers(1, 40),
+    width=st.integers(1, 300),
+    spikes=st.integers(0, 3),
+)
+def test_native_quantize_rows_matches_torch(seed, rows, width, spikes):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn((rows, width), generator=g)
+    for i in range(spikes):  # outlier columns, as LLM activations have a few
+        x[i % rows, (7 * i) % width] = 20.0 + i
+    got = native.quantize_rows(x, 6.0)
+    assert got is not None
+    q, scale, outlier = _torch_quantize_rows(x, 6.0)
+    assert torch.equal(got[2], outlier)
+    torch.testing.assert_close(got[1], scale)
+    # round-half cases may land one step apart (x * (1/s) vs x / s)
+    assert int((got[0].int() - q.int()).abs().max()) <= 1
+
+
+@needs_native
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    rows=st.integers(1, 30),
+    cols=st.integers(1, 200),
+    with_bias=st.booleans(),
+)
+def test_native_rescale_matches_torch(seed, rows, cols, with_bias):
+    g = torch.Generator().manual_seed(seed)
+    acc = torch.randint(-(2**20), 2**20, (rows, cols), generator=g, dtype=torch.int32)
+    rs, cs = torch.rand(rows, generator=g), torch.rand(cols, generator=g)
+    bias = torch.randn(cols, generator=g) if with_bias else None
+    want = acc.float() * rs[:, None] * cs[None, :]
+    if bias is not None:
+        want = want + bias
+    torch.testing.assert_close(native.rescale(acc, rs, cs, bias), want)
+
+
+@needs_native
+def test_int8_row_kernels_refuse_what_they_cannot_read():
+    assert native.quantize_rows(torch.randn(4, 6).t(), 6.0) is None  # strided
+    assert native.quantize_rows(torch.randn(4, 6, dtype=torch.float64), 6.0) is None
+    acc = torch.zeros(3, 4, dtype=torch.int64)
+    assert native.rescale(acc, torch.ones(3), torch.ones(4), None) is None

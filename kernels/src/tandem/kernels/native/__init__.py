@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from tandem.kernels.native.attention import paged_decode, paged_prefill, write_kv
 from tandem.kernels.native.builder import BuildError
-from tandem.kernels.native.elementwise import add_rms_norm, greedy, rotary, silu_and_mul
+from tandem.kernels.native.elementwise import (
+    add_rms_norm,
+    greedy,
+    quantize_rows,
+    rescale,
+    rotary,
+    silu_and_mul,
+)
 from tandem.kernels.native.loader import library, unavailable_reason
 
 __all__ = [
@@ -19,6 +26,8 @@ __all__ = [
     "library",
     "paged_decode",
     "paged_prefill",
+    "quantize_rows",
+    "rescale",
     "rotary",
     "silu_and_mul",
     "unavailable_reason",

@@ -85,3 +85,46 @@ def greedy(logits: Tensor) -> tuple[Tensor, Tensor] | None:
     if B and lib.tandem_greedy_f32(logits.data_ptr(), B, V, tokens.data_ptr(), logprob.data_ptr()):
         return None
     return tokens, logprob
+
+
+I8 = torch.int8
+
+
+def quantize_rows(x: Tensor, threshold: float) -> tuple[Tensor, Tensor, Tensor] | None:
+    """x: [M, K] fp32 -> (int8 rows [M, K], their scales [M], outlier columns [K] bool):
+    each row scaled by max |x| / 127 over its columns that hold no |x| > ``threshold``
+    in any row; those columns are zero in the int8 rows."""
+    lib = library()
+    if lib is None or not _plain(x) or x.dim() != 2:
+        return None
+    m, k = x.shape
+    q = torch.empty((m, k), dtype=I8)
+    scale = torch.empty(m, dtype=F32)
+    outlier = torch.empty(k, dtype=torch.uint8)
+    lib.tandem_quantize_rows_i8(
+        x.data_ptr(), m, k, float(threshold), q.data_ptr(), scale.data_ptr(), outlier.data_ptr()
+    )
+    return q, scale, outlier.bool()
+
+
+def rescale(
+    acc: Tensor, row_scale: Tensor, col_scale: Tensor, bias: Tensor | None
+) -> Tensor | None:
+    """acc: [M, N] int32 -> acc * row_scale[:, None] * col_scale[None, :] (+ bias): fp32."""
+    lib = library()
+    parts = (row_scale, col_scale) if bias is None else (row_scale, col_scale, bias)
+    plain_acc = acc.dtype == torch.int32 and acc.device.type == "cpu" and acc.is_contiguous()
+    if lib is None or not plain_acc or not _plain(*parts) or acc.dim() != 2:
+        return None
+    m, n = acc.shape
+    out = torch.empty((m, n), dtype=F32)
+    lib.tandem_rescale_i32(
+        acc.data_ptr(),
+        m,
+        n,
+        row_scale.data_ptr(),
+        col_scale.data_ptr(),
+        None if bias is None else bias.data_ptr(),
+        out.data_ptr(),
+    )
+    return out

@@ -34,6 +34,10 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.tandem_silu_and_mul_f32.argtypes = [ptr, i64, i64, ptr]
     lib.tandem_greedy_f32.restype = i64
     lib.tandem_greedy_f32.argtypes = [ptr, i64, i64, ptr, ptr]
+    lib.tandem_quantize_rows_i8.restype = i64
+    lib.tandem_quantize_rows_i8.argtypes = [ptr, i64, i64, ctypes.c_float, ptr, ptr, ptr]
+    lib.tandem_rescale_i32.restype = None
+    lib.tandem_rescale_i32.argtypes = [ptr, i64, i64, ptr, ptr, ptr, ptr]
     lib.tandem_rotary_f32.restype = None
     lib.tandem_rotary_f32.argtypes = [ptr, ptr, i64, ptr, i64, i64, i64, ptr]
     return lib

@@ -160,24 +160,42 @@ class Int8Weight:
         return cls(weight.detach(), q, scale.contiguous(), b)
 
 
+def _int_matmul(xq: Tensor, qweight: Tensor) -> Tensor:
+    """xq: [M, K] int8, qweight: [N, K] int8 -> [M, N] int32."""
+    if xq.shape[1] < 2:  # torch's CPU int8 matmul returns zeros for K = 1 (torch 2.13)
+        return xq.int() @ qweight.int().t()
+    return torch._int_mm(xq, qweight.t())
+
+
 def linear_int8(x: Tensor, weight: Int8Weight, outlier: float = OUTLIER) -> Tensor:
-    """``x @ W.T + b`` for ``W`` and ``b`` held by ``weight``: x [..., K] -> [..., N] fp32."""
+    """``x @ W.T + b`` for ``W`` and ``b`` held by ``weight``: x [..., K] -> [..., N] fp32.
+
+    The quantization and the rescale run as one C pass each where the native kernels
+    load (``tandem.kernels.native``), else as torch ops.
+    """
+    from tandem.kernels import native
+
     n, k = weight.shape
     if x.dim() < 1 or x.shape[-1] != k:
         raise ValueError(f"x must have shape [..., {k}], got {tuple(x.shape)}")
-    x2 = x.reshape(-1, k).float()  # [M, K]
-    cols = (x2.abs() > outlier).any(dim=0).nonzero().flatten()  # [C] outlier channels
-    extra = None
-    if cols.numel():
+    x2 = x.reshape(-1, k).float().contiguous()  # [M, K]
+    fast = native.quantize_rows(x2, outlier)
+    if fast is not None:
+        xq, sx, is_outlier = fast  # [M, K] int8, [M], [K]
+        cols = is_outlier.nonzero().flatten() if bool(is_outlier.any()) else None
+    else:
+        cols = (x2.abs() > outlier).any(dim=0).nonzero().flatten()
+        cols = cols if cols.numel() else None
+        kept = x2 if cols is None else x2.index_fill(1, cols, 0.0)
+        sx = kept.abs().amax(dim=1).clamp_min_(1e-12).div_(127.0)  # [M]
+        xq = (kept / sx[:, None]).round_().clamp_(-127, 127).to(torch.int8)
+    acc = _int_matmul(xq, weight.qweight)  # [M, N] int32
+    out = native.rescale(acc, sx, weight.scale, weight.bias)
+    if out is None:
+        out = acc.float().mul_(sx[:, None]).mul_(weight.scale)
+        if weight.bias is not None:
+            out.add_(weight.bias)
+    if cols is not None:  # the outlier channels, in float32 with the weight's own columns
         w_cols = weight.weight.index_select(1, cols).float()  # [N, C]
-        extra = x2.index_select(1, cols) @ w_cols.t()  # [M, N]
-        x2 = x2.index_fill(1, cols, 0.0)
-    sx = x2.abs().amax(dim=1, keepdim=True).clamp_min_(1e-12).div_(127.0)  # [M, 1]
-    xq = (x2 / sx).round_().clamp_(-127, 127).to(torch.int8)  # [M, K]
-    out = torch._int_mm(xq, weight.qweight.t()).float()  # [M, N] int32 -> fp32
-    out.mul_(sx).mul_(weight.scale)
-    if extra is not None:
-        out.add_(extra)
-    if weight.bias is not None:
-        out.add_(weight.bias)
+        out.addmm_(x2.index_select(1, cols), w_cols.t())
     return out.view(*x.shape[:-1], n)

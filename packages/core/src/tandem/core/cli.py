@@ -63,6 +63,12 @@ def _engine_options(cmd: argparse.ArgumentParser, model_positional: bool = False
         help="longest prompt + completion (default: the model's, at most 4096)",
     )
     cmd.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
+    cmd.add_argument(
+        "--quantization",
+        choices=("int8",),
+        default=None,
+        help="int8: the MLP layers as int8 x int8 on the CPU (float32 models; default: none)",
+    )
 
 
 def _sampling_options(gen: argparse.ArgumentParser) -> None:
