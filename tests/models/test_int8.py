@@ -86,3 +86,25 @@ def test_int8_agrees_with_fp32_on_the_real_model(smollm2) -> None:
     print(f"int8 vs fp32: top-1 agreement {agreement:.3f}, mean |logprob error| {mean_error:.4f}")
     assert agreement >= 0.95, agreement
     assert mean_error < 0.1, mean_error
+
+
+@needs_int8
+def test_int8_switches_the_mlp_and_the_lm_head_only(tiny_model) -> None:
+    from tandem.core.loader import load_model
+
+    fp32 = load_model(str(tiny_model), dtype=torch.float32)
+    int8 = load_model(str(tiny_model), dtype=torch.float32, quantization="int8")
+
+    def head(model):  # the LM head's int8 copy, tied to the embedding or not
+        return model._tied_int8 if model.lm_head is None else model.lm_head.int8
+
+    assert head(fp32) is None and head(int8) is not None
+    for layer in int8.model.layers:
+        assert layer.mlp.gate_up_proj.int8 is not None and layer.mlp.down_proj.int8 is not None
+        assert layer.self_attn.qkv_proj.int8 is None and layer.self_attn.o_proj.int8 is None
+    hidden = torch.randn(5, fp32.spec.hidden_size)
+    want, got = fp32.compute_logits(hidden), int8.compute_logits(hidden)
+    assert got.dtype == torch.float32 and got.shape == want.shape
+    assert float((got - want).abs().max()) <= 0.05 * float(want.abs().max())
+    int8.to(torch.float32)  # moving the model drops the int8 copies, as Linear does
+    assert head(int8) is None
