@@ -90,21 +90,21 @@ def greedy(logits: Tensor) -> tuple[Tensor, Tensor] | None:
 I8 = torch.int8
 
 
-def quantize_rows(x: Tensor, threshold: float) -> tuple[Tensor, Tensor, Tensor] | None:
-    """x: [M, K] fp32 -> (int8 rows [M, K], their scales [M], outlier columns [K] bool):
-    each row scaled by max |x| / 127 over its columns that hold no |x| > ``threshold``
-    in any row; those columns are zero in the int8 rows."""
+def quantize_rows(x: Tensor, threshold: float) -> tuple[Tensor, Tensor, Tensor, int] | None:
+    """x: [M, K] fp32 -> (int8 rows [M, K], their scales [M], outlier columns [K] bool,
+    how many of them): each row scaled by max |x| / 127 over its columns that hold no
+    |x| > ``threshold`` in any row; those columns are zero in the int8 rows."""
     lib = library()
     if lib is None or not _plain(x) or x.dim() != 2:
         return None
     m, k = x.shape
     q = torch.empty((m, k), dtype=I8)
     scale = torch.empty(m, dtype=F32)
-    outlier = torch.empty(k, dtype=torch.uint8)
-    lib.tandem_quantize_rows_i8(
+    outlier = torch.empty(k, dtype=torch.bool)  # the C side writes 0 / 1 bytes
+    count = lib.tandem_quantize_rows_i8(
         x.data_ptr(), m, k, float(threshold), q.data_ptr(), scale.data_ptr(), outlier.data_ptr()
     )
-    return q, scale, outlier.bool()
+    return q, scale, outlier, int(count)
 
 
 def rescale(

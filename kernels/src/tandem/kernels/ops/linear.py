@@ -181,8 +181,8 @@ def linear_int8(x: Tensor, weight: Int8Weight, outlier: float = OUTLIER) -> Tens
     x2 = x.reshape(-1, k).float().contiguous()  # [M, K]
     fast = native.quantize_rows(x2, outlier)
     if fast is not None:
-        xq, sx, is_outlier = fast  # [M, K] int8, [M], [K]
-        cols = is_outlier.nonzero().flatten() if bool(is_outlier.any()) else None
+        xq, sx, is_outlier, count = fast  # [M, K] int8, [M], [K] bool, int
+        cols = is_outlier.nonzero().flatten() if count else None
     else:
         cols = (x2.abs() > outlier).any(dim=0).nonzero().flatten()
         cols = cols if cols.numel() else None

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from tandem.core.device import resolve_device, resolve_dtype
+from tandem.core.gguf_checkpoint import is_gguf, materialize
 
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
 WEIGHTS_INDEX = "model.safetensors.index.json"
@@ -149,8 +150,7 @@ def load_model_config(
     """Read and check a local Hugging Face model directory (or a ``.gguf`` file, read as
     the directory it converts to: :mod:`tandem.core.gguf_checkpoint`)."""
     root = Path(model).expanduser()
-    if root.suffix == ".gguf" and root.is_file():
-        from tandem.core.gguf_checkpoint import materialize
+    if is_gguf(root):
         from tandem.core.progress import say
 
         root = materialize(root, say)
