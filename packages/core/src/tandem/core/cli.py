@@ -9,6 +9,7 @@ line and exit code 130, its engine shut down.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -254,6 +255,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 return serve_from_cli(args)
     except KeyboardInterrupt:
+        # decided: exit 130. A later Ctrl-C (or one still in flight to this process) must
+        # not cut the engine's cleanup at exit short or turn the exit into a signal death.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         print("tandem: interrupted", file=sys.stderr)
         return 130
     parser.error(f"unknown command {args.command!r}")
