@@ -9,10 +9,14 @@ line and exit code 130, its engine shut down.
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
+
+INTERRUPTED = 130  # the exit code after Ctrl-C, as a shell reports SIGINT
 
 # the built-in model is trained this long on its corpus on first use (seconds on a CPU)
 DEMO_TRAIN_STEPS = 600
@@ -259,10 +263,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         # not cut the engine's cleanup at exit short or turn the exit into a signal death.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         print("tandem: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     parser.error(f"unknown command {args.command!r}")
     return 2
 
 
+def run() -> None:
+    """The ``tandem`` program: :func:`main`, then its exit code.
+
+    An interrupt that passed through code run by a C extension leaves CPython marked as
+    "ended by an unhandled KeyboardInterrupt" even though :func:`main` handled it, and
+    the interpreter would then end the process by SIGINT (-2) instead of 130. So after
+    an interrupt the exit handlers run here and the process ends with 130 itself.
+    """
+    code = main()
+    if code == INTERRUPTED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        atexit._run_exitfuncs()
+        os._exit(INTERRUPTED)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
