@@ -137,14 +137,18 @@ class Int8Weight:
     round the rest of its values away.
     """
 
-    __slots__ = ("bias", "qweight", "scale", "shape", "weight")
+    __slots__ = ("bias", "native", "qweight", "scale", "shape", "weight")
 
     def __init__(self, weight: Tensor, qweight: Tensor, scale: Tensor, bias: Tensor | None) -> None:
+        from tandem.kernels.native import linear_i8
+
         self.weight = weight  # [N, K] float: the original, for the outlier columns
         self.qweight = qweight  # [N, K] int8
         self.scale = scale  # [N] float32
         self.bias = bias  # [N] float32 or None
         self.shape = (qweight.shape[0], qweight.shape[1])
+        # the C kernel's blocked copy (AVX-512 VNNI), or None: torch's int8 matmul then
+        self.native = linear_i8.pack(qweight, weight)
 
     @classmethod
     def pack(cls, weight: Tensor, bias: Tensor | None = None) -> Int8Weight | None:
@@ -170,8 +174,10 @@ def _int_matmul(xq: Tensor, qweight: Tensor) -> Tensor:
 def linear_int8(x: Tensor, weight: Int8Weight, outlier: float = OUTLIER) -> Tensor:
     """``x @ W.T + b`` for ``W`` and ``b`` held by ``weight``: x [..., K] -> [..., N] fp32.
 
-    The quantization and the rescale run as one C pass each where the native kernels
-    load (``tandem.kernels.native``), else as torch ops.
+    Where the CPU has AVX-512 VNNI the whole layer is one C call (``native.linear_i8``:
+    quantize, matmul on the weight's blocked copy, rescale, outliers); else the
+    quantization and the rescale run as one C pass each around ``torch._int_mm``, or
+    as torch ops where the C kernels do not load.
     """
     from tandem.kernels import native
 
@@ -179,6 +185,10 @@ def linear_int8(x: Tensor, weight: Int8Weight, outlier: float = OUTLIER) -> Tens
     if x.dim() < 1 or x.shape[-1] != k:
         raise ValueError(f"x must have shape [..., {k}], got {tuple(x.shape)}")
     x2 = x.reshape(-1, k).float().contiguous()  # [M, K]
+    if weight.native is not None:
+        out = native.linear_i8.linear(x2, weight.native, weight.scale, weight.bias, outlier)
+        if out is not None:
+            return out.view(*x.shape[:-1], n)
     fast = native.quantize_rows(x2, outlier)
     if fast is not None:
         xq, sx, is_outlier, count = fast  # [M, K] int8, [M], [K] bool, int

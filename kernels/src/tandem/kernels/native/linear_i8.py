@@ -1,0 +1,73 @@
+"""The int8 linear layer in C (``linear_i8.c``): quantize, VNNI matmul, rescale, outliers.
+
+:func:`pack` lays a weight out once in the kernel's blocks; :func:`linear` runs one call.
+Both answer None where the library is missing or the CPU has no AVX-512 VNNI, and the
+caller takes torch's int8 matmul instead.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from tandem.kernels.native.loader import library
+
+BLOCK_N = 32  # output channels per micro-kernel tile (two 16-lane blocks)
+
+
+class PackedI8(NamedTuple):
+    blocks: Tensor  # [Np / 16, Kp / 4, 16, 4] int8
+    comp: Tensor  # [N] int32: 128 * sum_k w[n, k], for the unsigned shift of x
+    weight: Tensor  # [N, K] fp32: the float weight, for the outlier columns
+    n: int
+    k: int
+    kp: int
+
+
+def available() -> bool:
+    lib = library()
+    return lib is not None and bool(lib.tandem_linear_i8_available())
+
+
+def pack(qweight: Tensor, weight: Tensor) -> PackedI8 | None:
+    """qweight: [N, K] int8 (per-channel quantized), weight: [N, K] its float original."""
+    if not available():
+        return None
+    n, k = qweight.shape
+    np_, kp = -(-n // BLOCK_N) * BLOCK_N, -(-k // 4) * 4
+    padded = torch.zeros((np_, kp), dtype=torch.int8)
+    padded[:n, :k] = qweight
+    # [Np, Kp] -> [Np/16, 16, Kp/4, 4] -> [Np/16, Kp/4, 16, 4]
+    blocks = padded.view(np_ // 16, 16, kp // 4, 4).permute(0, 2, 1, 3).contiguous()
+    comp = qweight.sum(dim=1, dtype=torch.int32).mul_(128).contiguous()
+    return PackedI8(blocks, comp, weight.detach().float().contiguous(), n, k, kp)
+
+
+def linear(
+    x: Tensor, packed: PackedI8, scale: Tensor, bias: Tensor | None, threshold: float
+) -> Tensor | None:
+    """x: [M, K] fp32 contiguous -> [M, N] fp32 (``scale``: [N], ``bias``: [N] or None)."""
+    lib = library()
+    if lib is None or x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 2:
+        return None
+    m = x.shape[0]
+    out = torch.empty((m, packed.n), dtype=torch.float32)
+    if m == 0:
+        return out
+    done = lib.tandem_linear_i8(
+        x.data_ptr(),
+        m,
+        packed.k,
+        packed.blocks.data_ptr(),
+        packed.comp.data_ptr(),
+        scale.data_ptr(),
+        None if bias is None else bias.data_ptr(),
+        packed.weight.data_ptr(),
+        packed.n,
+        packed.kp,
+        float(threshold),
+        out.data_ptr(),
+    )
+    return out if done >= 0 else None

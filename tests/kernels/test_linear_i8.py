@@ -1,0 +1,90 @@
+"""The int8 linear layer in C (``native.linear_i8``) against torch's int8 path."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from tandem.kernels import native
+from tandem.kernels.native import linear_i8
+from tandem.kernels.ops.linear import Int8Weight, int8_available, linear_int8
+
+needs_vnni = pytest.mark.skipif(
+    not linear_i8.available(),
+    reason="no AVX-512 VNNI kernel here: " + (native.unavailable_reason() or "CPU lacks it"),
+)
+
+
+def _torch_path(x: torch.Tensor, weight: Int8Weight, outlier: float) -> torch.Tensor:
+    """The same layer through torch._int_mm (the path taken without the C kernel)."""
+    saved, weight.native = weight.native, None
+    try:
+        return linear_int8(x, weight, outlier)
+    finally:
+        weight.native = saved
+
+
+@needs_vnni
+@settings(max_examples=40, deadline=None)
+@given(
+    m=st.integers(1, 40),
+    k=st.integers(1, 200),
+    n=st.integers(1, 100),
+    bias=st.booleans(),
+    spikes=st.integers(0, 3),
+    seed=st.integers(0, 2**31 - 1),
+)
+@example(m=17, k=5, n=33, bias=True, spikes=2, seed=1)  # tails of M, K, N and outliers
+@example(m=1, k=1, n=1, bias=False, spikes=1, seed=2)  # the only column is an outlier
+def test_native_int8_linear_matches_torch_path(m, k, n, bias, spikes, seed) -> None:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=g)
+    for i in range(spikes):  # outlier columns, as LLM activations have a few
+        x[i % m, (5 * i) % k] = 12.0 + i
+    w = torch.randn(n, k, generator=g) * 0.1
+    b = torch.randn(n, generator=g) if bias else None
+    weight = Int8Weight.pack(w, b)
+    assert weight is not None and weight.native is not None
+    got = linear_i8.linear(x, weight.native, weight.scale, weight.bias, 6.0)
+    assert got is not None and got.shape == (m, n) and got.dtype == torch.float32
+    want = _torch_path(x, weight, 6.0)
+    # same integers up to round-half cases one step apart (x * (1/s) vs x / s)
+    step = float(weight.scale.max()) * float(x.abs().max()) / 127.0 * 0.5 * k
+    torch.testing.assert_close(got, want, atol=step / 50 + 1e-4, rtol=1e-4)
+
+
+@needs_vnni
+def test_native_int8_linear_is_what_linear_int8_runs() -> None:
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(3, 9, 64, generator=g), torch.randn(70, 64, generator=g)
+    weight = Int8Weight.pack(w)
+    assert weight is not None and weight.native is not None
+    direct = linear_i8.linear(x.reshape(-1, 64), weight.native, weight.scale, None, 6.0)
+    assert torch.equal(linear_int8(x, weight), direct.view(3, 9, 70))
+
+
+@needs_vnni
+def test_native_int8_linear_with_no_rows_and_refusals() -> None:
+    weight = Int8Weight.pack(torch.randn(8, 16))
+    assert weight is not None and weight.native is not None
+    empty = linear_i8.linear(torch.empty(0, 16), weight.native, weight.scale, None, 6.0)
+    assert empty is not None and empty.shape == (0, 8)
+    strided = torch.randn(16, 4).t()
+    assert linear_i8.linear(strided, weight.native, weight.scale, None, 6.0) is None
+    as_double = torch.randn(4, 16, dtype=torch.float64)
+    assert linear_i8.linear(as_double, weight.native, weight.scale, None, 6.0) is None
+    # linear_int8 takes any of them: it copies to fp32 contiguous first
+    torch.testing.assert_close(
+        linear_int8(strided, weight), _torch_path(strided.contiguous(), weight, 6.0)
+    )
+
+
+@pytest.mark.skipif(not int8_available(), reason="torch has no int8 matmul here")
+def test_int8_weight_without_the_c_kernel_runs_on_torch(monkeypatch) -> None:
+    monkeypatch.setattr(linear_i8, "available", lambda: False)
+    weight = Int8Weight.pack(torch.randn(8, 16))
+    assert weight is not None and weight.native is None
+    x = torch.randn(5, 16)
+    assert linear_int8(x, weight).shape == (5, 8)
