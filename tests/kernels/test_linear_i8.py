@@ -42,14 +42,14 @@ def test_native_int8_linear_matches_torch_path(m, k, n, bias, spikes, seed) -> N
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(m, k, generator=g)
     for i in range(spikes):  # outlier columns, as LLM activations have a few
-        x[i % m, (5 * i) % k] = 12.0 + i
+        x[i % m, (5 * i) % k] = 40.0 + i
     w = torch.randn(n, k, generator=g) * 0.1
     b = torch.randn(n, generator=g) if bias else None
     weight = Int8Weight.pack(w, b)
     assert weight is not None and weight.native is not None
-    got = linear_i8.linear(x, weight.native, weight.scale, weight.bias, 6.0)
+    got = linear_i8.linear(x, weight.native, weight.scale, weight.bias, 8.0)
     assert got is not None and got.shape == (m, n) and got.dtype == torch.float32
-    want = _torch_path(x, weight, 6.0)
+    want = _torch_path(x, weight, 8.0)
     # same integers up to round-half cases one step apart (x * (1/s) vs x / s)
     step = float(weight.scale.max()) * float(x.abs().max()) / 127.0 * 0.5 * k
     torch.testing.assert_close(got, want, atol=step / 50 + 1e-4, rtol=1e-4)
@@ -61,7 +61,7 @@ def test_native_int8_linear_is_what_linear_int8_runs() -> None:
     x, w = torch.randn(3, 9, 64, generator=g), torch.randn(70, 64, generator=g)
     weight = Int8Weight.pack(w)
     assert weight is not None and weight.native is not None
-    direct = linear_i8.linear(x.reshape(-1, 64), weight.native, weight.scale, None, 6.0)
+    direct = linear_i8.linear(x.reshape(-1, 64), weight.native, weight.scale, None, 8.0)
     assert torch.equal(linear_int8(x, weight), direct.view(3, 9, 70))
 
 
@@ -69,15 +69,15 @@ def test_native_int8_linear_is_what_linear_int8_runs() -> None:
 def test_native_int8_linear_with_no_rows_and_refusals() -> None:
     weight = Int8Weight.pack(torch.randn(8, 16))
     assert weight is not None and weight.native is not None
-    empty = linear_i8.linear(torch.empty(0, 16), weight.native, weight.scale, None, 6.0)
+    empty = linear_i8.linear(torch.empty(0, 16), weight.native, weight.scale, None, 8.0)
     assert empty is not None and empty.shape == (0, 8)
     strided = torch.randn(16, 4).t()
-    assert linear_i8.linear(strided, weight.native, weight.scale, None, 6.0) is None
+    assert linear_i8.linear(strided, weight.native, weight.scale, None, 8.0) is None
     as_double = torch.randn(4, 16, dtype=torch.float64)
-    assert linear_i8.linear(as_double, weight.native, weight.scale, None, 6.0) is None
+    assert linear_i8.linear(as_double, weight.native, weight.scale, None, 8.0) is None
     # linear_int8 takes any of them: it copies to fp32 contiguous first
     torch.testing.assert_close(
-        linear_int8(strided, weight), _torch_path(strided.contiguous(), weight, 6.0)
+        linear_int8(strided, weight), _torch_path(strided.contiguous(), weight, 8.0)
     )
 
 
@@ -88,3 +88,21 @@ def test_int8_weight_without_the_c_kernel_runs_on_torch(monkeypatch) -> None:
     assert weight is not None and weight.native is None
     x = torch.randn(5, 16)
     assert linear_int8(x, weight).shape == (5, 8)
+
+
+@pytest.mark.skipif(not int8_available(), reason="torch has no int8 matmul here")
+def test_int8_layer_gives_one_answer_on_every_path(monkeypatch) -> None:
+    """The C layer, torch._int_mm between the C row passes, and torch alone agree."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(13, 96, generator=g) + 0.5
+    x[2, 7] = 60.0  # an outlier column
+    weight = Int8Weight.pack(torch.randn(40, 96, generator=g) * 0.1, torch.randn(40))
+    assert weight is not None
+    first = linear_int8(x, weight)
+    weight.native = None
+    between = linear_int8(x, weight)
+    monkeypatch.setattr(native, "quantize_rows", lambda *a: None)
+    monkeypatch.setattr(native, "rescale", lambda *a: None)
+    alone = linear_int8(x, weight)
+    torch.testing.assert_close(first, between, atol=2e-3, rtol=1e-4)
+    torch.testing.assert_close(between, alone, atol=2e-3, rtol=1e-4)

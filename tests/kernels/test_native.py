@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from tandem.kernels import native, reference
 from tandem.kernels.backends import available_backends, get_backend
 from tandem.kernels.native import builder
+from tandem.kernels.ops.linear import quantize_rows as torch_quantize_rows
 
 needs_native = pytest.mark.skipif(
     native.library() is None, reason=f"no native kernels here: {native.unavailable_reason()}"
@@ -347,14 +348,6 @@ def test_greedy_rows_that_are_not_finite_take_the_torch_path(bad):
     torch.testing.assert_close(lps, want_lp, equal_nan=True)
 
 
-def _torch_quantize_rows(x: torch.Tensor, threshold: float):
-    outlier = (x.abs() > threshold).any(dim=0)  # [K]
-    kept = x.masked_fill(outlier[None, :], 0.0)
-    scale = kept.abs().amax(dim=1).clamp_min(1e-12) / 127.0  # [M]
-    q = (kept / scale[:, None]).round().clamp(-127, 127).to(torch.int8)
-    return q, scale, outlier
-
-
 @needs_native
 @settings(max_examples=40, deadline=None)
 @given(
@@ -362,19 +355,26 @@ def _torch_quantize_rows(x: torch.Tensor, threshold: float):
     rows=st.integers(1, 40),
     width=st.integers(1, 300),
     spikes=st.integers(0, 3),
+    shift=st.sampled_from([0.0, 0.7, -3.0]),
 )
-def test_native_quantize_rows_matches_torch(seed, rows, width, spikes):
+def test_native_quantize_rows_matches_torch(seed, rows, width, spikes, shift):
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn((rows, width), generator=g)
+    x = torch.randn((rows, width), generator=g) + shift  # rows leaning to one side too
     for i in range(spikes):  # outlier columns, as LLM activations have a few
-        x[i % rows, (7 * i) % width] = 20.0 + i
-    got = native.quantize_rows(x, 6.0)
+        x[i % rows, (7 * i) % width] = 40.0 + i
+    got = native.quantize_rows(x, 8.0)
     assert got is not None
-    q, scale, outlier = _torch_quantize_rows(x, 6.0)
-    assert torch.equal(got[2], outlier)
+    q, scale, zero, outlier = torch_quantize_rows(x, 8.0)
+    assert torch.equal(got[3], outlier) and got[4] == int(outlier.sum())
     torch.testing.assert_close(got[1], scale)
     # round-half cases may land one step apart (x * (1/s) vs x / s)
+    assert int((got[2] - zero).abs().max()) <= 1
     assert int((got[0].int() - q.int()).abs().max()) <= 1
+    # what the bytes stand for: x to within half a step, exactly 0 in outlier columns
+    back = (got[0].float() - got[2][:, None].float()) * got[1][:, None]
+    kept = x.masked_fill(outlier, 0.0)
+    assert float((back - kept).abs().max()) <= float(got[1].max()) * 1.01
+    assert not back[:, outlier].any()
 
 
 @needs_native
@@ -388,12 +388,14 @@ def test_native_quantize_rows_matches_torch(seed, rows, width, spikes):
 def test_native_rescale_matches_torch(seed, rows, cols, with_bias):
     g = torch.Generator().manual_seed(seed)
     acc = torch.randint(-(2**20), 2**20, (rows, cols), generator=g, dtype=torch.int32)
+    zero = torch.randint(-128, 128, (rows,), generator=g, dtype=torch.int32)
+    col_sum = torch.randint(-5000, 5000, (cols,), generator=g, dtype=torch.int32)
     rs, cs = torch.rand(rows, generator=g), torch.rand(cols, generator=g)
     bias = torch.randn(cols, generator=g) if with_bias else None
-    want = acc.float() * rs[:, None] * cs[None, :]
+    want = (acc - zero[:, None] * col_sum[None, :]).float() * rs[:, None] * cs[None, :]
     if bias is not None:
         want = want + bias
-    torch.testing.assert_close(native.rescale(acc, rs, cs, bias), want)
+    torch.testing.assert_close(native.rescale(acc, zero, col_sum, rs, cs, bias), want)
 
 
 @needs_native
@@ -401,4 +403,5 @@ def test_int8_row_kernels_refuse_what_they_cannot_read():
     assert native.quantize_rows(torch.randn(4, 6).t(), 6.0) is None  # strided
     assert native.quantize_rows(torch.randn(4, 6, dtype=torch.float64), 6.0) is None
     acc = torch.zeros(3, 4, dtype=torch.int64)
-    assert native.rescale(acc, torch.ones(3), torch.ones(4), None) is None
+    zero, col_sum = torch.zeros(3, dtype=torch.int32), torch.zeros(4, dtype=torch.int32)
+    assert native.rescale(acc, zero, col_sum, torch.ones(3), torch.ones(4), None) is None

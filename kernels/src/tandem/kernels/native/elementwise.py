@@ -90,31 +90,45 @@ def greedy(logits: Tensor) -> tuple[Tensor, Tensor] | None:
 I8 = torch.int8
 
 
-def quantize_rows(x: Tensor, threshold: float) -> tuple[Tensor, Tensor, Tensor, int] | None:
-    """x: [M, K] fp32 -> (int8 rows [M, K], their scales [M], outlier columns [K] bool,
-    how many of them): each row scaled by max |x| / 127 over its columns that hold no
-    |x| > ``threshold`` in any row; those columns are zero in the int8 rows."""
+def quantize_rows(x: Tensor, rel: float) -> tuple[Tensor, Tensor, Tensor, Tensor, int] | None:
+    """x: [M, K] fp32 -> (int8 rows q [M, K], scales [M], zero points [M] int32, outlier
+    columns [K] bool, how many of them), x ~= scale * (q - zero) per row (asymmetric: the
+    row's range onto 256 steps). A column where some row holds |x| > ``rel`` * rms(row)
+    is an outlier: its entries in q are the zero point (they stand for 0)."""
     lib = library()
     if lib is None or not _plain(x) or x.dim() != 2:
         return None
     m, k = x.shape
     q = torch.empty((m, k), dtype=I8)
     scale = torch.empty(m, dtype=F32)
+    zero = torch.empty(m, dtype=torch.int32)
     outlier = torch.empty(k, dtype=torch.bool)  # the C side writes 0 / 1 bytes
-    count = lib.tandem_quantize_rows_i8(
-        x.data_ptr(), m, k, float(threshold), q.data_ptr(), scale.data_ptr(), outlier.data_ptr()
-    )
-    return q, scale, outlier, int(count)
+    count = lib.tandem_quantize_rows_u8(
+        x.data_ptr(), m, k, float(rel), q.data_ptr(), k, 0x80,  # bytes u ^ 0x80 = u - 128
+        scale.data_ptr(), zero.data_ptr(), outlier.data_ptr(),
+    )  # fmt: skip
+    if count < 0:
+        return None
+    return q, scale, zero.sub_(128), outlier, int(count)
 
 
 def rescale(
-    acc: Tensor, row_scale: Tensor, col_scale: Tensor, bias: Tensor | None
+    acc: Tensor,
+    row_zero: Tensor,
+    col_sum: Tensor,
+    row_scale: Tensor,
+    col_scale: Tensor,
+    bias: Tensor | None,
 ) -> Tensor | None:
-    """acc: [M, N] int32 -> acc * row_scale[:, None] * col_scale[None, :] (+ bias): fp32."""
+    """acc: [M, N] int32 -> (acc - row_zero[:, None] * col_sum[None, :]) * row_scale[:, None]
+    * col_scale[None, :] (+ bias): fp32 (row_zero [M], col_sum [N]: int32)."""
     lib = library()
     parts = (row_scale, col_scale) if bias is None else (row_scale, col_scale, bias)
-    plain_acc = acc.dtype == torch.int32 and acc.device.type == "cpu" and acc.is_contiguous()
-    if lib is None or not plain_acc or not _plain(*parts) or acc.dim() != 2:
+    ints = (acc, row_zero, col_sum)
+    plain_ints = all(
+        t.dtype == torch.int32 and t.device.type == "cpu" and t.is_contiguous() for t in ints
+    )
+    if lib is None or not plain_ints or not _plain(*parts) or acc.dim() != 2:
         return None
     m, n = acc.shape
     out = torch.empty((m, n), dtype=F32)
@@ -122,6 +136,8 @@ def rescale(
         acc.data_ptr(),
         m,
         n,
+        row_zero.data_ptr(),
+        col_sum.data_ptr(),
         row_scale.data_ptr(),
         col_scale.data_ptr(),
         None if bias is None else bias.data_ptr(),

@@ -1,24 +1,24 @@
-/* int8 x int8 linear layer in one call: per-token quantization of x, a VNNI matmul
- * against a weight packed once, the rescale (and bias) in the matmul's epilogue, and the
- * outlier channels in float32.
+/* int8 linear layer in one call: per-token quantization of x, a VNNI matmul against a
+ * weight packed once, the rescale (and bias) in the matmul's epilogue, and the outlier
+ * channels in float32.
  *
  * Weight layout (made once by tandem.kernels.ops.linear.Int8Weight): N padded to a
  * multiple of 32, K to a multiple of 4; packed[n / 16][k / 4][n % 16][k % 4] int8, so
  * one 64-byte load holds four k of sixteen output channels, which is what vpdpbusd
- * multiplies. vpdpbusd takes unsigned x bytes: x is quantized to q in [-127, 127] and
- * stored as q + 128; comp[n] = 128 * sum_k w[n, k] takes the shift back out.
+ * multiplies. vpdpbusd takes unsigned x bytes, which is what the quantization gives
+ * (quantize.c: x ~= xs * (u - zero), u in 0..255); wsum[n] = sum_k w[n, k] takes each
+ * row's zero point back out in the epilogue.
  *
- * The quantization rule is tandem_quantize_rows_i8's (quantize.c): a column with
- * |x| > threshold in any row is an outlier, left out of the int8 rows and added in fp32
- * from the float weight after the matmul.
+ * Outlier columns (quantize.c's rule) quantize to the zero point, so they add nothing to
+ * the matmul; they are added in fp32 from the float weight after it.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-int64_t tandem_quantize_rows_shifted(const float *x, int64_t M, int64_t K, float threshold,
-                                     uint8_t *q, int64_t ldq, int shift, float *scale,
-                                     uint8_t *outlier);
+int64_t tandem_quantize_rows_u8(const float *x, int64_t M, int64_t K, float rel, uint8_t *q,
+                                int64_t ldq, int flip, float *scale, int32_t *zero,
+                                uint8_t *outlier);
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #include <immintrin.h>
@@ -28,17 +28,18 @@ int64_t tandem_quantize_rows_shifted(const float *x, int64_t M, int64_t K, float
 #define MB 256 /* rows of x per cache block (its bytes stay in L2 across a row of tiles) */
 
 typedef struct {
-    const uint8_t *xq; /* [M, Kp] u8 (q + 128) */
-    const float *xs;   /* [M] row scales */
-    const int8_t *w;   /* packed weight */
-    const int32_t *comp;
+    const uint8_t *xq;   /* [M, Kp] u8 */
+    const float *xs;     /* [M] row scales */
+    const int32_t *zero; /* [M] row zero points */
+    const int8_t *w;     /* packed weight */
+    const int32_t *wsum; /* [N] */
     const float *ws;   /* [N] channel scales */
     const float *bias; /* [N] or NULL */
     float *out;        /* [M, N] */
     int64_t Kp, N;
 } Gemm;
 
-/* out[m, n0..n0+31] = (acc - comp) * xs[m] * ws + bias, lanes past N left alone */
+/* out[m, n0..n0+31] = (acc - zero[m] * wsum) * xs[m] * ws + bias, lanes past N left alone */
 static inline void store_row(const Gemm *g, int64_t m, int64_t n0, __m512i a0, __m512i a1)
 {
     const __m512i acc[2] = {a0, a1};
@@ -48,7 +49,8 @@ static inline void store_row(const Gemm *g, int64_t m, int64_t n0, __m512i a0, _
             break;
         const int64_t left = g->N - n;
         const __mmask16 mask = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
-        const __m512i comp = _mm512_maskz_loadu_epi32(mask, g->comp + n);
+        const __m512i wsum = _mm512_maskz_loadu_epi32(mask, g->wsum + n);
+        const __m512i comp = _mm512_mullo_epi32(_mm512_set1_epi32(g->zero[m]), wsum);
         const __m512 ws = _mm512_maskz_loadu_ps(mask, g->ws + n);
         const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[h], comp));
         __m512 o = _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(g->xs[m])), ws);
@@ -156,24 +158,25 @@ static void add_outliers(const float *x, int64_t M, int64_t K, const float *w, i
     }
 }
 
-/* x: [M, K] fp32; packed/comp/ws/bias as above (N output channels, K padded to Kp);
+/* x: [M, K] fp32; packed/wsum/ws/bias as above (N output channels, K padded to Kp);
  * w: [N, K] fp32, the float weight, for the outlier columns. out: [M, N] fp32.
  * Returns the number of outlier columns, or -1 when scratch memory could not be had. */
 int64_t tandem_linear_i8(const float *x, int64_t M, int64_t K, const int8_t *packed,
-                         const int32_t *comp, const float *ws, const float *bias, const float *w,
-                         int64_t N, int64_t Kp, float threshold, float *out)
+                         const int32_t *wsum, const float *ws, const float *bias, const float *w,
+                         int64_t N, int64_t Kp, float rel, float *out)
 {
     uint8_t *xq = malloc((size_t)(M * Kp) + 64);
     float *xs = malloc(sizeof(float) * (size_t)M + 64);
+    int32_t *zero = malloc(sizeof(int32_t) * (size_t)M + 64);
     uint8_t *outlier = malloc((size_t)K + 64);
     int64_t *cols = malloc(sizeof(int64_t) * (size_t)K + 64);
-    if (!xq || !xs || !outlier || !cols) {
-        free(xq), free(xs), free(outlier), free(cols);
-        return -1;
-    }
-    const int64_t count =
-        tandem_quantize_rows_shifted(x, M, K, threshold, xq, Kp, 128, xs, outlier);
-    const Gemm g = {xq, xs, packed, comp, ws, bias, out, Kp, N};
+    int64_t count = -1;
+    if (!xq || !xs || !zero || !outlier || !cols)
+        goto done;
+    count = tandem_quantize_rows_u8(x, M, K, rel, xq, Kp, 0, xs, zero, outlier);
+    if (count < 0)
+        goto done;
+    const Gemm g = {xq, xs, zero, packed, wsum, ws, bias, out, Kp, N};
     const int64_t tiles_n = (N + NR - 1) / NR, blocks_m = (M + MB - 1) / MB;
 #pragma omp parallel for schedule(static) if (M * N * K > 262144)
     for (int64_t t = 0; t < tiles_n * blocks_m; t++) {
@@ -188,7 +191,8 @@ int64_t tandem_linear_i8(const float *x, int64_t M, int64_t K, const int8_t *pac
                 cols[c++] = k;
         add_outliers(x, M, K, w, N, cols, count, out);
     }
-    free(xq), free(xs), free(outlier), free(cols);
+done:
+    free(xq), free(xs), free(zero), free(outlier), free(cols);
     return count;
 }
 
@@ -197,11 +201,11 @@ int tandem_linear_i8_available(void) { return 1; }
 #else /* no AVX-512 VNNI: the caller takes torch's int8 matmul */
 
 int64_t tandem_linear_i8(const float *x, int64_t M, int64_t K, const int8_t *packed,
-                         const int32_t *comp, const float *ws, const float *bias, const float *w,
-                         int64_t N, int64_t Kp, float threshold, float *out)
+                         const int32_t *wsum, const float *ws, const float *bias, const float *w,
+                         int64_t N, int64_t Kp, float rel, float *out)
 {
-    (void)x, (void)M, (void)K, (void)packed, (void)comp, (void)ws, (void)bias, (void)w;
-    (void)N, (void)Kp, (void)threshold, (void)out;
+    (void)x, (void)M, (void)K, (void)packed, (void)wsum, (void)ws, (void)bias, (void)w;
+    (void)N, (void)Kp, (void)rel, (void)out;
     return -2;
 }
 

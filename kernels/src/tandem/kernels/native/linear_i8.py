@@ -19,7 +19,7 @@ BLOCK_N = 32  # output channels per micro-kernel tile (two 16-lane blocks)
 
 class PackedI8(NamedTuple):
     blocks: Tensor  # [Np / 16, Kp / 4, 16, 4] int8
-    comp: Tensor  # [N] int32: 128 * sum_k w[n, k], for the unsigned shift of x
+    wsum: Tensor  # [N] int32: sum_k w[n, k], for the zero points of x
     weight: Tensor  # [N, K] fp32: the float weight, for the outlier columns
     n: int
     k: int
@@ -41,14 +41,15 @@ def pack(qweight: Tensor, weight: Tensor) -> PackedI8 | None:
     padded[:n, :k] = qweight
     # [Np, Kp] -> [Np/16, 16, Kp/4, 4] -> [Np/16, Kp/4, 16, 4]
     blocks = padded.view(np_ // 16, 16, kp // 4, 4).permute(0, 2, 1, 3).contiguous()
-    comp = qweight.sum(dim=1, dtype=torch.int32).mul_(128).contiguous()
-    return PackedI8(blocks, comp, weight.detach().float().contiguous(), n, k, kp)
+    wsum = qweight.sum(dim=1, dtype=torch.int32).contiguous()
+    return PackedI8(blocks, wsum, weight.detach().float().contiguous(), n, k, kp)
 
 
 def linear(
-    x: Tensor, packed: PackedI8, scale: Tensor, bias: Tensor | None, threshold: float
+    x: Tensor, packed: PackedI8, scale: Tensor, bias: Tensor | None, rel: float
 ) -> Tensor | None:
-    """x: [M, K] fp32 contiguous -> [M, N] fp32 (``scale``: [N], ``bias``: [N] or None)."""
+    """x: [M, K] fp32 contiguous -> [M, N] fp32 (``scale``: [N], ``bias``: [N] or None);
+    ``rel``: the outlier bound, in multiples of a row's rms (``native.quantize_rows``)."""
     lib = library()
     if lib is None or x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 2:
         return None
@@ -61,13 +62,13 @@ def linear(
         m,
         packed.k,
         packed.blocks.data_ptr(),
-        packed.comp.data_ptr(),
+        packed.wsum.data_ptr(),
         scale.data_ptr(),
         None if bias is None else bias.data_ptr(),
         packed.weight.data_ptr(),
         packed.n,
         packed.kp,
-        float(threshold),
+        float(rel),
         out.data_ptr(),
     )
     return out if done >= 0 else None
