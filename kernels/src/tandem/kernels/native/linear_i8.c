@@ -10,7 +10,9 @@
  * row's zero point back out in the epilogue.
  *
  * Outlier columns (quantize.c's rule) quantize to the zero point, so they add nothing to
- * the matmul; they are added in fp32 from the float weight after it.
+ * the int8 matmul; the epilogue adds them, x in fp32 times the dequantized weight: its
+ * int8 values are where the packed layout puts sixteen channels in one cache line, where
+ * a float weight [N, K] would take a line per channel.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,31 +35,36 @@ typedef struct {
     const int32_t *zero; /* [M] row zero points */
     const int8_t *w;     /* packed weight */
     const int32_t *wsum; /* [N] */
-    const float *ws;   /* [N] channel scales */
-    const float *bias; /* [N] or NULL */
-    float *out;        /* [M, N] */
-    int64_t Kp, N;
+    const float *ws;     /* [N] channel scales */
+    const float *bias;   /* [N] or NULL */
+    const float *xo;     /* [M, C] x at the outlier columns */
+    const float *wo;     /* [C, Np] the weight at the outlier columns, zero past N */
+    float *out;          /* [M, N] */
+    int64_t Kp, N, Np, C;
 } Gemm;
 
-/* out[m, n0..n0+31] = (acc - zero[m] * wsum) * xs[m] * ws + bias, lanes past N left alone */
-static inline void store_row(const Gemm *g, int64_t m, int64_t n0, __m512i a0, __m512i a1)
+static inline __mmask16 lanes(const Gemm *g, int64_t n)
 {
-    const __m512i acc[2] = {a0, a1};
-    for (int h = 0; h < 2; h++) {
-        const int64_t n = n0 + 16 * h;
-        if (n >= g->N)
-            break;
-        const int64_t left = g->N - n;
-        const __mmask16 mask = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
-        const __m512i wsum = _mm512_maskz_loadu_epi32(mask, g->wsum + n);
-        const __m512i comp = _mm512_mullo_epi32(_mm512_set1_epi32(g->zero[m]), wsum);
-        const __m512 ws = _mm512_maskz_loadu_ps(mask, g->ws + n);
-        const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[h], comp));
-        __m512 o = _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(g->xs[m])), ws);
-        if (g->bias)
-            o = _mm512_add_ps(o, _mm512_maskz_loadu_ps(mask, g->bias + n));
-        _mm512_mask_storeu_ps(g->out + m * g->N + n, mask, o);
-    }
+    const int64_t left = g->N - n;
+    return left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+}
+
+/* (acc - zero[m] * wsum) * xs[m] * ws + bias for channels n..n+15 (0 past N) */
+static inline __m512 dequant(const Gemm *g, int64_t m, int64_t n, __m512i acc)
+{
+    const __mmask16 mask = lanes(g, n);
+    const __m512i wsum = _mm512_maskz_loadu_epi32(mask, g->wsum + n);
+    const __m512i comp = _mm512_mullo_epi32(_mm512_set1_epi32(g->zero[m]), wsum);
+    const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc, comp));
+    const __m512 o = _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(g->xs[m])),
+                                   _mm512_maskz_loadu_ps(mask, g->ws + n));
+    return g->bias ? _mm512_add_ps(o, _mm512_maskz_loadu_ps(mask, g->bias + n)) : o;
+}
+
+static inline void store(const Gemm *g, int64_t m, int64_t n, __m512 f0, __m512 f1)
+{
+    _mm512_mask_storeu_ps(g->out + m * g->N + n, lanes(g, n), f0);
+    _mm512_mask_storeu_ps(g->out + m * g->N + n + 16, lanes(g, n + 16), f1);
 }
 
 #define BCAST(r) _mm512_set1_epi32(*(const int32_t *)(x + (r) * kp + k))
@@ -67,9 +74,21 @@ static inline void store_row(const Gemm *g, int64_t m, int64_t n0, __m512i a0, _
         a0 = _mm512_dpbusd_epi32(a0, v, b0);                                                   \
         a1 = _mm512_dpbusd_epi32(a1, v, b1);                                                   \
     } while (0)
+/* f: float accumulators of row r, from its int32 ones c; then the outliers, then out */
+#define DEQUANT(r, f0, f1, c0, c1)                                                             \
+    __m512 f0 = dequant(g, m0 + (r), n0, c0), f1 = dequant(g, m0 + (r), n0 + 16, c1)
+#define OUTLIER(r, f0, f1)                                                                     \
+    do {                                                                                       \
+        const __m512 v = _mm512_set1_ps(xo[(r) * g->C + j]);                                   \
+        f0 = _mm512_fmadd_ps(v, o0, f0);                                                       \
+        f1 = _mm512_fmadd_ps(v, o1, f1);                                                       \
+    } while (0)
 
-/* MR rows of x from m0 against NR channels from n0: sixteen accumulators in registers */
-static void tile8(const Gemm *g, int64_t m0, int64_t n0)
+/* MR rows of x from m0 against NR channels from n0: sixteen accumulators in registers,
+ * written to acc at the end. Kept apart from the epilogue (noinline): with both in one
+ * function GCC spills accumulators inside the k loop. */
+static __attribute__((noinline)) void dot8(const Gemm *g, int64_t m0, int64_t n0,
+                                           __m512i acc[16])
 {
     __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00,
             c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00,
@@ -90,14 +109,45 @@ static void tile8(const Gemm *g, int64_t m0, int64_t n0)
         STEP(6, c60, c61);
         STEP(7, c70, c71);
     }
-    store_row(g, m0 + 0, n0, c00, c01);
-    store_row(g, m0 + 1, n0, c10, c11);
-    store_row(g, m0 + 2, n0, c20, c21);
-    store_row(g, m0 + 3, n0, c30, c31);
-    store_row(g, m0 + 4, n0, c40, c41);
-    store_row(g, m0 + 5, n0, c50, c51);
-    store_row(g, m0 + 6, n0, c60, c61);
-    store_row(g, m0 + 7, n0, c70, c71);
+    acc[0] = c00, acc[1] = c01, acc[2] = c10, acc[3] = c11, acc[4] = c20, acc[5] = c21;
+    acc[6] = c30, acc[7] = c31, acc[8] = c40, acc[9] = c41, acc[10] = c50, acc[11] = c51;
+    acc[12] = c60, acc[13] = c61, acc[14] = c70, acc[15] = c71;
+}
+
+/* dot8, then the rescale, the outlier columns and the stores */
+static void tile8(const Gemm *g, int64_t m0, int64_t n0)
+{
+    __m512i c[16];
+    dot8(g, m0, n0, c);
+    DEQUANT(0, f00, f01, c[0], c[1]);
+    DEQUANT(1, f10, f11, c[2], c[3]);
+    DEQUANT(2, f20, f21, c[4], c[5]);
+    DEQUANT(3, f30, f31, c[6], c[7]);
+    DEQUANT(4, f40, f41, c[8], c[9]);
+    DEQUANT(5, f50, f51, c[10], c[11]);
+    DEQUANT(6, f60, f61, c[12], c[13]);
+    DEQUANT(7, f70, f71, c[14], c[15]);
+    const float *xo = g->xo + m0 * g->C;
+    for (int64_t j = 0; j < g->C; j++) {
+        const __m512 o0 = _mm512_loadu_ps(g->wo + j * g->Np + n0);
+        const __m512 o1 = _mm512_loadu_ps(g->wo + j * g->Np + n0 + 16);
+        OUTLIER(0, f00, f01);
+        OUTLIER(1, f10, f11);
+        OUTLIER(2, f20, f21);
+        OUTLIER(3, f30, f31);
+        OUTLIER(4, f40, f41);
+        OUTLIER(5, f50, f51);
+        OUTLIER(6, f60, f61);
+        OUTLIER(7, f70, f71);
+    }
+    store(g, m0 + 0, n0, f00, f01);
+    store(g, m0 + 1, n0, f10, f11);
+    store(g, m0 + 2, n0, f20, f21);
+    store(g, m0 + 3, n0, f30, f31);
+    store(g, m0 + 4, n0, f40, f41);
+    store(g, m0 + 5, n0, f50, f51);
+    store(g, m0 + 6, n0, f60, f61);
+    store(g, m0 + 7, n0, f70, f71);
 }
 
 /* one row of x (the tails of M) */
@@ -113,7 +163,14 @@ static void tile1(const Gemm *g, int64_t m0, int64_t n0)
         const __m512i b1 = _mm512_loadu_si512((const void *)(w1 + k * 16));
         STEP(0, c00, c01);
     }
-    store_row(g, m0, n0, c00, c01);
+    DEQUANT(0, f00, f01, c00, c01);
+    const float *xo = g->xo + m0 * g->C;
+    for (int64_t j = 0; j < g->C; j++) {
+        const __m512 o0 = _mm512_loadu_ps(g->wo + j * g->Np + n0);
+        const __m512 o1 = _mm512_loadu_ps(g->wo + j * g->Np + n0 + 16);
+        OUTLIER(0, f00, f01);
+    }
+    store(g, m0, n0, f00, f01);
 }
 
 static void tiles(const Gemm *g, int64_t m0, int64_t m1, int64_t n0)
@@ -125,74 +182,57 @@ static void tiles(const Gemm *g, int64_t m0, int64_t m1, int64_t n0)
         tile1(g, m, n0);
 }
 
-/* out[m, n] += sum_j x[m, cols[j]] * w[n, cols[j]]: the outlier columns in fp32.
- * Sixteen channels at a time: their weights at the C columns are gathered into a
- * [C, 16] tile (w is [N, K], so a channel's C values lie in one row), then every row
- * of x adds its C values times the tile. */
-static void add_outliers(const float *x, int64_t M, int64_t K, const float *w, int64_t N,
-                         const int64_t *cols, int64_t C, float *out)
-{
-#pragma omp parallel for schedule(static) if (M * N * C > 262144)
-    for (int64_t n0 = 0; n0 < N; n0 += 16) {
-        const int64_t left = N - n0;
-        const __mmask16 mask = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
-        float *tile = malloc(sizeof(float) * 16 * (size_t)C + 64);
-        if (!tile) /* out of memory for a few KB: the lanes fall back to scalar sums */
-            for (int64_t n = n0; n < n0 + 16 && n < N; n++)
-                for (int64_t m = 0; m < M; m++)
-                    for (int64_t j = 0; j < C; j++)
-                        out[m * N + n] += x[m * K + cols[j]] * w[n * K + cols[j]];
-        else {
-            for (int64_t j = 0; j < C; j++)
-                for (int64_t l = 0; l < 16; l++)
-                    tile[j * 16 + l] = n0 + l < N ? w[(n0 + l) * K + cols[j]] : 0.0f;
-            for (int64_t m = 0; m < M; m++) {
-                __m512 acc = _mm512_maskz_loadu_ps(mask, out + m * N + n0);
-                for (int64_t j = 0; j < C; j++)
-                    acc = _mm512_fmadd_ps(_mm512_set1_ps(x[m * K + cols[j]]),
-                                          _mm512_loadu_ps(tile + j * 16), acc);
-                _mm512_mask_storeu_ps(out + m * N + n0, mask, acc);
-            }
-            free(tile);
-        }
-    }
-}
-
-/* x: [M, K] fp32; packed/wsum/ws/bias as above (N output channels, K padded to Kp);
- * w: [N, K] fp32, the float weight, for the outlier columns. out: [M, N] fp32.
+/* x: [M, K] fp32; packed/wsum/ws/bias as above (N output channels, K padded to Kp).
+ * out: [M, N] fp32.
  * Returns the number of outlier columns, or -1 when scratch memory could not be had. */
 int64_t tandem_linear_i8(const float *x, int64_t M, int64_t K, const int8_t *packed,
-                         const int32_t *wsum, const float *ws, const float *bias, const float *w,
-                         int64_t N, int64_t Kp, float rel, float *out)
+                         const int32_t *wsum, const float *ws, const float *bias, int64_t N,
+                         int64_t Kp, float rel, float *out)
 {
+    const int64_t Np = (N + NR - 1) / NR * NR;
     uint8_t *xq = malloc((size_t)(M * Kp) + 64);
     float *xs = malloc(sizeof(float) * (size_t)M + 64);
     int32_t *zero = malloc(sizeof(int32_t) * (size_t)M + 64);
     uint8_t *outlier = malloc((size_t)K + 64);
     int64_t *cols = malloc(sizeof(int64_t) * (size_t)K + 64);
+    float *xo = NULL, *wo = NULL;
     int64_t count = -1;
     if (!xq || !xs || !zero || !outlier || !cols)
         goto done;
     count = tandem_quantize_rows_u8(x, M, K, rel, xq, Kp, 0, xs, zero, outlier);
     if (count < 0)
         goto done;
-    const Gemm g = {xq, xs, zero, packed, wsum, ws, bias, out, Kp, N};
-    const int64_t tiles_n = (N + NR - 1) / NR, blocks_m = (M + MB - 1) / MB;
+    int64_t C = 0;
+    for (int64_t k = 0; k < K; k++)
+        if (outlier[k])
+            cols[C++] = k;
+    if (C) { /* the outlier columns gathered: x's [M, C], the weight's [C, Np] (w * ws) */
+        xo = malloc(sizeof(float) * (size_t)(M * C) + 64);
+        wo = malloc(sizeof(float) * (size_t)(C * Np) + 64);
+        if (!xo || !wo) {
+            count = -1;
+            goto done;
+        }
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t j = 0; j < C; j++)
+                xo[m * C + j] = x[m * K + cols[j]];
+#pragma omp parallel for schedule(static) if (N * C > 65536)
+        for (int64_t n = 0; n < Np; n++) {
+            const int8_t *block = packed + (n / 16) * Kp * 16 + (n % 16) * 4;
+            for (int64_t j = 0; j < C; j++)
+                wo[j * Np + n] = n < N ? block[(cols[j] / 4) * 64 + cols[j] % 4] * ws[n] : 0.0f;
+        }
+    }
+    const Gemm g = {xq, xs, zero, packed, wsum, ws, bias, xo, wo, out, Kp, N, Np, C};
+    const int64_t tiles_n = Np / NR, blocks_m = (M + MB - 1) / MB;
 #pragma omp parallel for schedule(static) if (M * N * K > 262144)
     for (int64_t t = 0; t < tiles_n * blocks_m; t++) {
         const int64_t m0 = (t / tiles_n) * MB;
         const int64_t m1 = m0 + MB < M ? m0 + MB : M;
         tiles(&g, m0, m1, (t % tiles_n) * NR);
     }
-    if (count) {
-        int64_t c = 0;
-        for (int64_t k = 0; k < K; k++)
-            if (outlier[k])
-                cols[c++] = k;
-        add_outliers(x, M, K, w, N, cols, count, out);
-    }
 done:
-    free(xq), free(xs), free(zero), free(outlier), free(cols);
+    free(xq), free(xs), free(zero), free(outlier), free(cols), free(xo), free(wo);
     return count;
 }
 
@@ -201,10 +241,10 @@ int tandem_linear_i8_available(void) { return 1; }
 #else /* no AVX-512 VNNI: the caller takes torch's int8 matmul */
 
 int64_t tandem_linear_i8(const float *x, int64_t M, int64_t K, const int8_t *packed,
-                         const int32_t *wsum, const float *ws, const float *bias, const float *w,
-                         int64_t N, int64_t Kp, float rel, float *out)
+                         const int32_t *wsum, const float *ws, const float *bias, int64_t N,
+                         int64_t Kp, float rel, float *out)
 {
-    (void)x, (void)M, (void)K, (void)packed, (void)wsum, (void)ws, (void)bias, (void)w;
+    (void)x, (void)M, (void)K, (void)packed, (void)wsum, (void)ws, (void)bias;
     (void)N, (void)Kp, (void)rel, (void)out;
     return -2;
 }

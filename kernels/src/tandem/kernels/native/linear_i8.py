@@ -20,7 +20,6 @@ BLOCK_N = 32  # output channels per micro-kernel tile (two 16-lane blocks)
 class PackedI8(NamedTuple):
     blocks: Tensor  # [Np / 16, Kp / 4, 16, 4] int8
     wsum: Tensor  # [N] int32: sum_k w[n, k], for the zero points of x
-    weight: Tensor  # [N, K] fp32: the float weight, for the outlier columns
     n: int
     k: int
     kp: int
@@ -31,8 +30,8 @@ def available() -> bool:
     return lib is not None and bool(lib.tandem_linear_i8_available())
 
 
-def pack(qweight: Tensor, weight: Tensor) -> PackedI8 | None:
-    """qweight: [N, K] int8 (per-channel quantized), weight: [N, K] its float original."""
+def pack(qweight: Tensor) -> PackedI8 | None:
+    """qweight: [N, K] int8 (per-channel quantized) -> its blocked copy."""
     if not available():
         return None
     n, k = qweight.shape
@@ -42,7 +41,7 @@ def pack(qweight: Tensor, weight: Tensor) -> PackedI8 | None:
     # [Np, Kp] -> [Np/16, 16, Kp/4, 4] -> [Np/16, Kp/4, 16, 4]
     blocks = padded.view(np_ // 16, 16, kp // 4, 4).permute(0, 2, 1, 3).contiguous()
     wsum = qweight.sum(dim=1, dtype=torch.int32).contiguous()
-    return PackedI8(blocks, wsum, weight.detach().float().contiguous(), n, k, kp)
+    return PackedI8(blocks, wsum, n, k, kp)
 
 
 def linear(
@@ -65,7 +64,6 @@ def linear(
         packed.wsum.data_ptr(),
         scale.data_ptr(),
         None if bias is None else bias.data_ptr(),
-        packed.weight.data_ptr(),
         packed.n,
         packed.kp,
         float(rel),

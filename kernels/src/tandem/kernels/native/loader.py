@@ -40,7 +40,7 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.tandem_rescale_i32.restype = None
     lib.tandem_rescale_i32.argtypes = [ptr, i64, i64] + [ptr] * 6
     lib.tandem_linear_i8.restype = i64
-    lib.tandem_linear_i8.argtypes = [ptr, i64, i64] + [ptr] * 5 + [i64, i64, ctypes.c_float, ptr]
+    lib.tandem_linear_i8.argtypes = [ptr, i64, i64] + [ptr] * 4 + [i64, i64, ctypes.c_float, ptr]
     lib.tandem_linear_i8_available.restype = ctypes.c_int
     lib.tandem_linear_i8_available.argtypes = []
     lib.tandem_rotary_f32.restype = None

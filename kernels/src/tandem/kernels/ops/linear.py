@@ -132,26 +132,25 @@ class Int8Weight:
     :func:`linear_int8` quantizes its input per token (each row its own scale and zero
     point: its range onto 256 steps), multiplies the integers into int32 and scales back to
     float32. Input channels where some token holds an activation above ``OUTLIER`` times
-    that token's rms are taken out first and multiplied in float32 with the weight's own
-    columns (as LLM.int8() does): a few large values would otherwise set every token's
-    scale and round the rest of its values away. The bound is relative so that it fits
-    every layer's input: on SmolLM2 the MLP's input stays below 3 while the down
-    projection's reaches 30.
+    that token's rms are taken out first and multiplied with x in float32 (by the weight's
+    columns dequantized; LLM.int8() keeps a float weight for them): a few large values
+    would otherwise set every token's scale and round the rest of its values away. The
+    bound is relative so that it fits every layer's input: on SmolLM2 the MLP's input
+    stays below 3 while the down projection's reaches 30.
     """
 
-    __slots__ = ("bias", "native", "qweight", "scale", "shape", "weight", "wsum")
+    __slots__ = ("bias", "native", "qweight", "scale", "shape", "wsum")
 
-    def __init__(self, weight: Tensor, qweight: Tensor, scale: Tensor, bias: Tensor | None) -> None:
+    def __init__(self, qweight: Tensor, scale: Tensor, bias: Tensor | None) -> None:
         from tandem.kernels.native import linear_i8
 
-        self.weight = weight  # [N, K] float: the original, for the outlier columns
         self.qweight = qweight  # [N, K] int8
         self.wsum = qweight.sum(dim=1, dtype=torch.int32)  # [N]: takes zero points out
         self.scale = scale  # [N] float32
         self.bias = bias  # [N] float32 or None
         self.shape = (qweight.shape[0], qweight.shape[1])
         # the C kernel's blocked copy (AVX-512 VNNI), or None: torch's int8 matmul then
-        self.native = linear_i8.pack(qweight, weight)
+        self.native = linear_i8.pack(qweight)
 
     @classmethod
     def pack(cls, weight: Tensor, bias: Tensor | None = None) -> Int8Weight | None:
@@ -164,7 +163,7 @@ class Int8Weight:
             scale = (w.abs().amax(dim=1) / 127.0).clamp_min(1e-12)  # [N]
             q = (w / scale[:, None]).round_().clamp_(-127, 127).to(torch.int8).contiguous()
             b = None if bias is None else bias.detach().float().contiguous()
-        return cls(weight.detach(), q, scale.contiguous(), b)
+        return cls(q, scale.contiguous(), b)
 
 
 def _int_matmul(xq: Tensor, qweight: Tensor) -> Tensor:
@@ -218,8 +217,8 @@ def linear_int8(x: Tensor, weight: Int8Weight, outlier: float = OUTLIER) -> Tens
         out = acc.float().mul_(sx[:, None]).mul_(weight.scale)
         if weight.bias is not None:
             out.add_(weight.bias)
-    if count:  # the outlier channels, in float32 with the weight's own columns
+    if count:  # the outlier channels: x in float32, the weight's columns dequantized
         cols = is_outlier.nonzero().flatten()
-        w_cols = weight.weight.index_select(1, cols).float()  # [N, C]
-        out.addmm_(x2.index_select(1, cols), w_cols.t())
+        w_cols = weight.qweight.index_select(1, cols).float().mul_(weight.scale[:, None])
+        out.addmm_(x2.index_select(1, cols), w_cols.t())  # w_cols: [N, C]
     return out.view(*x.shape[:-1], n)
