@@ -90,6 +90,9 @@ static inline void store(const Gemm *g, int64_t m, int64_t n, __m512 f0, __m512 
 static __attribute__((noinline)) void dot8(const Gemm *g, int64_t m0, int64_t n0,
                                            __m512i acc[16])
 {
+    /* the lines of the next tile of channels, which this thread takes next: fetched
+     * during this one, so that the weight streams from memory behind the matmul */
+    const int64_t ahead = n0 + NR < g->Np ? 2 * g->Kp * 16 : 0;
     __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00,
             c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00,
             c60 = c00, c61 = c00, c70 = c00, c71 = c00;
@@ -100,6 +103,8 @@ static __attribute__((noinline)) void dot8(const Gemm *g, int64_t m0, int64_t n0
     for (int64_t k = 0; k < kp; k += 4) {
         const __m512i b0 = _mm512_loadu_si512((const void *)(w0 + k * 16));
         const __m512i b1 = _mm512_loadu_si512((const void *)(w1 + k * 16));
+        _mm_prefetch((const char *)(w0 + ahead + k * 16), _MM_HINT_T1);
+        _mm_prefetch((const char *)(w1 + ahead + k * 16), _MM_HINT_T1);
         STEP(0, c00, c01);
         STEP(1, c10, c11);
         STEP(2, c20, c21);
@@ -114,8 +119,9 @@ static __attribute__((noinline)) void dot8(const Gemm *g, int64_t m0, int64_t n0
     acc[12] = c60, acc[13] = c61, acc[14] = c70, acc[15] = c71;
 }
 
-/* dot8, then the rescale, the outlier columns and the stores */
-static void tile8(const Gemm *g, int64_t m0, int64_t n0)
+/* dot8, then the rescale, the outlier columns and the stores of the first ``rows`` rows
+ * (a tail of M: the rows past M are padding, computed and dropped) */
+static void tile8(const Gemm *g, int64_t m0, int64_t n0, int64_t rows)
 {
     __m512i c[16];
     dot8(g, m0, n0, c);
@@ -141,13 +147,20 @@ static void tile8(const Gemm *g, int64_t m0, int64_t n0)
         OUTLIER(7, f70, f71);
     }
     store(g, m0 + 0, n0, f00, f01);
-    store(g, m0 + 1, n0, f10, f11);
-    store(g, m0 + 2, n0, f20, f21);
-    store(g, m0 + 3, n0, f30, f31);
-    store(g, m0 + 4, n0, f40, f41);
-    store(g, m0 + 5, n0, f50, f51);
-    store(g, m0 + 6, n0, f60, f61);
-    store(g, m0 + 7, n0, f70, f71);
+    if (rows > 1)
+        store(g, m0 + 1, n0, f10, f11);
+    if (rows > 2)
+        store(g, m0 + 2, n0, f20, f21);
+    if (rows > 3)
+        store(g, m0 + 3, n0, f30, f31);
+    if (rows > 4)
+        store(g, m0 + 4, n0, f40, f41);
+    if (rows > 5)
+        store(g, m0 + 5, n0, f50, f51);
+    if (rows > 6)
+        store(g, m0 + 6, n0, f60, f61);
+    if (rows > 7)
+        store(g, m0 + 7, n0, f70, f71);
 }
 
 /* one row of x (the tails of M) */
@@ -177,9 +190,12 @@ static void tiles(const Gemm *g, int64_t m0, int64_t m1, int64_t n0)
 {
     int64_t m = m0;
     for (; m + MR <= m1; m += MR)
-        tile8(g, m, n0);
-    for (; m < m1; m++)
-        tile1(g, m, n0);
+        tile8(g, m, n0, MR);
+    if (m1 - m >= MR / 2) /* a padded tile costs less than four single rows */
+        tile8(g, m, n0, m1 - m);
+    else
+        for (; m < m1; m++)
+            tile1(g, m, n0);
 }
 
 /* x: [M, K] fp32; packed/wsum/ws/bias as above (N output channels, K padded to Kp).
@@ -190,9 +206,10 @@ int64_t tandem_linear_i8(const float *x, int64_t M, int64_t K, const int8_t *pac
                          int64_t Kp, float rel, float *out)
 {
     const int64_t Np = (N + NR - 1) / NR * NR;
-    uint8_t *xq = malloc((size_t)(M * Kp) + 64);
-    float *xs = malloc(sizeof(float) * (size_t)M + 64);
-    int32_t *zero = malloc(sizeof(int32_t) * (size_t)M + 64);
+    const int64_t Mp = (M + MR - 1) / MR * MR; /* rows past M: padding for tile8 */
+    uint8_t *xq = calloc((size_t)(Mp * Kp) + 64, 1);
+    float *xs = calloc((size_t)Mp + 16, sizeof(float));
+    int32_t *zero = calloc((size_t)Mp + 16, sizeof(int32_t));
     uint8_t *outlier = malloc((size_t)K + 64);
     int64_t *cols = malloc(sizeof(int64_t) * (size_t)K + 64);
     float *xo = NULL, *wo = NULL;
@@ -207,7 +224,7 @@ int64_t tandem_linear_i8(const float *x, int64_t M, int64_t K, const int8_t *pac
         if (outlier[k])
             cols[C++] = k;
     if (C) { /* the outlier columns gathered: x's [M, C], the weight's [C, Np] (w * ws) */
-        xo = malloc(sizeof(float) * (size_t)(M * C) + 64);
+        xo = calloc((size_t)(Mp * C) + 16, sizeof(float));
         wo = malloc(sizeof(float) * (size_t)(C * Np) + 64);
         if (!xo || !wo) {
             count = -1;
