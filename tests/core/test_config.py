@@ -227,3 +227,21 @@ def test_shard_index_errors(model_dir: ModelDirFactory) -> None:
     (root / "model.safetensors.index.json").write_text('{"weight_map": {}}')
     with pytest.raises(ValueError, match=r"has an empty weight_map"):
         find_weight_files(root)
+
+
+def test_checking_engine_args_does_not_import_torch() -> None:
+    """The v1 front starts its children before it resolves the config: torch's import
+    (a second or more) then runs beside theirs instead of before them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from tandem.core.config import EngineArgs, DEVICES\n"
+        "EngineArgs(model='m', dtype='bfloat16', device='cpu')\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "from tandem.core.config import DTYPES\n"  # the lazy re-exports still resolve
+        "assert list(DTYPES) == ['auto', 'float32', 'float16', 'bfloat16']\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -10,37 +10,47 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from tandem.core.device import DEVICES, DTYPES, resolve_device, resolve_dtype
-from tandem.core.kv_cache import kv_cache_bytes_per_block
-from tandem.core.model_config import (
-    SUPPORTED_ARCHITECTURES,
-    WEIGHTS_INDEX,
-    ModelConfig,
-    find_weight_files,
-    load_model_config,
-)
+from tandem.core.device import DEVICES, DTYPE_NAMES
 from tandem.core.validate import check_bool, check_int
+
+if TYPE_CHECKING:
+    import torch
+
+    from tandem.core.model_config import ModelConfig
+
+# Re-exported on first use (each imports torch): checking EngineArgs stays torch-free.
+_LAZY = {
+    "DTYPES": "tandem.core.device",
+    "resolve_device": "tandem.core.device",
+    "resolve_dtype": "tandem.core.device",
+    "SUPPORTED_ARCHITECTURES": "tandem.core.model_config",
+    "WEIGHTS_INDEX": "tandem.core.model_config",
+    "ModelConfig": "tandem.core.model_config",
+    "find_weight_files": "tandem.core.model_config",
+    "load_model_config": "tandem.core.model_config",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_KV_CACHE_BYTES",
     "DEVICES",
-    "DTYPES",
-    "SUPPORTED_ARCHITECTURES",
-    "WEIGHTS_INDEX",
     "CacheConfig",
     "EngineArgs",
     "EngineConfig",
-    "ModelConfig",
     "SchedulerConfig",
-    "find_weight_files",
-    "load_model_config",
-    "resolve_device",
-    "resolve_dtype",
+    *_LAZY,
 ]
 
 DEFAULT_KV_CACHE_BYTES = 1 << 30
@@ -108,6 +118,8 @@ class EngineConfig:
     def configure_process(self) -> None:
         """Process-wide settings of the process that runs the model: torch's CPU threads
         and, for a CPU model, glibc's heap thresholds (:mod:`tandem.core.heap`)."""
+        import torch
+
         torch.set_num_threads(self.thread_count())
         if self.device.type == "cpu":
             from tandem.core.heap import keep_activations_in_heap
@@ -134,6 +146,8 @@ class EngineConfig:
     @property
     def kv_bytes_per_block(self) -> int:
         """Bytes of one KV block over all layers (K and V) at the model's dtype."""
+        from tandem.core.kv_cache import kv_cache_bytes_per_block
+
         m = self.model
         return kv_cache_bytes_per_block(
             m.num_layers, m.num_kv_heads, m.head_dim, self.cache.block_size, self.dtype
@@ -184,11 +198,15 @@ class EngineArgs:
                 continue
             if not isinstance(value, (str, os.PathLike)) or not str(value):
                 raise TypeError(f"{name} must be a non-empty path (str), got {value!r}")
-        if isinstance(self.dtype, torch.dtype):
-            if self.dtype not in DTYPES.values():
-                raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype}")
-        elif not isinstance(self.dtype, str) or self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        names = ", ".join(DTYPE_NAMES)
+        torch = sys.modules.get("torch")  # a torch.dtype can only come with torch imported
+        if torch is not None and isinstance(self.dtype, torch.dtype):
+            from tandem.core.device import dtypes
+
+            if self.dtype not in dtypes().values():
+                raise ValueError(f"dtype must be one of {names}, got {self.dtype}")
+        elif not isinstance(self.dtype, str) or self.dtype not in DTYPE_NAMES:
+            raise ValueError(f"dtype must be one of {names}, got {self.dtype!r}")
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
         check_int("seed", self.seed, lo=0)
@@ -210,6 +228,11 @@ class EngineArgs:
             )
 
     def create_config(self) -> EngineConfig:
+        import torch
+
+        from tandem.core.device import resolve_device
+        from tandem.core.model_config import SUPPORTED_ARCHITECTURES, load_model_config
+
         self.validate()
         device = resolve_device(self.device)
         model = load_model_config(

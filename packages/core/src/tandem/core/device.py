@@ -6,21 +6,35 @@ resolves ``auto`` against the checkpoint) use these; neither imports the other.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-DTYPES: dict[str, torch.dtype | None] = {
-    "auto": None,
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
+DTYPE_NAMES = ("auto", "float32", "float16", "bfloat16")
 DEVICES = ("auto", "cpu", "cuda")
+
+
+def dtypes() -> dict[str, torch.dtype | None]:
+    """The dtype names and their torch dtypes (``auto``: None). A function, not a module
+    constant, so that checking a name (``EngineArgs``) does not import torch: the parent
+    process of the v1 engine starts its children first and imports torch beside them."""
+    import torch
+
+    return {"auto": None, "float32": torch.float32, "float16": torch.float16,
+            "bfloat16": torch.bfloat16}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DTYPES":  # the mapping as a module attribute, built on first use
+        return dtypes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def resolve_device(device: str) -> torch.device:
     """``auto`` -> cuda when available, else cpu; ``cuda`` without CUDA is an error."""
+    import torch
+
     if device not in DEVICES:
         raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
     has_cuda = torch.cuda.is_available()
@@ -33,6 +47,9 @@ def resolve_device(device: str) -> torch.device:
 
 def resolve_dtype(dtype: str | torch.dtype, device: torch.device, hf_config: Any) -> torch.dtype:
     """``auto`` -> float32 on CPU, the checkpoint's dtype on CUDA (float16 if unset)."""
+    import torch
+
+    DTYPES = dtypes()
     if isinstance(dtype, torch.dtype):
         return dtype
     chosen = DTYPES.get(dtype)
