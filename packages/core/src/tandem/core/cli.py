@@ -274,7 +274,8 @@ def run() -> None:
     An interrupt that passed through code run by a C extension leaves CPython marked as
     "ended by an unhandled KeyboardInterrupt" even though :func:`main` handled it, and
     the interpreter would then end the process by SIGINT (-2) instead of 130. So after
-    an interrupt the exit handlers run here and the process ends with 130 itself.
+    an interrupt the exit handlers run here and the process ends with 130 itself. After
+    a run that finished, Ctrl-C is ignored for the last moments of the interpreter.
     """
     code = main()
     if code == INTERRUPTED:
@@ -282,6 +283,9 @@ def run() -> None:
         sys.stderr.flush()
         atexit._run_exitfuncs()
         os._exit(INTERRUPTED)
+    # the work is done and its engine shut down: a Ctrl-C during the interpreter's own
+    # teardown would only print a traceback from a finalizer and end with 0 anyway
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.exit(code)
 
 

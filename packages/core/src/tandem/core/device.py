@@ -21,8 +21,8 @@ def dtypes() -> dict[str, torch.dtype | None]:
     process of the v1 engine starts its children first and imports torch beside them."""
     import torch
 
-    return {"auto": None, "float32": torch.float32, "float16": torch.float16,
-            "bfloat16": torch.bfloat16}  # fmt: skip
+    known = (torch.float32, torch.float16, torch.bfloat16)
+    return {"auto": None, **dict(zip(DTYPE_NAMES[1:], known))}
 
 
 def __getattr__(name: str) -> Any:
@@ -49,17 +49,17 @@ def resolve_dtype(dtype: str | torch.dtype, device: torch.device, hf_config: Any
     """``auto`` -> float32 on CPU, the checkpoint's dtype on CUDA (float16 if unset)."""
     import torch
 
-    DTYPES = dtypes()
+    table = dtypes()
     if isinstance(dtype, torch.dtype):
         return dtype
-    chosen = DTYPES.get(dtype)
+    chosen = table.get(dtype)
     if chosen is not None:
         return chosen
     if device.type == "cpu":
         return torch.float32
     raw = getattr(hf_config, "dtype", None) or vars(hf_config).get("torch_dtype")
     if isinstance(raw, str):
-        raw = DTYPES.get(raw.removeprefix("torch."))
-    if isinstance(raw, torch.dtype) and raw in DTYPES.values() and raw != torch.float32:
+        raw = table.get(raw.removeprefix("torch."))
+    if isinstance(raw, torch.dtype) and raw in table.values() and raw != torch.float32:
         return raw
     return torch.float16
