@@ -1,6 +1,6 @@
-"""The linear layers' matmul: ``F.linear`` (MKL) beside oneDNN with a packed weight.
+"""The linear layers' matmul: ``F.linear`` (MKL), oneDNN with a packed weight, and int8.
 
-    python benchmarks/linear.py [--size small] [--threads N] [--seconds S]
+    python benchmarks/linear.py [--size small|smollm2] [--threads N] [--seconds S]
 
 For each token count M (a decode batch up to a prefill chunk), runs every linear
 layer of the model in turn (q/k/v, o, gate/up, down for all layers, then the logits
@@ -20,7 +20,7 @@ from torch import Tensor
 from transformers import AutoConfig
 
 from tandem.core.testing import make_model
-from tandem.kernels.ops.linear import linear, pack_weight
+from tandem.kernels.ops.linear import Int8Weight, linear, linear_int8, pack_weight
 
 
 def shapes(cfg) -> list[tuple[int, int]]:
@@ -44,6 +44,11 @@ def run_packed(
         linear(xs[k], w, None, p)
 
 
+def run_int8(layers: list[tuple[Int8Weight, int]], xs: dict[int, Tensor]) -> None:
+    for w, k in layers:
+        linear_int8(xs[k], w)
+
+
 def rate(fn, flops: float, seconds: float) -> float:
     for _ in range(2):
         fn()
@@ -56,26 +61,42 @@ def rate(fn, flops: float, seconds: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", default="small", choices=("tiny", "small"))
+    parser.add_argument("--size", default="small", choices=("tiny", "small", "smollm2"))
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--seconds", type=float, default=1.0)
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    cfg = AutoConfig.from_pretrained(make_model(size=args.size))
+    if args.size == "smollm2":
+        from tandem.core.default_model import gguf_file
+        from tandem.core.gguf_checkpoint import materialize
+
+        path = materialize(gguf_file())
+    else:
+        path = make_model(size=args.size)
+    cfg = AutoConfig.from_pretrained(path)
     layers = [(torch.randn(n, k), k) for k, n in shapes(cfg)]
     packed = [pack_weight(w) for w, _ in layers]
     if any(p is None for p in packed):
         raise SystemExit("this torch build has no oneDNN for float32")
+    int8 = [(Int8Weight.pack(w), k) for w, k in layers]
+    has_int8 = all(w is not None for w, _ in int8)
+    path_name = "C" if has_int8 and int8[0][0].native is not None else "torch._int_mm"
     print(f"model={args.size} threads={torch.get_num_threads()} linear layers={len(layers)}")
-    print(f"{'M':>6}{'F.linear GF/s':>15}{'oneDNN GF/s':>13}{'ratio':>8}")
+    print(f"int8: {path_name if has_int8 else 'not available'} (GOP/s: int8 multiply-adds x 2)")
+    head = f"{'M':>6}{'F.linear GF/s':>15}{'oneDNN GF/s':>13}{'ratio':>8}"
+    print(head + f"{'int8 GOP/s':>12}{'/ oneDNN':>10}")
     with torch.inference_mode():
         for m in (1, 16, 64, 256, 2048):
             xs = {k: torch.randn(m, k) for _, k in layers}
             flops = sum(2.0 * m * w.numel() for w, _ in layers)
             plain = rate(partial(run_plain, layers, xs), flops, args.seconds)
             fast = rate(partial(run_packed, layers, packed, xs), flops, args.seconds)
-            print(f"{m:>6}{plain:>15.1f}{fast:>13.1f}{fast / plain:>8.2f}")
+            line = f"{m:>6}{plain:>15.1f}{fast:>13.1f}{fast / plain:>8.2f}"
+            if has_int8:
+                q = rate(partial(run_int8, int8, xs), flops, args.seconds)
+                line += f"{q:>12.1f}{q / fast:>10.2f}"
+            print(line)
 
 
 if __name__ == "__main__":
