@@ -103,10 +103,9 @@ def quantize_rows(x: Tensor, rel: float) -> tuple[Tensor, Tensor, Tensor, Tensor
     scale = torch.empty(m, dtype=F32)
     zero = torch.empty(m, dtype=torch.int32)
     outlier = torch.empty(k, dtype=torch.bool)  # the C side writes 0 / 1 bytes
-    count = lib.tandem_quantize_rows_u8(
-        x.data_ptr(), m, k, float(rel), q.data_ptr(), k, 0x80,  # bytes u ^ 0x80 = u - 128
-        scale.data_ptr(), zero.data_ptr(), outlier.data_ptr(),
-    )  # fmt: skip
+    flip = 0x80  # the C side writes bytes u ^ 0x80, which read as int8 are u - 128
+    args = (q.data_ptr(), k, flip, scale.data_ptr(), zero.data_ptr(), outlier.data_ptr())
+    count = lib.tandem_quantize_rows_u8(x.data_ptr(), m, k, float(rel), *args)
     if count < 0:
         return None
     return q, scale, zero.sub_(128), outlier, int(count)

@@ -74,15 +74,30 @@ static inline void store(const Gemm *g, int64_t m, int64_t n, __m512 f0, __m512 
         a0 = _mm512_dpbusd_epi32(a0, v, b0);                                                   \
         a1 = _mm512_dpbusd_epi32(a1, v, b1);                                                   \
     } while (0)
-/* f: float accumulators of row r, from its int32 ones c; then the outliers, then out */
-#define DEQUANT(r, f0, f1, c0, c1)                                                             \
-    __m512 f0 = dequant(g, m0 + (r), n0, c0), f1 = dequant(g, m0 + (r), n0 + 16, c1)
-#define OUTLIER(r, f0, f1)                                                                     \
-    do {                                                                                       \
-        const __m512 v = _mm512_set1_ps(xo[(r) * g->C + j]);                                   \
-        f0 = _mm512_fmadd_ps(v, o0, f0);                                                       \
-        f1 = _mm512_fmadd_ps(v, o1, f1);                                                       \
-    } while (0)
+/* The epilogue of R rows from m0 (R = MR or 1, a constant where inlined): the rescale
+ * of the int32 sums c[2r], c[2r+1], the outlier columns in fp32, then the stores of the
+ * first ``rows`` rows (the rest are padding of a tail of M). */
+static inline __attribute__((always_inline)) void
+finish(const Gemm *g, int64_t m0, int64_t n0, const int R, int64_t rows, const __m512i *c)
+{
+    __m512 f[2 * MR];
+    for (int r = 0; r < R; r++) {
+        f[2 * r] = dequant(g, m0 + r, n0, c[2 * r]);
+        f[2 * r + 1] = dequant(g, m0 + r, n0 + 16, c[2 * r + 1]);
+    }
+    const float *xo = g->xo + m0 * g->C;
+    for (int64_t j = 0; j < g->C; j++) {
+        const __m512 o0 = _mm512_loadu_ps(g->wo + j * g->Np + n0);
+        const __m512 o1 = _mm512_loadu_ps(g->wo + j * g->Np + n0 + 16);
+        for (int r = 0; r < R; r++) {
+            const __m512 v = _mm512_set1_ps(xo[r * g->C + j]);
+            f[2 * r] = _mm512_fmadd_ps(v, o0, f[2 * r]);
+            f[2 * r + 1] = _mm512_fmadd_ps(v, o1, f[2 * r + 1]);
+        }
+    }
+    for (int r = 0; r < R && r < rows; r++)
+        store(g, m0 + r, n0, f[2 * r], f[2 * r + 1]);
+}
 
 /* MR rows of x from m0 against NR channels from n0: sixteen accumulators in registers,
  * written to acc at the end. Kept apart from the epilogue (noinline): with both in one
@@ -119,48 +134,12 @@ static __attribute__((noinline)) void dot8(const Gemm *g, int64_t m0, int64_t n0
     acc[12] = c60, acc[13] = c61, acc[14] = c70, acc[15] = c71;
 }
 
-/* dot8, then the rescale, the outlier columns and the stores of the first ``rows`` rows
- * (a tail of M: the rows past M are padding, computed and dropped) */
+/* dot8 and its epilogue; ``rows`` < MR for a padded tail of M */
 static void tile8(const Gemm *g, int64_t m0, int64_t n0, int64_t rows)
 {
-    __m512i c[16];
+    __m512i c[2 * MR];
     dot8(g, m0, n0, c);
-    DEQUANT(0, f00, f01, c[0], c[1]);
-    DEQUANT(1, f10, f11, c[2], c[3]);
-    DEQUANT(2, f20, f21, c[4], c[5]);
-    DEQUANT(3, f30, f31, c[6], c[7]);
-    DEQUANT(4, f40, f41, c[8], c[9]);
-    DEQUANT(5, f50, f51, c[10], c[11]);
-    DEQUANT(6, f60, f61, c[12], c[13]);
-    DEQUANT(7, f70, f71, c[14], c[15]);
-    const float *xo = g->xo + m0 * g->C;
-    for (int64_t j = 0; j < g->C; j++) {
-        const __m512 o0 = _mm512_loadu_ps(g->wo + j * g->Np + n0);
-        const __m512 o1 = _mm512_loadu_ps(g->wo + j * g->Np + n0 + 16);
-        OUTLIER(0, f00, f01);
-        OUTLIER(1, f10, f11);
-        OUTLIER(2, f20, f21);
-        OUTLIER(3, f30, f31);
-        OUTLIER(4, f40, f41);
-        OUTLIER(5, f50, f51);
-        OUTLIER(6, f60, f61);
-        OUTLIER(7, f70, f71);
-    }
-    store(g, m0 + 0, n0, f00, f01);
-    if (rows > 1)
-        store(g, m0 + 1, n0, f10, f11);
-    if (rows > 2)
-        store(g, m0 + 2, n0, f20, f21);
-    if (rows > 3)
-        store(g, m0 + 3, n0, f30, f31);
-    if (rows > 4)
-        store(g, m0 + 4, n0, f40, f41);
-    if (rows > 5)
-        store(g, m0 + 5, n0, f50, f51);
-    if (rows > 6)
-        store(g, m0 + 6, n0, f60, f61);
-    if (rows > 7)
-        store(g, m0 + 7, n0, f70, f71);
+    finish(g, m0, n0, MR, rows, c);
 }
 
 /* one row of x (the tails of M) */
@@ -176,14 +155,8 @@ static void tile1(const Gemm *g, int64_t m0, int64_t n0)
         const __m512i b1 = _mm512_loadu_si512((const void *)(w1 + k * 16));
         STEP(0, c00, c01);
     }
-    DEQUANT(0, f00, f01, c00, c01);
-    const float *xo = g->xo + m0 * g->C;
-    for (int64_t j = 0; j < g->C; j++) {
-        const __m512 o0 = _mm512_loadu_ps(g->wo + j * g->Np + n0);
-        const __m512 o1 = _mm512_loadu_ps(g->wo + j * g->Np + n0 + 16);
-        OUTLIER(0, f00, f01);
-    }
-    store(g, m0, n0, f00, f01);
+    const __m512i c[2] = {c00, c01};
+    finish(g, m0, n0, 1, 1, c);
 }
 
 static void tiles(const Gemm *g, int64_t m0, int64_t m1, int64_t n0)

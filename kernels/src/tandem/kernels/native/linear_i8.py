@@ -30,8 +30,9 @@ def available() -> bool:
     return lib is not None and bool(lib.tandem_linear_i8_available())
 
 
-def pack(qweight: Tensor) -> PackedI8 | None:
-    """qweight: [N, K] int8 (per-channel quantized) -> its blocked copy."""
+def pack(qweight: Tensor, wsum: Tensor) -> PackedI8 | None:
+    """qweight: [N, K] int8 (per-channel quantized), wsum: [N] int32 its row sums -> its
+    blocked copy."""
     if not available():
         return None
     n, k = qweight.shape
@@ -40,8 +41,7 @@ def pack(qweight: Tensor) -> PackedI8 | None:
     padded[:n, :k] = qweight
     # [Np, Kp] -> [Np/16, 16, Kp/4, 4] -> [Np/16, Kp/4, 16, 4]
     blocks = padded.view(np_ // 16, 16, kp // 4, 4).permute(0, 2, 1, 3).contiguous()
-    wsum = qweight.sum(dim=1, dtype=torch.int32).contiguous()
-    return PackedI8(blocks, wsum, n, k, kp)
+    return PackedI8(blocks, wsum.contiguous(), n, k, kp)
 
 
 def linear(

@@ -150,7 +150,7 @@ class Int8Weight:
         self.bias = bias  # [N] float32 or None
         self.shape = (qweight.shape[0], qweight.shape[1])
         # the C kernel's blocked copy (AVX-512 VNNI), or None: torch's int8 matmul then
-        self.native = linear_i8.pack(qweight)
+        self.native = linear_i8.pack(qweight, self.wsum)
 
     @classmethod
     def pack(cls, weight: Tensor, bias: Tensor | None = None) -> Int8Weight | None:
