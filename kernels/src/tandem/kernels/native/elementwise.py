@@ -92,9 +92,9 @@ I8 = torch.int8
 
 def quantize_rows(x: Tensor, rel: float) -> tuple[Tensor, Tensor, Tensor, Tensor, int] | None:
     """x: [M, K] fp32 -> (int8 rows q [M, K], scales [M], zero points [M] int32, outlier
-    columns [K] bool, how many of them), x ~= scale * (q - zero) per row (asymmetric: the
-    row's range onto 256 steps). A column where some row holds |x| > ``rel`` * rms(row)
-    is an outlier: its entries in q are the zero point (they stand for 0)."""
+    bounds [M], how many outliers), x ~= scale * (q - zero) per row (asymmetric: the row's
+    range onto 256 steps). An entry with |x| > its row's bound (``rel`` * rms(row)) is an
+    outlier: its q is the zero point (it stands for 0)."""
     lib = library()
     if lib is None or not _plain(x) or x.dim() != 2:
         return None
@@ -102,13 +102,12 @@ def quantize_rows(x: Tensor, rel: float) -> tuple[Tensor, Tensor, Tensor, Tensor
     q = torch.empty((m, k), dtype=I8)
     scale = torch.empty(m, dtype=F32)
     zero = torch.empty(m, dtype=torch.int32)
-    outlier = torch.empty(k, dtype=torch.bool)  # the C side writes 0 / 1 bytes
+    bound = torch.empty(m, dtype=F32)
+    count = torch.empty(m, dtype=torch.int32)
     flip = 0x80  # the C side writes bytes u ^ 0x80, which read as int8 are u - 128
-    args = (q.data_ptr(), k, flip, scale.data_ptr(), zero.data_ptr(), outlier.data_ptr())
-    count = lib.tandem_quantize_rows_u8(x.data_ptr(), m, k, float(rel), *args)
-    if count < 0:
-        return None
-    return q, scale, zero.sub_(128), outlier, int(count)
+    args = (q.data_ptr(), k, flip, scale.data_ptr(), zero.data_ptr(), bound.data_ptr())
+    total = lib.tandem_quantize_rows_u8(x.data_ptr(), m, k, float(rel), *args, count.data_ptr())
+    return q, scale, zero.sub_(128), bound, int(total)
 
 
 def rescale(

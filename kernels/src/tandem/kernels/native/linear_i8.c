@@ -9,10 +9,11 @@
  * (quantize.c: x ~= xs * (u - zero), u in 0..255); wsum[n] = sum_k w[n, k] takes each
  * row's zero point back out in the epilogue.
  *
- * Outlier columns (quantize.c's rule) quantize to the zero point, so they add nothing to
- * the int8 matmul; the epilogue adds them, x in fp32 times the dequantized weight: its
- * int8 values are where the packed layout puts sixteen channels in one cache line, where
- * a float weight [N, K] would take a line per channel.
+ * Outliers (quantize.c's rule, per entry) quantize to the zero point, so they add nothing
+ * to the int8 matmul; the epilogue adds them, each row's few outliers in fp32 times the
+ * dequantized weight column of their input channel. Those columns are gathered once per
+ * call from the int8 values, where the packed layout puts sixteen channels in one cache
+ * line (a float weight [N, K] would take a line per channel).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@
 
 int64_t tandem_quantize_rows_u8(const float *x, int64_t M, int64_t K, float rel, uint8_t *q,
                                 int64_t ldq, int flip, float *scale, int32_t *zero,
-                                uint8_t *outlier);
+                                float *bound, int32_t *count);
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #include <immintrin.h>
@@ -37,10 +38,12 @@ typedef struct {
     const int32_t *wsum; /* [N] */
     const float *ws;     /* [N] channel scales */
     const float *bias;   /* [N] or NULL */
-    const float *xo;     /* [M, C] x at the outlier columns */
-    const float *wo;     /* [C, Np] the weight at the outlier columns, zero past N */
-    float *out;          /* [M, N] */
-    int64_t Kp, N, Np, C;
+    const int64_t *first; /* [Mp + 1]: row m's outliers are entries first[m]..first[m+1]-1 */
+    const int32_t *col;   /* per entry: its column of wo */
+    const float *val;     /* per entry: x there */
+    const float *wo;      /* [C, Np] the weight at the outliers' channels, zero past N */
+    float *out;           /* [M, N] */
+    int64_t Kp, N, Np;
 } Gemm;
 
 static inline __mmask16 lanes(const Gemm *g, int64_t n)
@@ -75,7 +78,7 @@ static inline void store(const Gemm *g, int64_t m, int64_t n, __m512 f0, __m512 
         a1 = _mm512_dpbusd_epi32(a1, v, b1);                                                   \
     } while (0)
 /* The epilogue of R rows from m0 (R = MR or 1, a constant where inlined): the rescale
- * of the int32 sums c[2r], c[2r+1], the outlier columns in fp32, then the stores of the
+ * of the int32 sums c[2r], c[2r+1], each row's outliers in fp32, then the stores of the
  * first ``rows`` rows (the rest are padding of a tail of M). */
 static inline __attribute__((always_inline)) void
 finish(const Gemm *g, int64_t m0, int64_t n0, const int R, int64_t rows, const __m512i *c)
@@ -85,16 +88,13 @@ finish(const Gemm *g, int64_t m0, int64_t n0, const int R, int64_t rows, const _
         f[2 * r] = dequant(g, m0 + r, n0, c[2 * r]);
         f[2 * r + 1] = dequant(g, m0 + r, n0 + 16, c[2 * r + 1]);
     }
-    const float *xo = g->xo + m0 * g->C;
-    for (int64_t j = 0; j < g->C; j++) {
-        const __m512 o0 = _mm512_loadu_ps(g->wo + j * g->Np + n0);
-        const __m512 o1 = _mm512_loadu_ps(g->wo + j * g->Np + n0 + 16);
-        for (int r = 0; r < R; r++) {
-            const __m512 v = _mm512_set1_ps(xo[r * g->C + j]);
-            f[2 * r] = _mm512_fmadd_ps(v, o0, f[2 * r]);
-            f[2 * r + 1] = _mm512_fmadd_ps(v, o1, f[2 * r + 1]);
+    for (int r = 0; r < R; r++)
+        for (int64_t e = g->first[m0 + r]; e < g->first[m0 + r + 1]; e++) {
+            const float *w = g->wo + g->col[e] * g->Np + n0;
+            const __m512 v = _mm512_set1_ps(g->val[e]);
+            f[2 * r] = _mm512_fmadd_ps(v, _mm512_loadu_ps(w), f[2 * r]);
+            f[2 * r + 1] = _mm512_fmadd_ps(v, _mm512_loadu_ps(w + 16), f[2 * r + 1]);
         }
-    }
     for (int r = 0; r < R && r < rows; r++)
         store(g, m0 + r, n0, f[2 * r], f[2 * r + 1]);
 }
@@ -171,9 +171,54 @@ static void tiles(const Gemm *g, int64_t m0, int64_t m1, int64_t n0)
             tile1(g, m, n0);
 }
 
+/* row m's outliers (|x| above its bound; the exact complement of quantize.c's kept test)
+ * into col (their channels, for now) and val, in channel order */
+static void row_outliers(const float *r, int64_t K, float bound, int32_t *col, float *val)
+{
+    const __m512 b = _mm512_set1_ps(bound);
+    int64_t e = 0;
+    for (int64_t k = 0; k < K; k += 16) {
+        const __mmask16 t = K - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (K - k)) - 1);
+        const __m512 x = _mm512_maskz_loadu_ps(t, r + k);
+        unsigned hit = _mm512_mask_cmp_ps_mask(t, _mm512_abs_ps(x), b, _CMP_NLE_UQ);
+        for (; hit; hit &= hit - 1, e++) {
+            const int i = __builtin_ctz(hit);
+            col[e] = (int32_t)(k + i);
+            val[e] = r[k + i];
+        }
+    }
+}
+
+/* The outliers of every row as entries (first, col, val), col numbering the distinct
+ * channels 0..C-1; cols: [K] those channels. Returns C, or -1 when out of memory. */
+static int64_t gather_outliers(const float *x, int64_t M, int64_t K, const float *bound,
+                               const int64_t *first, int32_t *col, float *val, int64_t *cols)
+{
+    const int64_t total = first[M];
+#pragma omp parallel for schedule(static) if (M * K > 262144)
+    for (int64_t m = 0; m < M; m++)
+        if (first[m + 1] > first[m])
+            row_outliers(x + m * K, K, bound[m], col + first[m], val + first[m]);
+    int32_t *slot = malloc(sizeof(int32_t) * (size_t)K + 64);
+    if (!slot)
+        return -1;
+    for (int64_t k = 0; k < K; k++)
+        slot[k] = -1;
+    int64_t C = 0;
+    for (int64_t e = 0; e < total; e++) {
+        if (slot[col[e]] < 0) {
+            slot[col[e]] = (int32_t)C;
+            cols[C++] = col[e];
+        }
+        col[e] = slot[col[e]];
+    }
+    free(slot);
+    return C;
+}
+
 /* x: [M, K] fp32; packed/wsum/ws/bias as above (N output channels, K padded to Kp).
  * out: [M, N] fp32.
- * Returns the number of outlier columns, or -1 when scratch memory could not be had. */
+ * Returns the number of outliers, or -1 when scratch memory could not be had. */
 int64_t tandem_linear_i8(const float *x, int64_t M, int64_t K, const int8_t *packed,
                          const int32_t *wsum, const float *ws, const float *bias, int64_t N,
                          int64_t Kp, float rel, float *out)
@@ -183,29 +228,28 @@ int64_t tandem_linear_i8(const float *x, int64_t M, int64_t K, const int8_t *pac
     uint8_t *xq = calloc((size_t)(Mp * Kp) + 64, 1);
     float *xs = calloc((size_t)Mp + 16, sizeof(float));
     int32_t *zero = calloc((size_t)Mp + 16, sizeof(int32_t));
-    uint8_t *outlier = malloc((size_t)K + 64);
+    float *bound = malloc(sizeof(float) * (size_t)M + 64);
+    int32_t *count = malloc(sizeof(int32_t) * (size_t)M + 64);
+    int64_t *first = malloc(sizeof(int64_t) * (size_t)(Mp + 1) + 64);
     int64_t *cols = malloc(sizeof(int64_t) * (size_t)K + 64);
-    float *xo = NULL, *wo = NULL;
-    int64_t count = -1;
-    if (!xq || !xs || !zero || !outlier || !cols)
+    int32_t *col = NULL;
+    float *val = NULL, *wo = NULL;
+    int64_t total = -1;
+    if (!xq || !xs || !zero || !bound || !count || !first || !cols)
         goto done;
-    count = tandem_quantize_rows_u8(x, M, K, rel, xq, Kp, 0, xs, zero, outlier);
-    if (count < 0)
-        goto done;
-    int64_t C = 0;
-    for (int64_t k = 0; k < K; k++)
-        if (outlier[k])
-            cols[C++] = k;
-    if (C) { /* the outlier columns gathered: x's [M, C], the weight's [C, Np] (w * ws) */
-        xo = calloc((size_t)(Mp * C) + 16, sizeof(float));
-        wo = malloc(sizeof(float) * (size_t)(C * Np) + 64);
-        if (!xo || !wo) {
-            count = -1;
+    total = tandem_quantize_rows_u8(x, M, K, rel, xq, Kp, 0, xs, zero, bound, count);
+    first[0] = 0;
+    for (int64_t m = 0; m < Mp; m++)
+        first[m + 1] = first[m] + (m < M ? count[m] : 0);
+    if (total) { /* the entries, and the weight's columns at their channels: [C, Np] */
+        col = malloc(sizeof(int32_t) * (size_t)total + 64);
+        val = malloc(sizeof(float) * (size_t)total + 64);
+        const int64_t C = col && val ? gather_outliers(x, M, K, bound, first, col, val, cols) : -1;
+        wo = C >= 0 ? malloc(sizeof(float) * (size_t)(C * Np) + 64) : NULL;
+        if (!wo) {
+            total = -1;
             goto done;
         }
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t j = 0; j < C; j++)
-                xo[m * C + j] = x[m * K + cols[j]];
 #pragma omp parallel for schedule(static) if (N * C > 65536)
         for (int64_t n = 0; n < Np; n++) {
             const int8_t *block = packed + (n / 16) * Kp * 16 + (n % 16) * 4;
@@ -213,7 +257,7 @@ int64_t tandem_linear_i8(const float *x, int64_t M, int64_t K, const int8_t *pac
                 wo[j * Np + n] = n < N ? block[(cols[j] / 4) * 64 + cols[j] % 4] * ws[n] : 0.0f;
         }
     }
-    const Gemm g = {xq, xs, zero, packed, wsum, ws, bias, xo, wo, out, Kp, N, Np, C};
+    const Gemm g = {xq, xs, zero, packed, wsum, ws, bias, first, col, val, wo, out, Kp, N, Np};
     const int64_t tiles_n = Np / NR, blocks_m = (M + MB - 1) / MB;
 #pragma omp parallel for schedule(static) if (M * N * K > 262144)
     for (int64_t t = 0; t < tiles_n * blocks_m; t++) {
@@ -222,8 +266,9 @@ int64_t tandem_linear_i8(const float *x, int64_t M, int64_t K, const int8_t *pac
         tiles(&g, m0, m1, (t % tiles_n) * NR);
     }
 done:
-    free(xq), free(xs), free(zero), free(outlier), free(cols), free(xo), free(wo);
-    return count;
+    free(xq), free(xs), free(zero), free(bound), free(count), free(first), free(cols);
+    free(col), free(val), free(wo);
+    return total;
 }
 
 int tandem_linear_i8_available(void) { return 1; }

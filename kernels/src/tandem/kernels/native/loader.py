@@ -36,7 +36,7 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.tandem_greedy_f32.argtypes = [ptr, i64, i64, ptr, ptr]
     lib.tandem_quantize_rows_u8.restype = i64
     lib.tandem_quantize_rows_u8.argtypes = [ptr, i64, i64, ctypes.c_float, ptr, i64, ctypes.c_int]
-    lib.tandem_quantize_rows_u8.argtypes += [ptr] * 3
+    lib.tandem_quantize_rows_u8.argtypes += [ptr] * 4
     lib.tandem_rescale_i32.restype = None
     lib.tandem_rescale_i32.argtypes = [ptr, i64, i64] + [ptr] * 6
     lib.tandem_linear_i8.restype = i64

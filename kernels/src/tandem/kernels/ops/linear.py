@@ -123,7 +123,7 @@ def int8_available() -> bool:
     return hasattr(torch, "_int_mm")
 
 
-OUTLIER = 8.0  # an input channel holding |x| > this * rms(its row) is computed in float32
+OUTLIER = 6.0  # an activation with |x| > this * rms(its row) is multiplied in float32
 
 
 class Int8Weight:
@@ -131,12 +131,14 @@ class Int8Weight:
 
     :func:`linear_int8` quantizes its input per token (each row its own scale and zero
     point: its range onto 256 steps), multiplies the integers into int32 and scales back to
-    float32. Input channels where some token holds an activation above ``OUTLIER`` times
-    that token's rms are taken out first and multiplied with x in float32 (by the weight's
-    columns dequantized; LLM.int8() keeps a float weight for them): a few large values
-    would otherwise set every token's scale and round the rest of its values away. The
-    bound is relative so that it fits every layer's input: on SmolLM2 the MLP's input
-    stays below 3 while the down projection's reaches 30.
+    float32. Activations above ``OUTLIER`` times their token's rms are taken out first and
+    multiplied in float32 (by the weight's columns dequantized): a few large values would
+    otherwise set their token's scale and round the rest of its values away. The bound is
+    relative so that it fits every layer's input: on SmolLM2 the MLP's input stays below 3
+    while the down projection's reaches 30. It is per activation, not per input channel
+    (LLM.int8() takes a channel out for every token once some token exceeds it): over a
+    prefill of thousands of tokens such channels grew to a quarter of the down
+    projection's inputs, while each token has a few outliers.
     """
 
     __slots__ = ("bias", "native", "qweight", "scale", "shape", "wsum")
@@ -173,17 +175,22 @@ def _int_matmul(xq: Tensor, qweight: Tensor) -> Tensor:
     return torch._int_mm(xq, qweight.t())
 
 
+def outliers(x: Tensor, bound: Tensor) -> Tensor:
+    """x [M, K], bound [M] -> [M, K] bool: |x| above its row's bound (NaN too, as in C)."""
+    return ~(x.abs() <= bound[:, None])
+
+
 def quantize_rows(x: Tensor, rel: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The torch form of ``native.quantize_rows``: x [M, K] fp32 -> (q [M, K] int8, scale
-    [M], zero [M] int32, outlier columns [K] bool) with x ~= scale * (q - zero)."""
-    rms = x.square().mean(dim=1, keepdim=True).sqrt_()  # [M, 1]
-    outlier = (x.abs() > rel * rms).any(dim=0)  # [K]
-    kept = x.masked_fill(outlier, 0.0)
+    [M], zero [M] int32, outlier bound [M]) with x ~= scale * (q - zero) where |x| <= bound
+    (the outliers, above it, are 0 in q)."""
+    bound = x.square().mean(dim=1).sqrt_().mul_(rel)  # [M]
+    kept = x.masked_fill(outliers(x, bound), 0.0)
     lo, hi = kept.amin(dim=1).clamp_max_(0.0), kept.amax(dim=1).clamp_min_(0.0)  # [M]
     scale = (hi - lo).div_(255.0).clamp_min_(1e-12)
     z = (-lo / scale).round_()  # [M]: the byte 0 stands for
     u = (kept / scale[:, None]).round_().add_(z[:, None]).clamp_(0, 255)
-    return u.sub_(128).to(torch.int8), scale, z.sub_(128).int(), outlier
+    return u.sub_(128).to(torch.int8), scale, z.sub_(128).int(), bound
 
 
 def linear_int8(x: Tensor, weight: Int8Weight, outlier: float = OUTLIER) -> Tensor:
@@ -206,10 +213,10 @@ def linear_int8(x: Tensor, weight: Int8Weight, outlier: float = OUTLIER) -> Tens
             return out.view(*x.shape[:-1], n)
     fast = native.quantize_rows(x2, outlier)
     if fast is not None:
-        xq, sx, zero, is_outlier, count = fast  # [M, K] int8, [M], [M], [K] bool, int
+        xq, sx, zero, bound, count = fast  # [M, K] int8, [M], [M], [M], int
     else:
-        xq, sx, zero, is_outlier = quantize_rows(x2, outlier)
-        count = int(is_outlier.sum())
+        xq, sx, zero, bound = quantize_rows(x2, outlier)
+        count = 1
     acc = _int_matmul(xq, weight.qweight)  # [M, N] int32
     out = native.rescale(acc, zero, weight.wsum, sx, weight.scale, weight.bias)
     if out is None:
@@ -217,8 +224,10 @@ def linear_int8(x: Tensor, weight: Int8Weight, outlier: float = OUTLIER) -> Tens
         out = acc.float().mul_(sx[:, None]).mul_(weight.scale)
         if weight.bias is not None:
             out.add_(weight.bias)
-    if count:  # the outlier channels: x in float32, the weight's columns dequantized
-        cols = is_outlier.nonzero().flatten()
+    if count:  # the outliers: x in fp32 times the weight's columns dequantized
+        is_outlier = outliers(x2, bound)  # [M, K]
+        cols = is_outlier.any(dim=0).nonzero().flatten()  # [C]: the channels holding one
         w_cols = weight.qweight.index_select(1, cols).float().mul_(weight.scale[:, None])
-        out.addmm_(x2.index_select(1, cols), w_cols.t())  # w_cols: [N, C]
+        x_cols = x2.index_select(1, cols).mul_(is_outlier.index_select(1, cols))  # [M, C]
+        out.addmm_(x_cols, w_cols.t())  # w_cols: [N, C]
     return out.view(*x.shape[:-1], n)
