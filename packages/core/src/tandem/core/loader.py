@@ -97,9 +97,9 @@ def _resolve(model_config: Any) -> tuple[Any, list[Path], torch.dtype]:
         root = Path(model_config)
         if not (root / "config.json").is_file():
             raise ValueError(f"model path {str(root)!r} has no config.json")
-        from transformers import AutoConfig
+        from tandem.core.hf_config import DEFAULTS, load_hf_config
 
-        hf_config = AutoConfig.from_pretrained(root, local_files_only=True)
+        hf_config, _ = load_hf_config(root, tuple(DEFAULTS))
         return hf_config, weight_files(root), torch.float32
     hf_config = getattr(model_config, "hf_config", None)
     if hf_config is None:

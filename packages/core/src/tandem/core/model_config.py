@@ -17,6 +17,7 @@ import torch
 
 from tandem.core.device import resolve_device, resolve_dtype
 from tandem.core.gguf_checkpoint import is_gguf, materialize
+from tandem.core.hf_config import load_hf_config
 
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
 WEIGHTS_INDEX = "model.safetensors.index.json"
@@ -25,7 +26,7 @@ WEIGHTS_INDEX = "model.safetensors.index.json"
 @dataclass(slots=True)
 class ModelConfig:
     path: Path
-    hf_config: Any  # transformers.PretrainedConfig
+    hf_config: Any  # config.json as a namespace (tandem.core.hf_config)
     architecture: str
     dtype: torch.dtype
     max_model_len: int
@@ -77,35 +78,6 @@ class ModelConfig:
         return out
 
 
-def _read_hf_config(root: Path, supported: tuple[str, ...]) -> tuple[Any, str]:
-    if not root.exists():
-        raise ValueError(f"model directory does not exist: {root}")
-    if not root.is_dir():
-        raise ValueError(f"model must be a directory, got a file: {root}")
-    cfg_file = root / "config.json"
-    if not cfg_file.is_file():
-        raise ValueError(f"no config.json in the model directory {root}")
-    try:
-        raw = json.loads(cfg_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"could not parse {cfg_file}: {exc}") from None
-    if not isinstance(raw, dict):
-        raise ValueError(f"{cfg_file} must hold a JSON object, got {type(raw).__name__}")
-    archs = raw.get("architectures") or []
-    arch = next((a for a in archs if a in supported), None)
-    if arch is None:
-        raise ValueError(
-            f"unsupported architecture {archs!r} in {cfg_file}; supported: {', '.join(supported)}"
-        )
-    from transformers import AutoConfig
-
-    try:
-        hf_config = AutoConfig.from_pretrained(str(root), local_files_only=True)
-    except Exception as exc:  # transformers raises many kinds; keep the cause
-        raise ValueError(f"could not load {cfg_file} with transformers: {exc}") from exc
-    return hf_config, arch
-
-
 def find_weight_files(root: Path) -> list[Path]:
     """The safetensors files of a checkpoint: from the shard index, or every *.safetensors."""
     index = root / WEIGHTS_INDEX
@@ -154,7 +126,7 @@ def load_model_config(
         from tandem.core.progress import say
 
         root = materialize(root, say)
-    hf_config, arch = _read_hf_config(root, supported)
+    hf_config, arch = load_hf_config(root, supported)
     weights = find_weight_files(root)
     limit = getattr(hf_config, "max_position_embeddings", None)
     if max_model_len is None:
