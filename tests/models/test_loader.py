@@ -35,6 +35,21 @@ def test_loaded_model_is_eval_without_grad(model_dirs):
     assert model.lm_head is None  # tied embeddings
 
 
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_linear_weights_are_packed_at_load(model_dirs, monkeypatch, arch):
+    """The first step does not pay for packing: load_model packed every fp32 layer."""
+    from tandem.core.layers.linear import Linear
+
+    model = load_model(model_dirs[arch])
+    linears = [m for m in model.modules() if isinstance(m, Linear)]
+    assert linears and all(m.pack.holds(m.weight) for m in linears)
+    if model.lm_head is None:  # a tied LM head multiplies by the embedding's copy
+        assert model._tied_pack.holds(model.model.embed_tokens.weight)
+    monkeypatch.setenv("TANDEM_CPU_LINEAR", "torch")  # plain F.linear: nothing to pack
+    plain = load_model(model_dirs[arch])
+    assert not any(m.pack.holds(m.weight) for m in plain.modules() if isinstance(m, Linear))
+
+
 def test_dtype_is_applied(model_dirs):
     model = load_model(model_dirs["mistral"], dtype=torch.bfloat16)
     assert {p.dtype for p in model.parameters()} == {torch.bfloat16}

@@ -58,6 +58,10 @@ class PackedWeight:
         self._key: tuple[int, int, torch.dtype, tuple[int, ...]] | None = None
         self._packed: Tensor | None = None
 
+    def holds(self, weight: Tensor) -> bool:
+        """Whether the copy made last is ``weight``'s as it is now."""
+        return self._key == (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape))
+
     def get(self, weight: Tensor) -> Tensor | None:
         key = (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape))
         if key != self._key:

@@ -79,6 +79,7 @@ def load_model(
     model.requires_grad_(False)
     if quantization is not None:
         model.quantize(quantization)
+    model.prepare()
     return model.eval()
 
 

@@ -48,6 +48,11 @@ class Linear(nn.Linear):
         self.int8 = Int8Weight.pack(self.weight, self.bias)
         return self.int8 is not None
 
+    def prepare(self) -> None:
+        """Make the packed copy now (at load) rather than in the first forward pass."""
+        if self.int8 is None and self.weight.device.type == "cpu" and use_onednn():
+            self.pack.get(self.weight)
+
     def forward(self, x: Tensor) -> Tensor:
         if self.int8 is not None and x.device.type == "cpu":
             return linear_int8(x, self.int8).to(x.dtype)

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from tandem.core.attention_backend import get_attention_backend, select_attention_backend
 from tandem.core.attention_metadata import AttentionMetadata
 from tandem.core.layers.attention import PagedAttention
-from tandem.core.layers.linear import Linear, packed_linear
+from tandem.core.layers.linear import Linear, packed_linear, use_onednn
 from tandem.core.layers.norm import RMSNorm
 from tandem.core.layers.rotary import RotaryEmbedding
 from tandem.core.models.spec import ModelSpec
@@ -152,6 +152,18 @@ class LlamaForCausalLM(nn.Module):
         if self._tied_int8 is not None and hidden.device.type == "cpu":
             return linear_int8(hidden, self._tied_int8)
         return packed_linear(hidden, self.model.embed_tokens.weight, None, self._tied_pack).float()
+
+    def prepare(self) -> None:
+        """Pack every linear weight for its CPU kernel now: the engines call this while
+        loading, where it overlaps the front's own start-up, instead of in the first
+        step (0.3-1.3 s for SmolLM2's 121 layers)."""
+        for module in self.modules():
+            if isinstance(module, Linear):
+                module.prepare()
+        embed = self.model.embed_tokens.weight
+        tied = self.lm_head is None and self._tied_int8 is None
+        if tied and embed.device.type == "cpu" and use_onednn():
+            self._tied_pack.get(embed)
 
     def quantize(self, method: str) -> int:
         """Switch the MLP projections, the attention output projection and the LM head to
