@@ -1,9 +1,11 @@
 """Decode attention: the plain-torch kernel beside the C kernel (the ``cpu`` backend).
 
-    python benchmarks/decode_attention.py [--batch 64] [--threads N] [--seconds S]
+    python benchmarks/decode_attention.py [--size small|smollm2] [--batch 64] [--threads N]
+                                          [--seconds S]
 
 One decode step of the ``small`` model's attention shapes (8 heads, 4 KV heads, head
-size 64, blocks of 16) over ``--batch`` sequences of 80..320 tokens whose blocks are
+size 64, blocks of 16; ``--size smollm2``: SmolLM2-135M's 9 heads, 3 KV heads) over
+``--batch`` sequences of 80..320 tokens whose blocks are
 scattered through the cache. Every layer has its own cache, and the run cycles through
 8 of them, so K/V stream from memory as in a real step. Prints ms per layer call of
 both kernels and their ratio, after checking that they agree.
@@ -18,7 +20,8 @@ import torch
 
 from tandem.kernels.backends import available_backends, get_backend
 
-HEADS, KV_HEADS, HEAD_SIZE, BLOCK, LAYERS = 8, 4, 64, 16, 8
+SHAPES = {"small": (8, 4), "smollm2": (9, 3)}  # query heads, KV heads
+HEAD_SIZE, BLOCK, LAYERS = 64, 16, 8
 
 
 def ms_per_call(call, seconds: float) -> float:
@@ -33,10 +36,12 @@ def ms_per_call(call, seconds: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="small", choices=sorted(SHAPES))
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--seconds", type=float, default=2.0)
     args = parser.parse_args()
+    heads, kv_heads = SHAPES[args.size]
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     if "cpu" not in available_backends():
@@ -47,11 +52,11 @@ def main() -> None:
     blocks = args.batch * width
     tables = torch.randperm(blocks, generator=g)[: args.batch * width].view(args.batch, width)
     tables = tables.to(torch.int32)
-    shape = (blocks, BLOCK, KV_HEADS, HEAD_SIZE)
+    shape = (blocks, BLOCK, kv_heads, HEAD_SIZE)
     caches = [
         (torch.randn(shape, generator=g), torch.randn(shape, generator=g)) for _ in range(LAYERS)
     ]
-    q = torch.randn(args.batch, HEADS, HEAD_SIZE, generator=g)
+    q = torch.randn(args.batch, heads, HEAD_SIZE, generator=g)
     scale = HEAD_SIZE**-0.5
     backends = {name: get_backend(name) for name in ("torch", "cpu")}
 
@@ -62,9 +67,10 @@ def main() -> None:
     k, v = caches[0]
     want = backends["torch"].decode(q, k, v, lens, tables, scale)
     torch.testing.assert_close(backends["cpu"].decode(q, k, v, lens, tables, scale), want)
-    kv_mb = 2 * int(lens.sum()) * KV_HEADS * HEAD_SIZE * 4 / 2**20
+    kv_mb = 2 * int(lens.sum()) * kv_heads * HEAD_SIZE * 4 / 2**20
     print(
-        f"batch={args.batch} threads={torch.get_num_threads()} K/V read per layer {kv_mb:.1f} MiB"
+        f"{args.size}: heads={heads} kv_heads={kv_heads} batch={args.batch} "
+        f"threads={torch.get_num_threads()} K/V read per layer {kv_mb:.1f} MiB"
     )
     times = {name: ms_per_call(lambda b=b: step(b), args.seconds) for name, b in backends.items()}
     for name, ms in times.items():
