@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from transformers import AutoTokenizer
@@ -171,3 +173,76 @@ def test_load_tokenizer_errors(tmp_path: Path) -> None:
     (bad / "tokenizer.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"could not load the tokenizer in"):
         load_tokenizer(bad)
+
+
+# -- the model-config stand-in (start-up) --------------------------------------------------
+
+SAMPLES = ("Hello there", "  spaced  out\n", "日本語 and emoji 🙂", "")
+
+
+def _same_tokenizer(got: Tokenizer, want: Any) -> None:
+    assert type(got.hf) is type(want)
+    assert len(got.hf) == len(want)
+    assert got.all_special_ids == list(want.all_special_ids)
+    assert (got.bos_token_id, got.eos_token_id, got.pad_token_id) == (
+        want.bos_token_id,
+        want.eos_token_id,
+        want.pad_token_id,
+    )
+    for text in SAMPLES:
+        for special in (True, False):
+            assert got.encode(text, special) == list(want.encode(text, add_special_tokens=special))
+
+
+@pytest.mark.parametrize("model_type", ["llama", "mistral", "qwen2"])
+@pytest.mark.parametrize(
+    "tokenizer_class", ["PreTrainedTokenizerFast", "LlamaTokenizerFast", "Qwen2TokenizerFast"]
+)
+def test_load_tokenizer_picks_what_autotokenizer_picks(
+    tmp_path: Path, tokenizer_dir: Path, model_type: str, tokenizer_class: str
+) -> None:
+    """Handed a stand-in for the model config, AutoTokenizer takes the class (and gives
+    the ids) it gives when it reads config.json itself."""
+    root = tmp_path / "tok"
+    shutil.copytree(tokenizer_dir, root)
+    config = json.loads((root / "tokenizer_config.json").read_text())
+    (root / "tokenizer_config.json").write_text(
+        json.dumps({**config, "tokenizer_class": tokenizer_class})
+    )
+    (root / "config.json").write_text(json.dumps({"model_type": model_type}))
+    try:
+        want = AutoTokenizer.from_pretrained(str(root), local_files_only=True)
+    except Exception as exc:  # then load_tokenizer refuses it too
+        with pytest.raises(ValueError, match="could not load the tokenizer"):
+            load_tokenizer(root)
+        assert exc is not None
+        return
+    _same_tokenizer(load_tokenizer(root), want)
+
+
+@pytest.mark.slow
+def test_load_tokenizer_on_smollm2_is_autotokenizers(smollm2: Path) -> None:
+    got = load_tokenizer(smollm2)
+    _same_tokenizer(got, AutoTokenizer.from_pretrained(str(smollm2), local_files_only=True))
+    chat = [{"role": "user", "content": "Hi!"}]
+    want = AutoTokenizer.from_pretrained(str(smollm2), local_files_only=True)
+    assert got.hf.apply_chat_template(chat, tokenize=False) == want.apply_chat_template(
+        chat, tokenize=False
+    )
+
+
+def test_load_tokenizer_leaves_the_model_config_classes_unloaded(
+    tmp_path: Path, tokenizer_dir: Path
+) -> None:
+    root = tmp_path / "tok"
+    shutil.copytree(tokenizer_dir, root)
+    (root / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    code = (
+        "import sys\n"
+        "from tandem.core.tokenizer import load_tokenizer\n"
+        f"load_tokenizer({str(root)!r})\n"
+        "loaded = [m for m in sys.modules if m.startswith('transformers.models.llama')]\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
