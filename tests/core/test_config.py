@@ -229,12 +229,9 @@ def test_shard_index_errors(model_dir: ModelDirFactory) -> None:
         find_weight_files(root)
 
 
-def test_checking_engine_args_does_not_import_torch() -> None:
+def test_checking_engine_args_does_not_import_torch(fresh_python) -> None:
     """The v1 front starts its children before it resolves the config: torch's import
     (a second or more) then runs beside theirs instead of before them."""
-    import subprocess
-    import sys
-
     code = (
         "import sys\n"
         "from tandem.core.config import EngineArgs, DEVICES\n"
@@ -243,5 +240,4 @@ def test_checking_engine_args_does_not_import_torch() -> None:
         "from tandem.core.config import DTYPES\n"  # the lazy re-exports still resolve
         "assert list(DTYPES) == ['auto', 'float32', 'float16', 'bfloat16']\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    fresh_python(code)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +111,7 @@ def test_bad_calls_say_what_is_allowed() -> None:
         read_hf_config([], "LlamaForCausalLM")  # type: ignore[arg-type]
 
 
-def test_reading_a_model_config_does_not_import_transformers(tmp_path: Path) -> None:
+def test_reading_a_model_config_does_not_import_transformers(tmp_path: Path, fresh_python) -> None:
     root = _write(tmp_path / "m", "LlamaForCausalLM", SMALL)
     (root / "model.safetensors").write_bytes(b"")
     code = (
@@ -123,5 +121,4 @@ def test_reading_a_model_config_does_not_import_transformers(tmp_path: Path) -> 
         "assert cfg.num_kv_heads == 2 and cfg.max_model_len == 256\n"
         "assert 'transformers' not in sys.modules, 'transformers was imported'\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    fresh_python(code)

@@ -232,7 +232,7 @@ def test_load_tokenizer_on_smollm2_is_autotokenizers(smollm2: Path) -> None:
 
 
 def test_load_tokenizer_leaves_the_model_config_classes_unloaded(
-    tmp_path: Path, tokenizer_dir: Path
+    tmp_path: Path, tokenizer_dir: Path, fresh_python
 ) -> None:
     root = tmp_path / "tok"
     shutil.copytree(tokenizer_dir, root)
@@ -244,5 +244,4 @@ def test_load_tokenizer_leaves_the_model_config_classes_unloaded(
         "loaded = [m for m in sys.modules if m.startswith('transformers.models.llama')]\n"
         "assert not loaded, loaded\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    fresh_python(code)

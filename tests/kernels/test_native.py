@@ -379,7 +379,7 @@ def test_native_quantize_rows_matches_torch(seed, rows, width, spikes, shift):
     kept = x.masked_fill(outlier, 0.0)
     assert float((back - kept).abs().max()) <= float(got[1].max()) * 1.01
     assert not back[outlier].any()
-    if width >= 256:  # then a spike is beyond 8 rms of its row, however many share it
+    if width >= 256 and shift == 0.0:  # then a spike is past 8 rms of its row (~4.6 at most)
         assert int(outlier.sum()) >= spikes
 
 
