@@ -62,7 +62,12 @@ def test_sharded_weights(model_dir: ModelDirFactory) -> None:
 def test_max_model_len_and_batched_tokens(model_dir: ModelDirFactory) -> None:
     root = model_dir(max_position_embeddings=4096)
     cfg = EngineArgs(model=str(root), max_model_len=3000).create_config()
-    assert cfg.model.max_model_len == 3000 and cfg.scheduler.max_num_batched_tokens == 3000
+    # chunked prefill: the default step, whatever max_model_len is
+    assert cfg.model.max_model_len == 3000 and cfg.scheduler.max_num_batched_tokens == 2048
+    args = EngineArgs(model=str(root), max_model_len=3000, enable_chunked_prefill=False)
+    assert args.create_config().scheduler.max_num_batched_tokens == 3000  # a whole prompt
+    args = EngineArgs(model=str(root), max_model_len=1000, enable_chunked_prefill=False)
+    assert args.create_config().scheduler.max_num_batched_tokens == 2048
     cfg = EngineArgs(model=str(root), max_num_batched_tokens=64).create_config()
     assert cfg.scheduler.max_num_batched_tokens == 64
 
