@@ -1,11 +1,12 @@
-"""The linear layers' matmul: ``F.linear`` (MKL), oneDNN with a packed weight, and int8.
+"""The linear layers' matmul: ``F.linear`` (MKL), oneDNN and the C kernel on packed
+weights (fp32), and int8.
 
     python benchmarks/linear.py [--size small|smollm2] [--threads N] [--seconds S]
 
 For each token count M (a decode batch up to a prefill chunk), runs every linear
 layer of the model in turn (q/k/v, o, gate/up, down for all layers, then the logits
 head) so the weights stream from memory as in a forward pass, and prints GFLOP/s of
-both paths and their ratio.
+each path and the ratios.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from torch import Tensor
 from transformers import AutoConfig
 
 from tandem.core.testing import make_model
-from tandem.kernels.ops.linear import Int8Weight, linear, linear_int8, pack_weight
+from tandem.kernels.ops.linear import Int8Weight, linear, linear_int8, pack_native, pack_weight
 
 
 def shapes(cfg) -> list[tuple[int, int]]:
@@ -79,12 +80,16 @@ def main() -> None:
     packed = [pack_weight(w) for w, _ in layers]
     if any(p is None for p in packed):
         raise SystemExit("this torch build has no oneDNN for float32")
+    native = [pack_native(w) for w, _ in layers]
+    has_native = all(p is not None for p in native)
     int8 = [(Int8Weight.pack(w), k) for w, k in layers]
     has_int8 = all(w is not None for w, _ in int8)
     path_name = "C" if has_int8 and int8[0][0].native is not None else "torch._int_mm"
     print(f"model={args.size} threads={torch.get_num_threads()} linear layers={len(layers)}")
     print(f"int8: {path_name if has_int8 else 'not available'} (GOP/s: int8 multiply-adds x 2)")
     head = f"{'M':>6}{'F.linear GF/s':>15}{'oneDNN GF/s':>13}{'ratio':>8}"
+    if has_native:
+        head += f"{'C GF/s':>9}{'/ oneDNN':>10}"
     print(head + f"{'int8 GOP/s':>12}{'/ oneDNN':>10}")
     with torch.inference_mode():
         for m in (1, 16, 64, 256, 2048):
@@ -93,6 +98,9 @@ def main() -> None:
             plain = rate(partial(run_plain, layers, xs), flops, args.seconds)
             fast = rate(partial(run_packed, layers, packed, xs), flops, args.seconds)
             line = f"{m:>6}{plain:>15.1f}{fast:>13.1f}{fast / plain:>8.2f}"
+            if has_native:
+                c = rate(partial(run_packed, layers, native, xs), flops, args.seconds)
+                line += f"{c:>9.1f}{c / fast:>10.2f}"
             if has_int8:
                 q = rate(partial(run_int8, int8, xs), flops, args.seconds)
                 line += f"{q:>12.1f}{q / fast:>10.2f}"

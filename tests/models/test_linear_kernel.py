@@ -1,11 +1,13 @@
-"""The model's linear layers on oneDNN (the CPU default) and on F.linear agree."""
+"""The model's linear layers on the C kernel (the CPU default), oneDNN and F.linear agree."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from tandem.core.layers.linear import Linear, use_onednn
+from tandem.core.layers.linear import Linear, packed_kernel
+from tandem.kernels.native import linear_f32
+from tandem.kernels.native.linear_f32 import PackedF32
 from tandem.kernels.ops.linear import onednn_dtypes
 
 ARCHS = ("llama", "qwen2")  # untied lm_head; tied embeddings + q/k/v bias
@@ -15,32 +17,37 @@ def _logits(runner_cls, model, tokens):
     return runner_cls(model).step([(0, tokens)])
 
 
+@pytest.mark.parametrize("kernel", ["native", "onednn"])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_onednn_and_torch_linear_agree(arch, tandem_models, paged_runner, monkeypatch):
+def test_packed_and_torch_linear_agree(arch, kernel, tandem_models, paged_runner, monkeypatch):
     if torch.float32 not in onednn_dtypes():
         pytest.skip("this torch build has no oneDNN")
+    if kernel == "native" and not linear_f32.available():
+        pytest.skip("no C fp32 linear kernel here (no compiler or no AVX-512)")
     model = tandem_models[arch]
     tokens = list(range(4, 40))
     monkeypatch.setenv("TANDEM_CPU_LINEAR", "torch")
-    assert not use_onednn()
+    assert packed_kernel() is None
     plain = _logits(paged_runner, model, tokens)
-    monkeypatch.setenv("TANDEM_CPU_LINEAR", "onednn")
-    assert use_onednn()  # the env_cache sees the flip
+    monkeypatch.setenv("TANDEM_CPU_LINEAR", kernel)
+    assert packed_kernel() == kernel  # the env_cache sees the flip
     packed = _logits(paged_runner, model, tokens)
     torch.testing.assert_close(packed, plain, atol=1e-4, rtol=1e-4)
     layers = [m for m in model.modules() if isinstance(m, Linear)]
-    assert layers and all(m.pack.get(m.weight) is not None for m in layers)
+    assert layers and all(m.pack.holds(m.weight, kernel) for m in layers)
+    copies = [m.pack.get(m.weight, kernel) for m in layers]
+    assert all(isinstance(c, PackedF32) == (kernel == "native") for c in copies)
 
 
-def test_default_is_onednn(monkeypatch):
+def test_default_is_native(monkeypatch):
     monkeypatch.delenv("TANDEM_CPU_LINEAR", raising=False)
-    assert use_onednn()
+    assert packed_kernel() == "native"
 
 
 def test_bad_value_is_refused(monkeypatch):
     monkeypatch.setenv("TANDEM_CPU_LINEAR", "mkl")
     with pytest.raises(ValueError, match="TANDEM_CPU_LINEAR='mkl' is not allowed; choose one of"):
-        use_onednn()
+        packed_kernel()
 
 
 def test_moving_the_layer_drops_the_packed_copy():

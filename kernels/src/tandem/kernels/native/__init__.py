@@ -7,7 +7,7 @@ to the plain-torch kernel.
 
 from __future__ import annotations
 
-from tandem.kernels.native import linear_i8
+from tandem.kernels.native import linear_f32, linear_i8
 from tandem.kernels.native.attention import paged_decode, paged_prefill, write_kv
 from tandem.kernels.native.builder import BuildError
 from tandem.kernels.native.elementwise import (
@@ -25,6 +25,7 @@ __all__ = [
     "add_rms_norm",
     "greedy",
     "library",
+    "linear_f32",
     "linear_i8",
     "paged_decode",
     "paged_prefill",

@@ -43,6 +43,10 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.tandem_linear_i8.argtypes = [ptr, i64, i64] + [ptr] * 4 + [i64, i64, ctypes.c_float, ptr]
     lib.tandem_linear_i8_available.restype = ctypes.c_int
     lib.tandem_linear_i8_available.argtypes = []
+    lib.tandem_linear_f32.restype = ctypes.c_int
+    lib.tandem_linear_f32.argtypes = [ptr, i64, i64, ptr, ptr, i64, ptr]
+    lib.tandem_linear_f32_available.restype = ctypes.c_int
+    lib.tandem_linear_f32_available.argtypes = []
     lib.tandem_rotary_f32.restype = None
     lib.tandem_rotary_f32.argtypes = [ptr, ptr, i64, ptr, i64, i64, i64, ptr]
     return lib

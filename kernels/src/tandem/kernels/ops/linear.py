@@ -1,9 +1,11 @@
-"""Linear layers on oneDNN with the weight packed once (CPU), else ``F.linear``.
+"""Linear layers on a copy of the weight packed once (CPU), else ``F.linear``.
 
 On CPU, ``F.linear`` runs MKL's sgemm on the weight as stored. oneDNN's inner product
 on a copy of the weight reordered once into its own blocked layout runs the Llama
 shapes of this project (K of 512..1536, N of 512..8192, M of 1..2048 tokens) 2-3x as
-fast with two threads (``benchmarks/linear.py`` measures both side by side).
+fast with two threads, and this project's C kernel (``native/linear_f32.c``, fp32 on
+AVX-512) runs decode-sized steps faster again (1-16 rows: ~1.7x oneDNN, 64 rows ~1.2x)
+and larger ones at oneDNN's rate (``benchmarks/linear.py`` measures all three).
 The copy is made on first use and made again whenever the weight changes in place
 (``load_weights`` copies into the parameter), so it can never be stale.
 
@@ -23,6 +25,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tandem.kernels import checks
+from tandem.kernels.native.linear_f32 import PackedF32
+
+KERNELS = ("native", "onednn")  # what PackedWeight packs for; "native" falls back to oneDNN
 
 
 def onednn_dtypes() -> tuple[torch.dtype, ...]:
@@ -49,23 +54,44 @@ def pack_weight(weight: Tensor) -> Tensor | None:
             return plain.to_mkldnn()
 
 
+def pack_native(weight: Tensor) -> PackedF32 | None:
+    """weight: [N, K] fp32 on CPU -> its copy for the C kernel; None where it cannot run."""
+    from tandem.kernels.native import linear_f32
+
+    checks.tensor("weight", weight, ndim=2, dtypes=checks.FLOAT_DTYPES)
+    return linear_f32.pack(weight.detach())
+
+
 class PackedWeight:
-    """One weight's oneDNN copy, made again when the weight's storage or version changes."""
+    """One weight's packed copy, made again when the weight's storage or version changes,
+    or another kernel is asked for."""
 
     __slots__ = ("_key", "_packed")
 
     def __init__(self) -> None:
-        self._key: tuple[int, int, torch.dtype, tuple[int, ...]] | None = None
-        self._packed: Tensor | None = None
+        self._key: tuple[int, int, torch.dtype, tuple[int, ...], str] | None = None
+        self._packed: Tensor | PackedF32 | None = None
 
-    def holds(self, weight: Tensor) -> bool:
-        """Whether the copy made last is ``weight``'s as it is now."""
-        return self._key == (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape))
+    @staticmethod
+    def _key_of(weight: Tensor, kernel: str) -> tuple[int, int, torch.dtype, tuple[int, ...], str]:
+        return (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape), kernel)
 
-    def get(self, weight: Tensor) -> Tensor | None:
-        key = (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape))
+    def holds(self, weight: Tensor, kernel: str = "native") -> bool:
+        """Whether the copy made last is ``weight``'s as it is now, for ``kernel``."""
+        return self._key == self._key_of(weight, kernel)
+
+    def get(self, weight: Tensor, kernel: str = "native") -> Tensor | PackedF32 | None:
+        """The copy for ``kernel`` (one of :data:`KERNELS`): "native" packs for the C
+        kernel where it runs (fp32, AVX-512) and for oneDNN elsewhere."""
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+        key = self._key_of(weight, kernel)
         if key != self._key:
-            self._packed = pack_weight(weight)
+            self._packed = None
+            if kernel == "native":
+                self._packed = pack_native(weight)
+            if self._packed is None:
+                self._packed = pack_weight(weight)
             self._key = key
         return self._packed
 
@@ -78,8 +104,9 @@ def linear(
 ) -> Tensor:
     """``x @ weight.T + bias``: x [..., K], weight [N, K] -> [..., N].
 
-    ``packed`` (from :func:`pack_weight` or :class:`PackedWeight`) selects oneDNN when
-    x matches it (CPU, the weight's dtype, no gradient wanted); otherwise ``F.linear``.
+    ``packed`` (from :func:`pack_weight`, :func:`pack_native` or :class:`PackedWeight`)
+    selects its kernel, oneDNN or C, when x matches it (CPU, the weight's dtype, no
+    gradient wanted); otherwise ``F.linear``.
     """
     checks.tensor("x", x, dtypes=checks.FLOAT_DTYPES)
     checks.tensor("weight", weight, ndim=2, dtypes=checks.FLOAT_DTYPES)
@@ -88,9 +115,16 @@ def linear(
             f"x must have shape [..., {weight.shape[1]}] to match weight "
             f"{tuple(weight.shape)}, got {tuple(x.shape)}"
         )
-    if packed is None or not _onednn_fits(x, weight, bias):
+    if packed is None or not _packed_fits(x, weight, bias):
         return F.linear(x, weight, bias)
     x2 = x.reshape(-1, x.shape[-1])  # [M, K]
+    if isinstance(packed, PackedF32):
+        from tandem.kernels.native import linear_f32
+
+        out = linear_f32.linear(x2, packed, bias)
+        if out is None:
+            return F.linear(x, weight, bias)
+        return out.view(*x.shape[:-1], weight.shape[0])
     m, rows = x2.shape[0], padded_rows(x2.shape[0])
     if rows != m:  # zero rows up to the bucket; their outputs are dropped
         x2 = torch.cat([x2, x2.new_zeros(rows - m, x2.shape[1])])
@@ -107,7 +141,7 @@ def padded_rows(m: int) -> int:
     return -(-m // step) * step
 
 
-def _onednn_fits(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
+def _packed_fits(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
     if x.device.type != "cpu" or x.dtype != weight.dtype:
         return False
     if bias is not None and bias.dtype != weight.dtype:

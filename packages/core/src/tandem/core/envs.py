@@ -83,9 +83,10 @@ REGISTRY: dict[str, EnvVar] = {
         EnvVar(
             "TANDEM_CPU_LINEAR",
             str,
-            "onednn",
-            "matmul of the linear layers on CPU: onednn (packed weights) or torch (F.linear)",
-            choices=("onednn", "torch"),
+            "native",
+            "matmul of the linear layers on CPU: native (the C kernel on fp32 weights where "
+            "the CPU has AVX-512, else oneDNN), onednn (packed weights) or torch (F.linear)",
+            choices=("native", "onednn", "torch"),
         ),
         EnvVar(
             "TANDEM_CPU_MALLOC",

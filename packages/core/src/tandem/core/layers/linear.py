@@ -1,8 +1,10 @@
-"""``nn.Linear`` whose CPU matmul runs on a packed oneDNN copy of its weight.
+"""``nn.Linear`` whose CPU matmul runs on a packed copy of its weight.
 
-The choice is ``TANDEM_CPU_LINEAR`` (``onednn``, the default, or ``torch`` for plain
-``F.linear``), read through an ``env_cache`` so that flipping it is always seen. The
-packed copy follows the weight (see :class:`tandem.kernels.ops.linear.PackedWeight`).
+The choice is ``TANDEM_CPU_LINEAR``: ``native`` (the default: this project's C kernel
+where the CPU has AVX-512 and the weight is fp32, oneDNN elsewhere), ``onednn``, or
+``torch`` for plain ``F.linear``; read through an ``env_cache`` so that flipping it is
+always seen. The packed copy follows the weight (see
+:class:`tandem.kernels.ops.linear.PackedWeight`).
 """
 
 from __future__ import annotations
@@ -15,18 +17,21 @@ from tandem.core import envs
 from tandem.core.env_cache import env_cache
 from tandem.kernels.ops.linear import Int8Weight, PackedWeight, linear, linear_int8
 
-CPU_LINEAR_KERNELS = ("onednn", "torch")
+CPU_LINEAR_KERNELS = ("native", "onednn", "torch")
 
 
 @env_cache("TANDEM_CPU_LINEAR")
-def use_onednn() -> bool:
-    """True unless ``TANDEM_CPU_LINEAR=torch``."""
-    return envs.TANDEM_CPU_LINEAR == "onednn"
+def packed_kernel() -> str | None:
+    """The kernel the CPU linear layers pack their weights for ("native" or "onednn"),
+    or None for plain ``F.linear`` (``TANDEM_CPU_LINEAR=torch``)."""
+    kernel = envs.TANDEM_CPU_LINEAR
+    return None if kernel == "torch" else kernel
 
 
 def packed_linear(x: Tensor, weight: Tensor, bias: Tensor | None, pack: PackedWeight) -> Tensor:
     # x: [T, K]; weight: [N, K] -> [T, N]
-    packed = pack.get(weight) if x.device.type == "cpu" and use_onednn() else None
+    kernel = packed_kernel() if x.device.type == "cpu" else None
+    packed = pack.get(weight, kernel) if kernel else None
     return linear(x, weight, bias, packed)
 
 
@@ -50,8 +55,9 @@ class Linear(nn.Linear):
 
     def prepare(self) -> None:
         """Make the packed copy now (at load) rather than in the first forward pass."""
-        if self.int8 is None and self.weight.device.type == "cpu" and use_onednn():
-            self.pack.get(self.weight)
+        kernel = packed_kernel()
+        if self.int8 is None and self.weight.device.type == "cpu" and kernel:
+            self.pack.get(self.weight, kernel)
 
     def forward(self, x: Tensor) -> Tensor:
         if self.int8 is not None and x.device.type == "cpu":

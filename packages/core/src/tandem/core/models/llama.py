@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from tandem.core.attention_backend import get_attention_backend, select_attention_backend
 from tandem.core.attention_metadata import AttentionMetadata
 from tandem.core.layers.attention import PagedAttention
-from tandem.core.layers.linear import Linear, packed_linear, use_onednn
+from tandem.core.layers.linear import Linear, packed_kernel, packed_linear
 from tandem.core.layers.norm import RMSNorm
 from tandem.core.layers.rotary import RotaryEmbedding
 from tandem.core.models.spec import ModelSpec
@@ -134,7 +134,7 @@ class LlamaForCausalLM(nn.Module):
             self.lm_head = Linear(
                 self.spec.hidden_size, self.spec.vocab_size, bias=False, dtype=dtype
             )
-        self._tied_pack = PackedWeight()  # the embedding's oneDNN copy, for tied logits
+        self._tied_pack = PackedWeight()  # the embedding's packed copy, for tied logits
         self._tied_int8: Int8Weight | None = None  # its int8 copy, after quantize("int8")
         self.attention_backend: str | None = None
         self._backends: dict[str, AttentionBackend] = {}
@@ -177,8 +177,9 @@ class LlamaForCausalLM(nn.Module):
                 module.prepare()
         embed = self.model.embed_tokens.weight
         tied = self.lm_head is None and self._tied_int8 is None
-        if tied and embed.device.type == "cpu" and use_onednn():
-            self._tied_pack.get(embed)
+        kernel = packed_kernel()
+        if tied and embed.device.type == "cpu" and kernel:
+            self._tied_pack.get(embed, kernel)
 
     def quantize(self, method: str) -> int:
         """Switch the MLP projections, the attention output projection and the LM head to

@@ -1,0 +1,66 @@
+"""The fp32 linear layer in C (``linear_f32.c``) for decode-sized steps.
+
+:func:`pack` lays a weight out once in the kernel's panels; :func:`linear` runs one call.
+Both answer None where the library is missing or the CPU has no AVX-512, and the caller
+takes oneDNN (or ``F.linear``) instead.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from tandem.kernels.native.loader import library
+
+BLOCK_N = 32  # output channels per micro-kernel tile (two 16-lane blocks)
+
+
+class PackedF32(NamedTuple):
+    panels: Tensor  # [Np / 16, K, 16] fp32, zero past N
+    n: int
+    k: int
+
+
+def available() -> bool:
+    lib = library()
+    return lib is not None and bool(lib.tandem_linear_f32_available())
+
+
+def pack(weight: Tensor) -> PackedF32 | None:
+    """weight: [N, K] fp32 on CPU -> its copy in panels of sixteen channels."""
+    if not available() or weight.dtype != torch.float32 or weight.device.type != "cpu":
+        return None
+    n, k = weight.shape
+    np_ = -(-n // BLOCK_N) * BLOCK_N
+    with torch.no_grad():
+        padded = weight.new_zeros((np_, k))
+        padded[:n] = weight
+        # [Np, K] -> [Np/16, 16, K] -> [Np/16, K, 16]
+        panels = padded.view(np_ // 16, 16, k).transpose(1, 2).contiguous()
+    return PackedF32(panels, n, k)
+
+
+def linear(x: Tensor, packed: PackedF32, bias: Tensor | None) -> Tensor | None:
+    """x: [M, K] fp32 -> [M, N] fp32 (``bias``: [N] fp32 or None); None where the C
+    kernel cannot take it."""
+    lib = library()
+    if lib is None or x.dtype != torch.float32 or x.dim() != 2 or x.shape[1] != packed.k:
+        return None
+    if bias is not None and (bias.dtype != torch.float32 or not bias.is_contiguous()):
+        return None
+    x = x.contiguous()
+    out = torch.empty((x.shape[0], packed.n), dtype=torch.float32)
+    if x.shape[0] == 0:
+        return out
+    done = lib.tandem_linear_f32(
+        x.data_ptr(),
+        x.shape[0],
+        packed.k,
+        packed.panels.data_ptr(),
+        None if bias is None else bias.data_ptr(),
+        packed.n,
+        out.data_ptr(),
+    )
+    return out if done == 0 else None

@@ -1,0 +1,90 @@
+"""The fp32 linear layer in C (``native.linear_f32``) against a float64 reference."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from tandem.kernels import native
+from tandem.kernels.native import linear_f32
+from tandem.kernels.native.linear_f32 import PackedF32
+from tandem.kernels.ops.linear import PackedWeight, linear, pack_native
+
+needs_kernel = pytest.mark.skipif(
+    not linear_f32.available(),
+    reason="no fp32 C linear kernel here: " + (native.unavailable_reason() or "no AVX-512"),
+)
+
+
+def _reference(x, w, b):
+    return F.linear(x.double(), w.double(), None if b is None else b.double()).float()
+
+
+@needs_kernel
+@settings(max_examples=40, deadline=None)
+@given(
+    m=st.integers(0, 300),
+    k=st.integers(1, 130),
+    n=st.integers(1, 100),
+    bias=st.booleans(),
+    strided=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+)
+@example(m=7, k=1, n=1, bias=True, strided=False, seed=0)  # one tile's tail, K = N = 1
+@example(m=137, k=64, n=33, bias=False, strided=True, seed=1)  # two row blocks + a tail
+def test_matches_reference(m, k, n, bias, strided, seed) -> None:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, 2 * k, generator=g)
+    x = x[:, ::2] if strided else x[:, :k]  # not contiguous either way
+    w = torch.randn(n, k, generator=g)
+    b = torch.randn(n, generator=g) if bias else None
+    packed = pack_native(w)
+    assert isinstance(packed, PackedF32) and packed.panels.shape == (-(-n // 32) * 2, k, 16)
+    got = linear(x, w, b, packed)
+    assert got.shape == (m, n) and got.dtype == torch.float32
+    torch.testing.assert_close(got, _reference(x, w, b), atol=1e-4, rtol=1e-4)
+
+
+@needs_kernel
+def test_leading_dims_and_a_large_step() -> None:
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(3, 400, 96, generator=g)  # 1200 rows: ten row blocks of 128
+    w, b = torch.randn(70, 96, generator=g), torch.randn(70, generator=g)
+    got = linear(x, w, b, pack_native(w))
+    assert got.shape == (3, 400, 70)
+    torch.testing.assert_close(got, _reference(x, w, b), atol=1e-4, rtol=1e-4)
+
+
+@needs_kernel
+def test_packed_weight_follows_the_kernel_and_the_weight() -> None:
+    w, x = torch.randn(40, 24), torch.randn(5, 24)
+    pack = PackedWeight()
+    native_copy = pack.get(w, "native")
+    assert isinstance(native_copy, PackedF32) and pack.holds(w, "native")
+    onednn_copy = pack.get(w, "onednn")
+    assert not isinstance(onednn_copy, PackedF32) and not pack.holds(w, "native")
+    with torch.no_grad():
+        w.mul_(-1.0)  # load_weights copies into the parameter: packed again
+    again = pack.get(w, "native")
+    assert again is not native_copy
+    torch.testing.assert_close(linear(x, w, None, again), F.linear(x, w), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="kernel must be one of native, onednn"):
+        pack.get(w, "mkl")
+
+
+def test_the_plain_path_where_the_kernel_cannot_run() -> None:
+    w = torch.randn(6, 8)
+    packed = pack_native(w)
+    if packed is None:  # no compiler or no AVX-512: nothing packed, F.linear everywhere
+        assert not linear_f32.available()
+        return
+    x64 = torch.randn(2, 8, dtype=torch.float64)
+    with pytest.raises(RuntimeError):  # F.linear's own dtype error, not a wrong answer
+        linear(x64, w, None, packed)
+    assert pack_native(w.double()) is None and pack_native(w.bfloat16()) is None
+    wg, xg = w.clone().requires_grad_(), torch.randn(3, 8, requires_grad=True)
+    linear(xg, wg, None, packed).sum().backward()  # the packed copy has no autograd
+    torch.testing.assert_close(xg.grad, w.sum(0).expand(3, 8))
