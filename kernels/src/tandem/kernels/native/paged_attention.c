@@ -85,23 +85,24 @@ weigh(int64_t H, int64_t S, int64_t n, int64_t D, float score[H][S], float acc[H
 /* Whether the head size is a whole number of vectors (the vector path of the loops). */
 #define VECTOR_HEADS(D) ((D) % LANES == 0 && (D) <= LANES * MAX_CHUNKS)
 
-/* score[j][t] = q_j . k_t over the block's n tokens; K rows at kb. The next block's
- * rows (kn, vn) are prefetched into L2 one token at a time along the way, which keeps
- * fewer misses in flight at once than fetching the whole block up front (into L1 they
- * evicted the block being read: 0.76 ms vs 1.6 per SmolLM2 layer with K/V in L3). On the vector path
- * each K row is loaded once for all the query heads of its KV group. */
+/* score[j][t] = q_j . k_t over the block's n tokens; K rows at kb. The next block's K
+ * rows (kn) are prefetched into L2 along the way, each KV head's share of a row while
+ * that head's scores are taken, and its V rows the same way in block_values: the misses
+ * spread evenly over the block's work. Fetching the whole block up front into L1 evicted
+ * the block being read (1.6 vs 0.76 ms per SmolLM2 layer, K/V in L3); fetching all of
+ * the next block's K and V rows with the first head's scores kept too many misses in
+ * flight at once (SmolLM2, K/V from memory: 1.38-1.42 ms vs 1.12-1.21 spread; the small
+ * model 1.76-1.89 vs 1.50-1.57). On the vector path each K row is loaded once for all
+ * the query heads of its KV group. */
 static inline __attribute__((always_inline)) void
 block_scores(int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t n, float qs[H][D],
-             const float *kb, const float *kn, const float *vn, float score[H][S])
+             const float *kb, const float *kn, float score[H][S])
 {
     const int64_t G = H / KVH, row = KVH * D; /* row: floats from one token to the next */
     for (int64_t g = 0; g < KVH; g++)
         for (int64_t t = 0; t < n; t++) {
-            if (g == 0)
-                for (int64_t i = 0; i < row; i += LANES) {
-                    __builtin_prefetch(kn + t * row + i, 0, 2);
-                    __builtin_prefetch(vn + t * row + i, 0, 2);
-                }
+            for (int64_t i = 0; i < D; i += LANES) /* KV head g's share of the row */
+                __builtin_prefetch(kn + t * row + g * D + i, 0, 2);
             const float *kr = kb + t * row + g * D;
             if (!VECTOR_HEADS(D)) {
                 for (int64_t j = g * G; j < (g + 1) * G; j++)
@@ -123,7 +124,8 @@ block_scores(int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t n, float qs[H
 /* Heads j0 .. j0 + m - 1 (m a constant where inlined) over the block's V rows. */
 static inline __attribute__((always_inline)) void
 heads_values(int64_t H, int64_t D, int64_t S, int64_t n, const int64_t m, int64_t j0,
-             float p[H][S], const float *vg, int64_t row, float acc[H][D])
+             float p[H][S], const float *vg, int64_t row, const float *vn, int first,
+             float acc[H][D])
 {
     const int64_t C = D / LANES;
     vec a[PASS_REGS];
@@ -132,6 +134,9 @@ heads_values(int64_t H, int64_t D, int64_t S, int64_t n, const int64_t m, int64_
             a[h * C + c] = vload(acc[j0 + h] + c * LANES);
     for (int64_t t = 0; t < n; t++) {
         const float *vr = vg + t * row;
+        if (first) /* the group's first pass fetches the group's share of the row */
+            for (int64_t i = 0; i < D; i += LANES)
+                __builtin_prefetch(vn + t * row + i, 0, 2);
         vec v[MAX_CHUNKS];
         for (int64_t c = 0; c < C; c++)
             v[c] = vload(vr + c * LANES);
@@ -145,15 +150,19 @@ heads_values(int64_t H, int64_t D, int64_t S, int64_t n, const int64_t m, int64_
         memcpy(acc[j0 + h], a + h * C, D * sizeof(float));
 }
 
-/* acc[j] += sum over the block's n tokens of p[j][t] * v_t; V rows at vb. On the vector
+/* acc[j] += sum over the block's n tokens of p[j][t] * v_t; V rows at vb, the next
+ * block's at vn (prefetched into L2 along the way, see block_scores). On the vector
  * path the accumulators of up to PASS_REGS / (D / 16) heads of one KV group stay in
  * registers for the whole block, and each V row is loaded once for all of them. */
 static inline __attribute__((always_inline)) void
 block_values(int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t n, float p[H][S],
-             const float *vb, float acc[H][D])
+             const float *vb, const float *vn, float acc[H][D])
 {
     const int64_t G = H / KVH, row = KVH * D;
     if (!VECTOR_HEADS(D)) {
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t i = 0; i < row; i += LANES)
+                __builtin_prefetch(vn + t * row + i, 0, 2);
         for (int64_t j = 0; j < H; j++)
             for (int64_t t = 0; t < n; t++) {
                 const float w = p[j][t], *vr = vb + t * row + (j / G) * D;
@@ -168,11 +177,13 @@ block_values(int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t n, float p[H]
     for (int64_t g = 0; g < KVH; g++)
         for (int64_t j0 = g * G; j0 < (g + 1) * G; j0 += per) {
             const int64_t m = (g + 1) * G - j0 < per ? (g + 1) * G - j0 : per;
+            const float *vg = vb + g * D, *vgn = vn + g * D;
+            const int first = j0 == g * G;
             switch (m) {
-            case 1: heads_values(H, D, S, n, 1, j0, p, vb + g * D, row, acc); break;
-            case 2: heads_values(H, D, S, n, 2, j0, p, vb + g * D, row, acc); break;
-            case 3: heads_values(H, D, S, n, 3, j0, p, vb + g * D, row, acc); break;
-            default: heads_values(H, D, S, n, 4, j0, p, vb + g * D, row, acc); break;
+            case 1: heads_values(H, D, S, n, 1, j0, p, vg, row, vgn, first, acc); break;
+            case 2: heads_values(H, D, S, n, 2, j0, p, vg, row, vgn, first, acc); break;
+            case 3: heads_values(H, D, S, n, 3, j0, p, vg, row, vgn, first, acc); break;
+            default: heads_values(H, D, S, n, 4, j0, p, vg, row, vgn, first, acc); break;
             }
         }
 }
@@ -201,10 +212,9 @@ attend_d(const float *q, const float *k_cache, const float *v_cache, int64_t len
         const int64_t next = start + S < len ? table[start / S + 1] * block
                              : after >= 0      ? after * block
                                                : here;
-        block_scores(H, KVH, D, S, n, qs, k_cache + here, k_cache + next, v_cache + next,
-                     score);
+        block_scores(H, KVH, D, S, n, qs, k_cache + here, k_cache + next, score);
         weigh(H, S, n, D, score, acc, run_max, run_sum);
-        block_values(H, KVH, D, S, n, score, v_cache + here, acc);
+        block_values(H, KVH, D, S, n, score, v_cache + here, v_cache + next, acc);
     }
     for (int64_t j = 0; j < H; j++) {
         const float inv = run_sum[j] > 0.0f ? 1.0f / run_sum[j] : 0.0f;
