@@ -73,8 +73,18 @@ def test_int8_agrees_with_fp32_on_the_real_model(smollm2) -> None:
         "The largest planet in the solar system is",
         "A haiku about autumn:",
         "The chemical symbol for gold is",
+        "To make a cup of tea, first",
+        "The theory of relativity was proposed by",
+        "for i in range(10):",
+        "Photosynthesis is the process by which",
+        "The best way to learn a new language is",
+        "Once upon a time, in a small village,",
+        "The speed of light is approximately",
+        "SELECT name FROM users WHERE",
     ]
-    greedy = SamplingParams(temperature=0.0, max_tokens=32, ignore_eos=True, logprobs=0)
+    # 16 x 48 positions: one more or fewer disagreement moves the rate by 0.13%, where
+    # 8 x 32 moved it by 0.4% and the rate itself by ~1.5% between two float32 kernels
+    greedy = SamplingParams(temperature=0.0, max_tokens=48, ignore_eos=True, logprobs=0)
     with LLM(model=smollm2, engine="v0", max_model_len=256) as llm:
         refs = llm.generate(prompts, greedy, use_tqdm=False)
     forced = [{"prompt_token_ids": r.prompt_token_ids + r.outputs[0].token_ids} for r in refs]
