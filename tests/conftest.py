@@ -7,7 +7,9 @@ The harness plugin provides ``engine`` (the current engine's name), ``isolated_e
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,18 @@ import pytest
 from tandem.core.testing import HFReference, make_model
 
 ARCHS = ("llama", "mistral", "qwen2")
+
+
+@pytest.fixture(scope="session")
+def fresh_python() -> Callable[[str], None]:
+    """Runs ``code`` in a new interpreter (this one has imported everything already) and
+    fails the test with its stderr unless it exits 0."""
+
+    def run(code: str) -> None:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+
+    return run
 
 
 @pytest.fixture(scope="session")

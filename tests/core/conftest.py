@@ -4,8 +4,6 @@ fresh interpreter for what a module's imports leave behind."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,18 +16,6 @@ from tandem.core.testing.tokenizer import make_tokenizer
 from tandem.core.tokenizer import Tokenizer, load_tokenizer
 
 ModelDirFactory = Callable[..., Path]
-
-
-@pytest.fixture(scope="session")
-def fresh_python() -> Callable[[str], None]:
-    """Runs ``code`` in a new interpreter (this one has imported everything already) and
-    fails the test with its stderr unless it exits 0."""
-
-    def run(code: str) -> None:
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-
-    return run
 
 
 @pytest.fixture(scope="session")

@@ -127,3 +127,19 @@ def test_engine_model_config_is_accepted(model_dirs):
     config = EngineArgs(model=str(model_dirs["qwen2"]), device="cpu").create_config()
     model = load_model(config.model, device=config.device, dtype=config.dtype)
     assert type(model).__name__ == "Qwen2ForCausalLM"
+
+
+def test_an_eager_engine_never_imports_dynamo(tiny_model, fresh_python) -> None:
+    """torch._dynamo costs ~1 s of an engine's start-up and an eager engine needs none of
+    it: the model is built without its random init (on the meta device those ops import
+    it) and the ops are called straight (a torch.ops call imports it)."""
+    code = f"""
+import sys
+from tandem.core import LLM, SamplingParams
+with LLM(model={str(tiny_model)!r}, engine="v0") as llm:
+    sampled = SamplingParams(temperature=0.8, top_k=5, max_tokens=4, logprobs=2, seed=1)
+    llm.generate(["a b c"], sampled, use_tqdm=False)
+    llm.generate(["a b c d e f"], SamplingParams(temperature=0, max_tokens=4), use_tqdm=False)
+assert "torch._dynamo" not in sys.modules, "torch._dynamo was imported"
+"""
+    fresh_python(code)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from tandem.kernels import checks
 from tandem.kernels.native import elementwise as native
-from tandem.kernels.ops.library import define
+from tandem.kernels.ops.library import call, define
 
 
 @define("torch_silu_and_mul")
@@ -33,4 +32,4 @@ def silu_and_mul(x: Tensor) -> Tensor:
         raise ValueError(
             f"x must have an even last dimension [..., 2I], got shape {tuple(xt.shape)}"
         )
-    return torch.ops.tandem.torch_silu_and_mul(x)
+    return call("torch_silu_and_mul", x)

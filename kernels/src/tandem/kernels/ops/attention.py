@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from tandem.kernels import checks
-from tandem.kernels.ops.library import define
+from tandem.kernels.ops.library import call, define
 from tandem.kernels.ops.paged_decode import decode_impl
 
 
@@ -185,8 +185,17 @@ def prefill_attention(
     ``seq_lens[b]`` tokens (earlier ones are read from the cache: chunked prefill).
     """
     check_prefill(q, k, v, k_cache, v_cache, cu_seqlens_q, seq_lens, block_tables, scale)
-    return torch.ops.tandem.torch_prefill_attention(
-        q, k, v, k_cache, v_cache, cu_seqlens_q, seq_lens, block_tables, float(scale)
+    return call(
+        "torch_prefill_attention",
+        q,
+        k,
+        v,
+        k_cache,
+        v_cache,
+        cu_seqlens_q,
+        seq_lens,
+        block_tables,
+        float(scale),
     )
 
 
@@ -213,6 +222,4 @@ def decode_attention(
 ) -> Tensor:
     """One new token per sequence. q: [B, H, D]; seq_lens: [B]; returns [B, H, D]."""
     check_decode(q, k_cache, v_cache, seq_lens, block_tables, scale)
-    return torch.ops.tandem.torch_decode_attention(
-        q, k_cache, v_cache, seq_lens, block_tables, float(scale)
-    )
+    return call("torch_decode_attention", q, k_cache, v_cache, seq_lens, block_tables, float(scale))

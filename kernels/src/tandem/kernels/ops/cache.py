@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from tandem.kernels import checks
 from tandem.kernels.native import attention as native
-from tandem.kernels.ops.library import define
+from tandem.kernels.ops.library import call, define
 
 
 def store(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, slot_mapping: Tensor) -> None:
@@ -75,4 +74,4 @@ def write_kv_cache(
 ) -> None:
     """Store k, v: [T, KVH, D] at ``slot_mapping``: [T] (block * S + offset; -1 = skip)."""
     check_write(k, v, k_cache, v_cache, slot_mapping)
-    torch.ops.tandem.torch_write_kv_cache(k, v, k_cache, v_cache, slot_mapping)
+    call("torch_write_kv_cache", k, v, k_cache, v_cache, slot_mapping)

@@ -7,7 +7,7 @@ from torch import Tensor
 
 from tandem.kernels import checks
 from tandem.kernels.native import elementwise as native
-from tandem.kernels.ops.library import define
+from tandem.kernels.ops.library import call, define
 
 
 def _normalize(x: Tensor, weight: Tensor, eps: float) -> Tensor:
@@ -59,7 +59,7 @@ def _check(x: object, weight: object, eps: object) -> None:
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     """``x / sqrt(mean(x^2) + eps) * weight`` over the last dim. x: [..., C]; weight: [C]."""
     _check(x, weight, eps)
-    return torch.ops.tandem.torch_rms_norm(x, weight, float(eps))
+    return call("torch_rms_norm", x, weight, float(eps))
 
 
 def fused_add_rms_norm(
@@ -73,4 +73,4 @@ def fused_add_rms_norm(
             f"residual must have the shape of x {tuple(x.shape)}, got {tuple(r.shape)}"
         )
     checks.same_device(x=x, residual=r)
-    return torch.ops.tandem.torch_fused_add_rms_norm(x, residual, weight, float(eps))
+    return call("torch_fused_add_rms_norm", x, residual, weight, float(eps))

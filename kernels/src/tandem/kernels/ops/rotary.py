@@ -7,7 +7,7 @@ from torch import Tensor
 
 from tandem.kernels import checks
 from tandem.kernels.native import elementwise as native
-from tandem.kernels.ops.library import define
+from tandem.kernels.ops.library import call, define
 
 
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -65,4 +65,4 @@ def rotary_embedding(
             f"positions must be in [0, {cache.shape[0]}) (cos_sin_cache rows), "
             f"got min {int(p.min())} and max {int(p.max())}"
         )
-    return torch.ops.tandem.torch_rotary_embedding(positions, q, k, cos_sin_cache)
+    return call("torch_rotary_embedding", positions, q, k, cos_sin_cache)

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from tandem.kernels import checks
-from tandem.kernels.ops.library import define
+from tandem.kernels.ops.library import call, define
 from tandem.kernels.rng import seeded_uniform
 
 
@@ -38,4 +38,4 @@ def sample_seeded(probs: Tensor, seeds: Tensor, counters: Tensor) -> Tensor:
     if p.shape[1] < 1:
         raise ValueError(f"probs must have a vocabulary of >= 1 column, got {tuple(p.shape)}")
     checks.same_device(probs=p, seeds=s, counters=c)
-    return torch.ops.tandem.torch_sample_seeded(probs, seeds, counters)
+    return call("torch_sample_seeded", probs, seeds, counters)

@@ -17,6 +17,7 @@ import torch
 from safetensors import safe_open
 from torch import Tensor, nn
 
+from tandem.core.layers.no_init import no_init
 from tandem.core.models import get_model_class
 
 SINGLE_FILE = "model.safetensors"
@@ -71,7 +72,7 @@ def load_model(
         raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
     device = torch.device(device)
     cls = get_model_class(_architecture(model_config, hf_config))
-    with torch.device("meta"):
+    with torch.device("meta"), no_init():  # every weight comes from the checkpoint
         model = cls(hf_config, dtype=dtype)
     model = model.to_empty(device=device)
     with torch.no_grad():

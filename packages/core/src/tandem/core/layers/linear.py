@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from tandem.core import envs
 from tandem.core.env_cache import env_cache
+from tandem.core.layers.no_init import skipping
 from tandem.kernels.ops.linear import Int8Weight, PackedWeight, linear, linear_int8
 
 CPU_LINEAR_KERNELS = ("native", "onednn", "torch")
@@ -47,6 +48,10 @@ class Linear(nn.Linear):
         super().__init__(in_features, out_features, bias=bias, dtype=dtype)
         self.pack = PackedWeight()
         self.int8: Int8Weight | None = None
+
+    def reset_parameters(self) -> None:
+        if not skipping():  # inside no_init: the loader fills the weight
+            super().reset_parameters()
 
     def quantize(self) -> bool:
         """Use int8 weights from now on (CPU); False where no int8 kernel exists."""

@@ -18,6 +18,7 @@ from tandem.core.attention_backend import get_attention_backend, select_attentio
 from tandem.core.attention_metadata import AttentionMetadata
 from tandem.core.layers.attention import PagedAttention
 from tandem.core.layers.linear import Linear, packed_kernel, packed_linear
+from tandem.core.layers.no_init import Embedding
 from tandem.core.layers.norm import RMSNorm
 from tandem.core.layers.rotary import RotaryEmbedding
 from tandem.core.models.spec import ModelSpec
@@ -112,7 +113,7 @@ class LlamaDecoderLayer(nn.Module):
 class LlamaModel(nn.Module):
     def __init__(self, spec: ModelSpec, dtype: torch.dtype | None) -> None:
         super().__init__()
-        self.embed_tokens = nn.Embedding(spec.vocab_size, spec.hidden_size, dtype=dtype)
+        self.embed_tokens = Embedding(spec.vocab_size, spec.hidden_size, dtype=dtype)
         # One rope table shared by every layer (not a parameter, see RotaryEmbedding).
         rotary = RotaryEmbedding(spec.head_dim, spec.max_position, spec.rope)
         self.layers = nn.ModuleList(
