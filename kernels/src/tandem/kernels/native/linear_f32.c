@@ -1,12 +1,12 @@
-/* fp32 linear layer for decode-sized steps: out = x @ w.T + bias, on a weight packed once.
+/* fp32 linear layer: out = x @ w.T + bias, on a weight packed once.
  *
  * Weight layout (made once by tandem.kernels.native.linear_f32.pack): N padded to a
  * multiple of 32 with zeros, packed[n / 16][k][n % 16], so one 64-byte load holds one k
  * of sixteen output channels. A tile is 8 rows of x against 32 channels: sixteen zmm
  * accumulators, two weight loads and eight broadcasts of x per k. A thread takes a
  * panel of 32 channels (K x 128 bytes, kept in L2) and runs every row tile of its block
- * of rows against it, and fetches the next panel's lines into L2 during the first tile,
- * so the weight streams from memory once, behind the arithmetic.
+ * of rows against it, and fetches the next panel's lines into L2 spread over those
+ * tiles, so the weight streams from memory once, behind the arithmetic.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,7 +25,7 @@ typedef struct {
     const float *w;    /* packed weight */
     const float *bias; /* [N] or NULL */
     float *out;        /* [M, N] */
-    int64_t M, K, N, Np;
+    int64_t K, N, Np;
 } Gemm;
 
 #define STEP(r, a0, a1)                                                                        \
@@ -121,7 +121,7 @@ int tandem_linear_f32(const float *x, int64_t M, int64_t K, const float *packed,
             return -1;
         memcpy(tail, x + (M - left) * K, sizeof(float) * (size_t)(left * K));
     }
-    const Gemm g = {x, tail, packed, bias, out, M, K, N, Np};
+    const Gemm g = {x, tail, packed, bias, out, K, N, Np};
     const int64_t panels = Np / NR, blocks = (M + MB - 1) / MB;
 #pragma omp parallel for schedule(static) if (M * N * K > 262144)
     for (int64_t t = 0; t < panels * blocks; t++) {

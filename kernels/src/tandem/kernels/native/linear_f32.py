@@ -1,4 +1,4 @@
-"""The fp32 linear layer in C (``linear_f32.c``) for decode-sized steps.
+"""The fp32 linear layer in C (``linear_f32.c``).
 
 :func:`pack` lays a weight out once in the kernel's panels; :func:`linear` runs one call.
 Both answer None where the library is missing or the CPU has no AVX-512, and the caller

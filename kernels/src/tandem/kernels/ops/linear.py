@@ -4,8 +4,9 @@ On CPU, ``F.linear`` runs MKL's sgemm on the weight as stored. oneDNN's inner pr
 on a copy of the weight reordered once into its own blocked layout runs the Llama
 shapes of this project (K of 512..1536, N of 512..8192, M of 1..2048 tokens) 2-3x as
 fast with two threads, and this project's C kernel (``native/linear_f32.c``, fp32 on
-AVX-512) runs decode-sized steps faster again (1-16 rows: ~1.7x oneDNN, 64 rows ~1.2x)
-and larger ones at oneDNN's rate (``benchmarks/linear.py`` measures all three).
+AVX-512) runs decode-sized steps faster again (SmolLM2's layers: 1-16 rows 1.3-1.6x
+oneDNN, 64 rows ~1.1x) and larger ones at about oneDNN's rate (0.95-1.0x from 256
+rows; ``benchmarks/linear.py`` measures all three).
 The copy is made on first use and made again whenever the weight changes in place
 (``load_weights`` copies into the parameter), so it can never be stale.
 
@@ -25,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tandem.kernels import checks
+from tandem.kernels.native import linear_f32
 from tandem.kernels.native.linear_f32 import PackedF32
 
 KERNELS = ("native", "onednn")  # what PackedWeight packs for; "native" falls back to oneDNN
@@ -56,8 +58,6 @@ def pack_weight(weight: Tensor) -> Tensor | None:
 
 def pack_native(weight: Tensor) -> PackedF32 | None:
     """weight: [N, K] fp32 on CPU -> its copy for the C kernel; None where it cannot run."""
-    from tandem.kernels.native import linear_f32
-
     checks.tensor("weight", weight, ndim=2, dtypes=checks.FLOAT_DTYPES)
     return linear_f32.pack(weight.detach())
 
@@ -119,8 +119,6 @@ def linear(
         return F.linear(x, weight, bias)
     x2 = x.reshape(-1, x.shape[-1])  # [M, K]
     if isinstance(packed, PackedF32):
-        from tandem.kernels.native import linear_f32
-
         out = linear_f32.linear(x2, packed, bias)
         if out is None:
             return F.linear(x, weight, bias)

@@ -16,9 +16,8 @@ from torch import Tensor, nn
 from tandem.core import envs
 from tandem.core.env_cache import env_cache
 from tandem.core.layers.no_init import skipping
+from tandem.kernels.native.linear_f32 import PackedF32
 from tandem.kernels.ops.linear import Int8Weight, PackedWeight, linear, linear_int8
-
-CPU_LINEAR_KERNELS = ("native", "onednn", "torch")
 
 
 @env_cache("TANDEM_CPU_LINEAR")
@@ -29,11 +28,16 @@ def packed_kernel() -> str | None:
     return None if kernel == "torch" else kernel
 
 
+def cpu_copy(weight: Tensor, pack: PackedWeight) -> Tensor | PackedF32 | None:
+    """``weight``'s copy in ``pack`` for the kernel ``TANDEM_CPU_LINEAR`` names (made
+    now if needed); None off the CPU or for plain ``F.linear``."""
+    kernel = packed_kernel() if weight.device.type == "cpu" else None
+    return pack.get(weight, kernel) if kernel else None
+
+
 def packed_linear(x: Tensor, weight: Tensor, bias: Tensor | None, pack: PackedWeight) -> Tensor:
     # x: [T, K]; weight: [N, K] -> [T, N]
-    kernel = packed_kernel() if x.device.type == "cpu" else None
-    packed = pack.get(weight, kernel) if kernel else None
-    return linear(x, weight, bias, packed)
+    return linear(x, weight, bias, cpu_copy(weight, pack))
 
 
 class Linear(nn.Linear):
@@ -60,9 +64,8 @@ class Linear(nn.Linear):
 
     def prepare(self) -> None:
         """Make the packed copy now (at load) rather than in the first forward pass."""
-        kernel = packed_kernel()
-        if self.int8 is None and self.weight.device.type == "cpu" and kernel:
-            self.pack.get(self.weight, kernel)
+        if self.int8 is None:
+            cpu_copy(self.weight, self.pack)
 
     def forward(self, x: Tensor) -> Tensor:
         if self.int8 is not None and x.device.type == "cpu":

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from tandem.core.attention_backend import get_attention_backend, select_attention_backend
 from tandem.core.attention_metadata import AttentionMetadata
 from tandem.core.layers.attention import PagedAttention
-from tandem.core.layers.linear import Linear, packed_kernel, packed_linear
+from tandem.core.layers.linear import Linear, cpu_copy, packed_linear
 from tandem.core.layers.no_init import Embedding
 from tandem.core.layers.norm import RMSNorm
 from tandem.core.layers.rotary import RotaryEmbedding
@@ -176,11 +176,8 @@ class LlamaForCausalLM(nn.Module):
         for module in self.modules():
             if isinstance(module, Linear):
                 module.prepare()
-        embed = self.model.embed_tokens.weight
-        tied = self.lm_head is None and self._tied_int8 is None
-        kernel = packed_kernel()
-        if tied and embed.device.type == "cpu" and kernel:
-            self._tied_pack.get(embed, kernel)
+        if self.lm_head is None and self._tied_int8 is None:
+            cpu_copy(self.model.embed_tokens.weight, self._tied_pack)
 
     def quantize(self, method: str) -> int:
         """Switch the MLP projections, the attention output projection and the LM head to
