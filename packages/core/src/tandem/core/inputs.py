@@ -11,6 +11,7 @@ children unchanged.
 
 from __future__ import annotations
 
+import enum
 import logging
 import random
 from collections.abc import Sequence
@@ -22,6 +23,21 @@ from tandem.core.sampling_params import SamplingParams
 
 SEED_MODULUS = 1 << 63  # sampling seeds live in [0, 2**63); a given seed wraps into it
 LOGGER = logging.getLogger("tandem")
+
+
+class OutputKind(enum.IntEnum):
+    """What an engine hands back for a request at each step.
+
+    ``CUMULATIVE``: the whole output so far (text, ids, logprobs), every step;
+    ``DELTA``: only what is new since the last output (streaming clients);
+    ``FINAL_ONLY``: nothing until the request finishes, then the whole output (batch
+    generation). Each layer does the work its kind needs once, so a long stream costs
+    O(tokens), not O(tokens^2).
+    """
+
+    CUMULATIVE = 0
+    DELTA = 1
+    FINAL_ONLY = 2
 
 
 class SamplingSpec(msgspec.Struct, array_like=True, frozen=True):
@@ -71,6 +87,7 @@ class EngineRequest(msgspec.Struct, array_like=True, frozen=True):
     sampling: SamplingSpec
     stop: StopRules
     skip_special_tokens: bool
+    output_kind: OutputKind = OutputKind.CUMULATIVE
 
 
 class InputProcessor:
@@ -110,6 +127,7 @@ class InputProcessor:
         params: Any = None,
         where: str | None = None,
         strict: bool = False,
+        output_kind: OutputKind = OutputKind.CUMULATIVE,
     ) -> EngineRequest:
         """The checked request; TypeError/ValueError naming ``where`` (default: the id).
 
@@ -146,6 +164,7 @@ class InputProcessor:
             sampling=self._sampling(params),
             stop=self._stop(params, max_tokens),
             skip_special_tokens=params.skip_special_tokens,
+            output_kind=OutputKind(output_kind),
         )
 
     def process_all(self, batch: Sequence[tuple[str, Any, Any, str | None]]) -> list[EngineRequest]:

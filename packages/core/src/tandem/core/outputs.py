@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-FINISH_REASONS = ("stop", "length", "abort")
+# "error": the request failed inside the engine (``RequestOutput.error`` says why); the
+# engine goes on serving the other requests
+FINISH_REASONS = ("stop", "length", "abort", "error")
 
 SampleLogprobs = list[dict[int, "Logprob"]]
 PromptLogprobs = list["dict[int, Logprob] | None"]
@@ -33,7 +35,7 @@ class CompletionOutput:
     token_ids: list[int]
     cumulative_logprob: float | None = None
     logprobs: SampleLogprobs | None = None
-    finish_reason: str | None = None  # "stop", "length", "abort", or None while running
+    finish_reason: str | None = None  # one of FINISH_REASONS, or None while running
     stop_reason: int | str | None = None  # the stop string or stop token id; None for EOS
 
     def __post_init__(self) -> None:
@@ -67,6 +69,7 @@ class RequestOutput:
     finished: bool = False
     num_cached_tokens: int = 0
     metrics: RequestMetrics | None = None
+    error: str | None = None  # why the request failed (finish_reason "error"), else None
 
     def __post_init__(self) -> None:
         if self.num_cached_tokens < 0:
