@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tandem.core.sampling_params import SamplingParams
+from tandem.core.validate import RequestError, RequestTypeError
 
 
 def test_defaults() -> None:
@@ -50,7 +51,13 @@ def test_none_max_tokens_allowed() -> None:
     ("kwargs", "message"),
     [
         ({"n": 0}, "n must be >= 1, got 0"),
-        ({"temperature": -1.0}, "temperature must be >= 0, got -1.0"),
+        ({"temperature": -1.0}, r"temperature must be in \[0, 3.40282e\+38\] .*got -1.0"),
+        ({"temperature": 3.5e38}, r"temperature must be in \[0, 3.40282e\+38\] \(the sampler"),
+        ({"temperature": 10**400}, "temperature must be a finite number"),
+        ({"top_p": 1e-300}, r"top_p must be >= 1.18e-38 \(the smallest normal float32"),
+        ({"n": 10**6}, "n must be <= 1024, got 1000000"),
+        ({"stop": ["ok", "\ud800"]}, r"stop\[1\] must be valid Unicode text.*\\ud800"),
+        ({"stop_token_ids": [2**64]}, r"stop_token_ids\[0\] must be <= 9223372036854775807"),
         ({"temperature": math.nan}, "temperature must be a finite number, got nan"),
         ({"temperature": math.inf}, "temperature must be a finite number"),
         ({"top_p": 0.0}, r"top_p must be in \(0, 1\], got 0.0"),
@@ -67,12 +74,24 @@ def test_none_max_tokens_allowed() -> None:
         ({"prompt_logprobs": -1}, "prompt_logprobs must be >= 0, got -1"),
         ({"presence_penalty": 2.5}, r"presence_penalty must be in \[-2, 2\], got 2.5"),
         ({"frequency_penalty": -3}, r"frequency_penalty must be in \[-2, 2\], got -3.0"),
-        ({"repetition_penalty": 0.0}, "repetition_penalty must be > 0, got 0.0"),
+        ({"repetition_penalty": 0.0}, r"repetition_penalty must be in \[1e-06, 1e\+06\]"),
+        ({"repetition_penalty": 1e-7}, r"repetition_penalty must be in \[1e-06, 1e\+06\]"),
+        ({"repetition_penalty": 3.5e38}, r"repetition_penalty must be in \[1e-06, 1e\+06\]"),
     ],
 )
 def test_bad_values(kwargs: dict[str, object], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(RequestError, match=message) as info:
         SamplingParams(**kwargs)
+    assert info.value.root in kwargs  # the error names its field
+
+
+def test_kernel_range_limits_agree_with_the_kernels() -> None:
+    """What the front door accepts the sampler accepts: the bounds are the same numbers."""
+    from tandem.core.sampling_params import REPETITION_PENALTY_RANGE
+    from tandem.kernels.sampling.processors import REPETITION_RANGE
+
+    assert REPETITION_PENALTY_RANGE == REPETITION_RANGE
+    SamplingParams(repetition_penalty=1e-6, top_p=1.2e-38, temperature=3.4e38, top_k=2**70)
 
 
 @pytest.mark.parametrize(
@@ -96,8 +115,9 @@ def test_bad_values(kwargs: dict[str, object], message: str) -> None:
     ],
 )
 def test_bad_types(kwargs: dict[str, object], message: str) -> None:
-    with pytest.raises(TypeError, match=message):
+    with pytest.raises(RequestTypeError, match=message) as info:
         SamplingParams(**kwargs)
+    assert info.value.root in kwargs
 
 
 def test_replace_validates_and_copies() -> None:

@@ -12,6 +12,9 @@ from torch import Tensor
 from tandem.kernels import checks
 
 _NEG_INF = float("-inf")
+# the repetition penalty divides or multiplies logits: within this range float32 logits
+# stay finite (the front door's SamplingParams refuses values outside it)
+REPETITION_RANGE = (1e-6, 1e6)
 
 
 def _logits(logits: object) -> Tensor:
@@ -30,6 +33,12 @@ def _row_param(
     checks.dim(name, t, 0, logits.shape[0], "logits.shape[0]")
     checks.same_device(logits=logits, **{name: t})
     if t.numel():
+        if t.dtype.is_floating_point:
+            if not bool(torch.isfinite(t).all()):
+                raise ValueError(f"{name} must be finite, got {t.tolist()}")
+            # the bounds as this dtype holds them: float32(1e-6) is just below 1e-6
+            low = torch.tensor(low, dtype=t.dtype).item()
+            high = None if high is None else torch.tensor(high, dtype=t.dtype).item()
         lo, hi = t.min().item(), t.max().item()
         if lo < low or (high is not None and hi > high):
             bound = f"[{low}, {high}]" if high is not None else f">= {low}"
@@ -66,7 +75,7 @@ def apply_penalties(
     floats = checks.FLOAT_DTYPES
     pres = _row_param("presence", presence, x, floats, _NEG_INF)
     freq = _row_param("frequency", frequency, x, floats, _NEG_INF)
-    rep = _row_param("repetition", repetition, x, floats, 1e-6)
+    rep = _row_param("repetition", repetition, x, floats, *REPETITION_RANGE)
     seen = pm | (counts > 0)
     r = rep.to(x.dtype)[:, None]  # [B, 1]
     out = torch.where(seen, torch.where(x > 0, x / r, x * r), x)

@@ -1,26 +1,79 @@
-"""Engine discovery through the ``tandem.engines`` entry-point group.
+"""What an engine is (:class:`Engine`) and how one is found (the ``tandem.engines`` group).
 
 Engines register themselves in their package metadata (``v0 = "tandem.v0:LLMEngine"``).
 The lookup happens on every call, never at import time, so the engine a caller gets
-always reflects the choice made at that moment.
+always reflects the choice made at that moment. ``LLM``, ``AsyncLLM`` and the server
+speak to an engine only through the :class:`Engine` protocol.
 """
 
 from __future__ import annotations
 
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from tandem.core.config import EngineArgs, EngineConfig
+    from tandem.core.inputs import EngineRequest, InputProcessor
+    from tandem.core.outputs import RequestOutput
+    from tandem.core.sampling_params import SamplingParams
+    from tandem.core.stats import EngineStats
+    from tandem.core.tokenizer import Tokenizer
 
 GROUP = "tandem.engines"
 # preference order when neither the caller nor TANDEM_ENGINE chooses: the newest engine
 # that is installed (v1 passes every suite v0 does, so it is the default)
 DEFAULT_ORDER = ("v1", "v0")
 
-# the methods every engine class offers (besides the from_engine_args constructor)
+
+@runtime_checkable
+class Engine(Protocol):
+    """The interface both engine generations satisfy (checked by tests and by mypy).
+
+    An engine takes requests already checked by its ``inputs`` (one
+    :class:`~tandem.core.inputs.EngineRequest` each), advances them one ``step`` at a
+    time and hands back :class:`~tandem.core.outputs.RequestOutput`s in the kind each
+    request asked for. A request that fails inside a step ends with
+    ``finish_reason="error"``; the engine goes on with the others. ``is_dead`` turns true
+    only when the engine itself can serve nothing more (a child process died).
+    """
+
+    config: EngineConfig
+    tokenizer: Tokenizer
+    inputs: InputProcessor
+
+    @classmethod
+    def from_engine_args(cls, engine_args: EngineArgs) -> Engine: ...
+
+    def add(self, request: EngineRequest) -> None: ...
+
+    def add_request(
+        self, request_id: str, prompt: str | list[int], params: SamplingParams | None = None
+    ) -> None: ...
+
+    def step(self) -> list[RequestOutput]: ...
+
+    def abort_request(self, request_id: str | list[str]) -> None: ...
+
+    def has_unfinished_requests(self) -> bool: ...
+
+    def stats(self) -> EngineStats: ...
+
+    @property
+    def is_dead(self) -> bool: ...
+
+    def shutdown(self) -> None: ...
+
+
+# what a class must offer to be an engine (the protocol's members, as names)
 ENGINE_METHODS = (
+    "from_engine_args",
+    "add",
     "add_request",
     "step",
     "abort_request",
     "has_unfinished_requests",
+    "stats",
+    "is_dead",
     "shutdown",
 )
 
@@ -56,7 +109,7 @@ def resolve_engine_name(engine: str | None) -> str:
     return engine
 
 
-def load_engine_class(name: str) -> type[Any]:
+def load_engine_class(name: str) -> type[Engine]:
     """Import and return the engine class registered as ``name``.
 
     Raises ValueError naming the installed engines when ``name`` is not one of them,
@@ -67,7 +120,7 @@ def load_engine_class(name: str) -> type[Any]:
         listed = ", ".join(sorted(found)) or "none"
         raise ValueError(f"unknown engine {name!r}; installed engines: {listed}")
     cls = found[name].load()
-    missing = [m for m in ("from_engine_args", *ENGINE_METHODS) if not hasattr(cls, m)]
+    missing = [m for m in ENGINE_METHODS if not hasattr(cls, m)]
     if missing:
         raise TypeError(
             f"engine {name!r} ({found[name].value}) lacks the engine interface: "

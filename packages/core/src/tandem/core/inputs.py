@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from tandem.core.sampling_params import SamplingParams
+from tandem.core.validate import RequestError, RequestTypeError, check_text
 
 SEED_MODULUS = 1 << 63  # sampling seeds live in [0, 2**63); a given seed wraps into it
 LOGGER = logging.getLogger("tandem")
@@ -137,25 +138,27 @@ class InputProcessor:
         as an OpenAI-style server must.
         """
         if not isinstance(request_id, str) or not request_id:
-            raise TypeError(f"request_id must be a non-empty str, got {request_id!r}")
+            raise RequestTypeError(
+                "request_id", f"request_id must be a non-empty str, got {request_id!r}"
+            )
         where = where or f"request {request_id!r}"
         if params is None:
             params = SamplingParams()
         if not isinstance(params, SamplingParams):
-            raise TypeError(
-                f"{where}: params must be a SamplingParams, got {type(params).__name__}"
+            raise RequestTypeError(
+                "params", f"{where}: params must be a SamplingParams, got {type(params).__name__}"
             )
         text, ids = self._tokens(prompt, where)
         room = self.max_model_len - len(ids)
         max_tokens = room if params.max_tokens is None else min(params.max_tokens, room)
         if params.max_tokens is not None and params.max_tokens > room:
-            text = (
+            why = (
                 f"{where}: max_tokens={params.max_tokens} does not fit: the prompt has "
                 f"{len(ids)} tokens and max_model_len={self.max_model_len} leaves room for {room}"
             )
             if strict:
-                raise ValueError(text)
-            LOGGER.warning("%s; generating at most %d tokens", text, room)
+                raise RequestError("max_tokens", why)
+            LOGGER.warning("%s; generating at most %d tokens", why, room)
         return EngineRequest(
             request_id=request_id,
             prompt=text,
@@ -182,28 +185,34 @@ class InputProcessor:
 
     def _tokens(self, prompt: Any, where: str) -> tuple[str | None, list[int]]:
         if isinstance(prompt, str):
+            check_text("prompt", prompt)
             text, ids = prompt, (self.tokenizer.encode(prompt) if prompt else [])
         elif isinstance(prompt, (list, tuple)):
             for t in prompt:
                 if isinstance(t, bool) or not isinstance(t, int):
-                    raise TypeError(f"{where}: prompt token ids must be ints, got {t!r}")
+                    raise RequestTypeError(
+                        "prompt", f"{where}: prompt token ids must be ints, got {t!r}"
+                    )
             text, ids = None, list(prompt)
         else:
-            raise TypeError(
+            raise RequestTypeError(
+                "prompt",
                 f"{where}: prompt must be a str or a list of token ids (int), "
-                f"got {type(prompt).__name__}"
+                f"got {type(prompt).__name__}",
             )
         if not ids:
-            raise ValueError(f"{where} is empty: it must have at least one token")
+            raise RequestError("prompt", f"{where} is empty: it must have at least one token")
         outside = [t for t in ids if not 0 <= t < self.vocab_size]
         if outside:
-            raise ValueError(
-                f"{where}: token id {outside[0]} is outside the vocabulary [0, {self.vocab_size})"
+            raise RequestError(
+                "prompt",
+                f"{where}: token id {outside[0]} is outside the vocabulary [0, {self.vocab_size})",
             )
         if len(ids) >= self.max_model_len:
-            raise ValueError(
+            raise RequestError(
+                "prompt",
                 f"{where} has {len(ids)} tokens; it must be shorter than "
-                f"max_model_len={self.max_model_len} to leave room for one generated token"
+                f"max_model_len={self.max_model_len} to leave room for one generated token",
             )
         return text, ids
 
@@ -213,7 +222,7 @@ class InputProcessor:
             seed=seed % SEED_MODULUS,
             temperature=float(p.temperature),
             top_p=float(p.top_p),
-            top_k=int(p.top_k),
+            top_k=min(int(p.top_k), self.vocab_size),  # more than the vocabulary: all
             min_p=float(p.min_p),
             presence_penalty=float(p.presence_penalty),
             frequency_penalty=float(p.frequency_penalty),
@@ -231,7 +240,7 @@ class InputProcessor:
         banned = [t for t in dict.fromkeys([*stop_ids, *eos]) if 0 <= t < self.vocab_size]
         return StopRules(
             max_tokens=max_tokens,
-            min_tokens=int(p.min_tokens),
+            min_tokens=min(int(p.min_tokens), max_tokens),
             eos_token_ids=eos,
             stop_token_ids=stop_ids,
             stop=p.stop_strings,

@@ -11,10 +11,27 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from tandem.core.validate import check_bool, check_float, check_int, type_name
+from tandem.core.validate import (
+    FLOAT32_MAX,
+    FLOAT32_TINY,
+    INT64_MAX,
+    RequestError,
+    RequestTypeError,
+    check_bool,
+    check_float,
+    check_int,
+    check_range,
+    check_text,
+    type_name,
+)
 
 GREEDY_EPS = 1e-5
 _PENALTY_LIMIT = 2.0
+MAX_N = 1024  # samples per request: each is a sequence in the scheduler
+# the sampler divides or multiplies float32 logits by it; the kernel refuses values
+# outside this range, so the front door does too
+REPETITION_PENALTY_RANGE = (1e-6, 1e6)
+_F32 = "the sampler computes in float32"
 
 
 @dataclass(slots=True)
@@ -39,22 +56,27 @@ class SamplingParams:
     skip_special_tokens: bool = True
 
     def __post_init__(self) -> None:
-        check_int("n", self.n, lo=1)
+        check_int("n", self.n, lo=1, hi=MAX_N)
         self.temperature = check_float("temperature", self.temperature)
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        check_range("temperature", self.temperature, 0.0, FLOAT32_MAX, why=_F32)
         if self.temperature < GREEDY_EPS:
             self.temperature = 0.0
         self.top_p = check_float("top_p", self.top_p)
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        check_range("top_p", self.top_p, 0.0, 1.0, lo_open=True)
+        if self.top_p < FLOAT32_TINY:
+            raise RequestError(
+                "top_p",
+                f"top_p must be >= {FLOAT32_TINY:.3g} (the smallest normal float32; {_F32}), "
+                f"got {self.top_p!r}",
+            )
         check_int("top_k", self.top_k)
         if self.top_k < -1:
-            raise ValueError(f"top_k must be -1 or 0 (disabled) or >= 1, got {self.top_k}")
+            raise RequestError(
+                "top_k", f"top_k must be -1 or 0 (disabled) or >= 1, got {self.top_k}"
+            )
         self.top_k = max(self.top_k, 0)
         self.min_p = check_float("min_p", self.min_p)
-        if not 0.0 <= self.min_p <= 1.0:
-            raise ValueError(f"min_p must be in [0, 1], got {self.min_p}")
+        check_range("min_p", self.min_p, 0.0, 1.0)
         check_int("seed", self.seed, none_ok=True)
         self.stop = _stop_list(self.stop)
         self.stop_token_ids = _id_list(self.stop_token_ids)
@@ -63,19 +85,19 @@ class SamplingParams:
         check_int("max_tokens", self.max_tokens, lo=1, none_ok=True)
         check_int("min_tokens", self.min_tokens, lo=0)
         if self.max_tokens is not None and self.min_tokens > self.max_tokens:
-            raise ValueError(
-                f"min_tokens must be <= max_tokens={self.max_tokens}, got {self.min_tokens}"
+            raise RequestError(
+                "min_tokens",
+                f"min_tokens must be <= max_tokens={self.max_tokens}, got {self.min_tokens}",
             )
         check_int("logprobs", self.logprobs, lo=0, none_ok=True)
         check_int("prompt_logprobs", self.prompt_logprobs, lo=0, none_ok=True)
         for name in ("presence_penalty", "frequency_penalty"):
             value = check_float(name, getattr(self, name))
-            if not -_PENALTY_LIMIT <= value <= _PENALTY_LIMIT:
-                raise ValueError(f"{name} must be in [-2, 2], got {value}")
+            check_range(name, value, -_PENALTY_LIMIT, _PENALTY_LIMIT)
             setattr(self, name, value)
         self.repetition_penalty = check_float("repetition_penalty", self.repetition_penalty)
-        if self.repetition_penalty <= 0:
-            raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
+        lo, hi = REPETITION_PENALTY_RANGE
+        check_range("repetition_penalty", self.repetition_penalty, lo, hi, why=_F32)
 
     @property
     def greedy(self) -> bool:
@@ -104,9 +126,10 @@ class SamplingParams:
         names = {f.name for f in dataclasses.fields(self) if f.init}
         unknown = sorted(set(changes) - names)
         if unknown:
-            raise TypeError(
+            raise RequestTypeError(
+                unknown[0],
                 f"SamplingParams has no field {', '.join(unknown)}; "
-                f"allowed: {', '.join(sorted(names))}"
+                f"allowed: {', '.join(sorted(names))}",
             )
         values = {name: getattr(self, name) for name in names}
         values["stop"] = list(self.stop or [])
@@ -120,13 +143,18 @@ def _stop_list(value: Any) -> list[str]:
         return []
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)):
-        raise TypeError(f"stop must be a str, a list of str or None, got {type_name(value)}")
+        raise RequestTypeError(
+            "stop", f"stop must be a str, a list of str or None, got {type_name(value)}"
+        )
     out: list[str] = []
-    for s in items:
+    for k, s in enumerate(items):
         if not isinstance(s, str):
-            raise TypeError(f"stop must contain only str, got {type_name(s)} ({s!r})")
+            raise RequestTypeError(
+                f"stop[{k}]", f"stop must contain only str, got {type_name(s)} ({s!r})"
+            )
         if not s:
-            raise ValueError("stop strings must be non-empty, got ''")
+            raise RequestError(f"stop[{k}]", "stop strings must be non-empty, got ''")
+        check_text(f"stop[{k}]", s)
         out.append(s)
     return out
 
@@ -135,7 +163,10 @@ def _id_list(value: Any) -> list[int]:
     if value is None:
         return []
     if not isinstance(value, (list, tuple)):
-        raise TypeError(f"stop_token_ids must be a list of int or None, got {type_name(value)}")
+        raise RequestTypeError(
+            "stop_token_ids",
+            f"stop_token_ids must be a list of int or None, got {type_name(value)}",
+        )
     for k, i in enumerate(value):
-        check_int(f"stop_token_ids[{k}]", i, lo=0)
+        check_int(f"stop_token_ids[{k}]", i, lo=0, hi=INT64_MAX)
     return list(value)

@@ -218,6 +218,11 @@ class LLMEngine:
         if self._closed:
             raise RuntimeError("this engine was shut down")
 
+    @property
+    def is_dead(self) -> bool:
+        """Always False: nothing outside this process can take a v0 engine down."""
+        return False
+
     def shutdown(self) -> None:
         """Drop every request and free the model and caches. Safe to call twice."""
         if self._closed:
