@@ -30,8 +30,7 @@ def test_stop_reason_kinds() -> None:
 def test_bad_finish_reason() -> None:
     with pytest.raises(
         ValueError,
-        match=r"finish_reason must be one of stop, length, abort or "
-        "None, got 'eos'",
+        match=r"finish_reason must be one of stop, length, abort, error or None, got 'eos'",
     ):
         CompletionOutput(0, "", [], finish_reason="eos")
 

@@ -9,7 +9,7 @@ speak to an engine only through the :class:`Engine` protocol.
 from __future__ import annotations
 
 from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from tandem.core.config import EngineArgs, EngineConfig

@@ -105,8 +105,11 @@ class InputProcessor:
         max_model_len: int,
         eos_token_ids: Sequence[int],
         seed: int = 0,
+        defaults: SamplingParams | None = None,
     ) -> None:
         self.tokenizer = tokenizer
+        # what a request without params gets: the model's generation_config defaults
+        self.defaults = defaults if defaults is not None else SamplingParams()
         self.vocab_size = int(vocab_size)
         self.max_model_len = int(max_model_len)
         eos = list(eos_token_ids)
@@ -119,7 +122,10 @@ class InputProcessor:
     def for_config(cls, config: Any, tokenizer: Any) -> InputProcessor:
         """The processor of an engine built on ``config`` (an ``EngineConfig``)."""
         mc = config.model
-        return cls(tokenizer, mc.vocab_size, mc.max_model_len, mc.eos_token_ids, config.seed)
+        defaults = SamplingParams.from_generation_config(mc.generation_config)
+        return cls(
+            tokenizer, mc.vocab_size, mc.max_model_len, mc.eos_token_ids, config.seed, defaults
+        )
 
     def process(
         self,
@@ -143,7 +149,7 @@ class InputProcessor:
             )
         where = where or f"request {request_id!r}"
         if params is None:
-            params = SamplingParams()
+            params = self.defaults
         if not isinstance(params, SamplingParams):
             raise RequestTypeError(
                 "params", f"{where}: params must be a SamplingParams, got {type(params).__name__}"
@@ -170,7 +176,11 @@ class InputProcessor:
             output_kind=OutputKind(output_kind),
         )
 
-    def process_all(self, batch: Sequence[tuple[str, Any, Any, str | None]]) -> list[EngineRequest]:
+    def process_all(
+        self,
+        batch: Sequence[tuple[str, Any, Any, str | None]],
+        output_kind: OutputKind = OutputKind.CUMULATIVE,
+    ) -> list[EngineRequest]:
         """:meth:`process` each ``(request_id, prompt, params, where)``; all or none.
 
         When one is refused, no seed was drawn for any of them (the next request gets
@@ -178,7 +188,7 @@ class InputProcessor:
         """
         state = self._rng.getstate()
         try:
-            return [self.process(*args) for args in batch]
+            return [self.process(*args, output_kind=output_kind) for args in batch]
         except BaseException:
             self._rng.setstate(state)
             raise

@@ -9,19 +9,32 @@ entry points, so nothing about the choice is frozen at import time. Every input 
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from tandem.core.engines import load_engine_class, resolve_engine_name
+from tandem.core.engines import Engine, load_engine_class, resolve_engine_name
+from tandem.core.inputs import OutputKind
+from tandem.core.named_models import resolve_model
+from tandem.core.outputs import RequestOutput
+from tandem.core.sampling_params import SamplingParams
 from tandem.core.stats import EngineStats
+from tandem.core.validate import RequestError, RequestTypeError
+
+if TYPE_CHECKING:
+    from tandem.core.config import EngineConfig
+    from tandem.core.tokenizer import Tokenizer
+
+LOGGER = logging.getLogger("tandem")
 
 
 def _token_list(value: Any, where: str) -> list[int]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise TypeError(
-            f"{where}: prompt_token_ids must be a list of ints, got {type(value).__name__}"
+        raise RequestTypeError(
+            "prompt_token_ids",
+            f"{where}: prompt_token_ids must be a list of ints, got {type(value).__name__}",
         )
     return list(value)
 
@@ -36,13 +49,15 @@ def _one_prompt(value: Any, i: int) -> str | list[int]:
             return _one_prompt(value["prompt"], i)
         if keys == {"prompt_token_ids"}:
             return _token_list(value["prompt_token_ids"], where)
-        raise TypeError(
+        raise RequestTypeError(
+            "prompt",
             f"{where}: a dict prompt must have exactly one key, 'prompt' or "
-            f"'prompt_token_ids'; got keys {sorted(map(str, keys))}"
+            f"'prompt_token_ids'; got keys {sorted(map(str, keys))}",
         )
-    raise TypeError(
+    raise RequestTypeError(
+        "prompt",
         f"{where} must be a str or a dict with 'prompt' or 'prompt_token_ids', "
-        f"got {type(value).__name__}"
+        f"got {type(value).__name__}",
     )
 
 
@@ -51,12 +66,13 @@ def normalize_prompts(prompts: Any) -> list[str | list[int]]:
     if isinstance(prompts, (str, Mapping)):
         prompts = [prompts]
     elif not isinstance(prompts, (list, tuple)):
-        raise TypeError(
+        raise RequestTypeError(
+            "prompts",
             "prompts must be a str, a dict {'prompt': ...} / {'prompt_token_ids': [...]}, "
-            f"or a list of those; got {type(prompts).__name__}"
+            f"or a list of those; got {type(prompts).__name__}",
         )
     if not prompts:
-        raise ValueError("prompts is empty: give at least one prompt")
+        raise RequestError("prompts", "prompts is empty: give at least one prompt")
     return [_one_prompt(p, i) for i, p in enumerate(prompts)]
 
 
@@ -66,34 +82,42 @@ def _one_conversation(messages: Any) -> bool:
     return isinstance(first, Mapping)
 
 
-def normalize_params(params: Any, count: int) -> list[Any]:
-    """One SamplingParams per prompt: the default, one shared, or a list of ``count``."""
-    from tandem.core.sampling_params import SamplingParams
-
+def normalize_params(
+    params: Any, count: int, defaults: SamplingParams | None = None
+) -> list[SamplingParams]:
+    """One SamplingParams per prompt: ``defaults`` (the model's), one shared, or a list."""
     if params is None:
-        return [SamplingParams() for _ in range(count)]
+        base = defaults if defaults is not None else SamplingParams()
+        return [base.clone() for _ in range(count)]
     if isinstance(params, SamplingParams):
         return [params] * count
     if isinstance(params, (list, tuple)):
         if len(params) != count:
-            raise ValueError(
+            raise RequestError(
+                "sampling_params",
                 f"sampling_params has {len(params)} entries but there are {count} prompts; "
-                f"give one SamplingParams or exactly one per prompt"
+                f"give one SamplingParams or exactly one per prompt",
             )
         for i, p in enumerate(params):
             if not isinstance(p, SamplingParams):
-                raise TypeError(
-                    f"sampling_params[{i}] must be a SamplingParams, got {type(p).__name__}"
+                raise RequestTypeError(
+                    f"sampling_params[{i}]",
+                    f"sampling_params[{i}] must be a SamplingParams, got {type(p).__name__}",
                 )
         return list(params)
-    raise TypeError(
+    raise RequestTypeError(
+        "sampling_params",
         "sampling_params must be None, a SamplingParams or a list of them, "
-        f"got {type(params).__name__}"
+        f"got {type(params).__name__}",
     )
 
 
 class LLM:
-    """Offline generation over one engine: ``with LLM(model=DIR) as llm: llm.generate(...)``."""
+    """Offline generation over one engine: ``with LLM(model=DIR) as llm: llm.generate(...)``.
+
+    ``model`` is a Hugging Face directory, a ``.gguf`` file, or a name that
+    :mod:`tandem.core.named_models` resolves (``"smollm2"``, ``"tiny"``).
+    """
 
     def __init__(
         self, model: str | os.PathLike[str], engine: str | None = None, **engine_args: Any
@@ -101,28 +125,32 @@ class LLM:
         from tandem.core.config import EngineArgs
 
         if not isinstance(model, (str, os.PathLike)):
-            raise TypeError(f"model must be a directory path (str), got {type(model).__name__}")
+            raise RequestTypeError(
+                "model",
+                f"model must be a directory path, a .gguf file or a model name (str), "
+                f"got {type(model).__name__}",
+            )
         self._closed = True  # until the engine exists, shutdown() has nothing to do
         self.engine_name: str = resolve_engine_name(engine)
-        self.engine_class: type[Any] = load_engine_class(self.engine_name)
-        self.engine_args = EngineArgs.from_kwargs(os.fspath(model), **engine_args)
-        self.engine: Any = self.engine_class.from_engine_args(self.engine_args)
+        self.engine_class: type[Engine] = load_engine_class(self.engine_name)
+        self.engine_args = EngineArgs.from_kwargs(resolve_model(model), **engine_args)
+        self.engine: Engine = self.engine_class.from_engine_args(self.engine_args)
         self._closed = False
-        self.config = getattr(self.engine, "config", None) or self.engine_args.create_config()
-        self._tokenizer: Any = getattr(self.engine, "tokenizer", None)
+        self.config: EngineConfig = self.engine.config
         self._ids = itertools.count()
 
     # properties ----------------------------------------------------------------------
-    def get_tokenizer(self) -> Any:
-        if self._tokenizer is None:
-            from tandem.core.tokenizer import load_tokenizer
-
-            self._tokenizer = load_tokenizer(self.config.model.tokenizer)
-        return self._tokenizer
+    def get_tokenizer(self) -> Tokenizer:
+        return self.engine.tokenizer
 
     @property
     def max_model_len(self) -> int:
         return int(self.config.model.max_model_len)
+
+    def default_sampling_params(self) -> SamplingParams:
+        """What a request without ``sampling_params`` gets: the model's own defaults
+        (its ``generation_config.json``, read as ``transformers`` reads it)."""
+        return self.engine.inputs.defaults.clone()
 
     # generation ----------------------------------------------------------------------
     def generate(
@@ -130,23 +158,25 @@ class LLM:
         prompts: Any,
         sampling_params: Any = None,
         use_tqdm: bool = True,
-    ) -> list[Any]:
+    ) -> list[RequestOutput]:
         """Generate completions for ``prompts``; returns RequestOutputs in input order.
 
         ``prompts``: a str, a ``{"prompt": str}`` or ``{"prompt_token_ids": [...]}`` dict,
-        or a list of those. ``sampling_params``: None (defaults), one SamplingParams for
-        all prompts, or a list with one per prompt.
+        or a list of those. ``sampling_params``: None (the model's defaults), one
+        SamplingParams for all prompts, or a list with one per prompt. A request that
+        failed inside the engine comes back with ``finish_reason="error"`` and its
+        ``error``; the others are unaffected.
         """
-        if self._closed:
-            raise RuntimeError("this LLM was shut down; create a new one")
+        self._check_open()
         items = normalize_prompts(prompts)
-        params = normalize_params(sampling_params, len(items))
+        params = normalize_params(sampling_params, len(items), self.engine.inputs.defaults)
         # each prompt is checked and tokenized once, here, before any reaches the engine
         requests = self.engine.inputs.process_all(
             [
                 (f"gen-{next(self._ids)}", item, p, f"prompt {i}")
                 for i, (item, p) in enumerate(zip(items, params))
-            ]
+            ],
+            OutputKind.FINAL_ONLY,
         )
         added: list[str] = []
         try:
@@ -160,35 +190,64 @@ class LLM:
             raise
         return [finals[r.request_id] for r in requests]
 
+    def stream(
+        self, prompt: Any, sampling_params: SamplingParams | None = None
+    ) -> Iterator[RequestOutput]:
+        """One prompt's outputs as they are made, each holding only what is new (a delta);
+        the last one is finished. Closing the iterator early aborts the request."""
+        self._check_open()
+        item = normalize_prompts(prompt)
+        if len(item) != 1:
+            raise RequestError("prompt", f"stream takes one prompt, got {len(item)}")
+        params = normalize_params(sampling_params, 1, self.engine.inputs.defaults)[0]
+        rid = f"gen-{next(self._ids)}"
+        req = self.engine.inputs.process(rid, item[0], params, "prompt", False, OutputKind.DELTA)
+        self.engine.add(req)
+        finished = False
+        try:
+            while not finished:
+                for out in self.engine.step():
+                    if out.request_id == rid:
+                        finished = out.finished
+                        yield out
+        finally:
+            if not finished:
+                self.engine.abort_request(rid)
+
     def chat(
         self,
         messages: Any,
         sampling_params: Any = None,
         use_tqdm: bool = True,
         add_generation_prompt: bool = True,
-    ) -> list[Any]:
+    ) -> list[RequestOutput]:
         """Answer conversations through the tokenizer's own chat template.
 
         ``messages``: one conversation (``[{"role": ..., "content": ...}, ...]``) or a list
         of them. Returns one RequestOutput per conversation, in order.
         """
-        if self._closed:
-            raise RuntimeError("this LLM was shut down; create a new one")
+        self._check_open()
+        return self.generate(
+            self.chat_prompts(messages, add_generation_prompt), sampling_params, use_tqdm
+        )
+
+    def chat_prompts(self, messages: Any, add_generation_prompt: bool = True) -> list[Any]:
+        """The token-id prompts of one conversation or a list of them (the chat template)."""
         conversations = [messages] if _one_conversation(messages) else messages
         if not isinstance(conversations, (list, tuple)) or not conversations:
-            raise TypeError(
+            raise RequestTypeError(
+                "messages",
                 "messages must be a conversation (a list of {'role', 'content'} dicts) "
-                "or a non-empty list of conversations"
+                "or a non-empty list of conversations",
             )
         tokenizer = self.get_tokenizer()
-        prompts = [
+        return [
             {"prompt_token_ids": tokenizer.apply_chat_template(c, add_generation_prompt)}
             for c in conversations
         ]
-        return self.generate(prompts, sampling_params, use_tqdm)
 
-    def _run(self, pending: set[str], use_tqdm: bool) -> dict[str, Any]:
-        finals: dict[str, Any] = {}
+    def _run(self, pending: set[str], use_tqdm: bool) -> dict[str, RequestOutput]:
+        finals: dict[str, RequestOutput] = {}
         bar = _progress(len(pending)) if use_tqdm else None
         start, out_tokens = time.perf_counter(), 0
         try:
@@ -197,13 +256,16 @@ class LLM:
                     missing = sorted(pending - finals.keys())
                     raise RuntimeError(f"engine stopped before finishing requests {missing}")
                 for out in self.engine.step():
-                    if out.finished and out.request_id in pending:
-                        finals[out.request_id] = out
-                        if bar is not None:
-                            out_tokens += sum(len(c.token_ids) for c in out.outputs)
-                            rate = out_tokens / max(time.perf_counter() - start, 1e-9)
-                            bar.set_postfix_str(f"output {rate:.1f} tok/s", refresh=False)
-                            bar.update(1)
+                    if not (out.finished and out.request_id in pending):
+                        continue
+                    finals[out.request_id] = out
+                    if out.error is not None:
+                        LOGGER.warning("request %s failed: %s", out.request_id, out.error)
+                    if bar is not None:
+                        out_tokens += sum(len(c.token_ids) for c in out.outputs)
+                        rate = out_tokens / max(time.perf_counter() - start, 1e-9)
+                        bar.set_postfix_str(f"output {rate:.1f} tok/s", refresh=False)
+                        bar.update(1)
         finally:
             if bar is not None:
                 bar.close()
@@ -211,11 +273,14 @@ class LLM:
 
     def stats(self) -> EngineStats:
         """The engine's :class:`~tandem.core.stats.EngineStats` now."""
-        if self._closed:
-            raise RuntimeError("this LLM was shut down; create a new one")
+        self._check_open()
         return self.engine.stats()
 
     # lifetime ------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this LLM was shut down; create a new one")
+
     def shutdown(self) -> None:
         """Release the engine (its processes, caches). Safe to call more than once."""
         if self._closed:

@@ -8,6 +8,7 @@ model's length limit", ``stop`` may be one string or a list of them.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +117,32 @@ class SamplingParams:
             or self.frequency_penalty != 0.0
             or self.repetition_penalty != 1.0
         )
+
+    @classmethod
+    def from_generation_config(cls, gen: Mapping[str, Any]) -> SamplingParams:
+        """A model's own defaults, read from its ``generation_config.json`` as
+        ``transformers`` reads it: greedy unless ``do_sample`` is true, then its
+        temperature, top-p, top-k (50 when unset, as there) and min-p; its repetition
+        penalty and ``max_new_tokens`` either way. Fields it does not set keep this
+        class's defaults."""
+        values: dict[str, Any] = {}
+        if gen.get("do_sample"):
+            values["temperature"] = gen.get("temperature", 1.0)
+            values["top_p"] = gen.get("top_p", 1.0)
+            values["top_k"] = gen.get("top_k", 50)
+            values["min_p"] = gen.get("min_p") or 0.0
+        else:
+            values["temperature"] = 0.0
+        if gen.get("repetition_penalty") is not None:
+            values["repetition_penalty"] = gen["repetition_penalty"]
+        if gen.get("max_new_tokens") is not None:
+            values["max_tokens"] = gen["max_new_tokens"]
+        try:
+            return cls(**{k: v for k, v in values.items() if v is not None})
+        except (TypeError, ValueError) as exc:
+            raise RequestError(
+                getattr(exc, "field", None), f"generation_config.json: {exc}"
+            ) from None
 
     def clone(self) -> SamplingParams:
         """An independent copy (its lists are not shared with this one)."""
