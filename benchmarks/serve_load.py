@@ -164,14 +164,9 @@ def main() -> int:
     args = parser.parse_args()
     if any(s < 1 for s in args.streams) or args.requests < 1 or args.max_tokens < 1:
         parser.error("--streams, --requests and --max-tokens must be >= 1")
-    if args.model == "smollm2":
-        from tandem.core.default_model import default_model
+    from tandem.core.named_models import resolve_model
 
-        model = str(default_model(print))
-    else:
-        from tandem.core.cli import resolve_model
-
-        model = resolve_model(args.model)
+    model = resolve_model(args.model, print)
     rows = []
     for engine in [*args.engines, *(["vllm"] if args.vllm else [])]:
         port = free_port()

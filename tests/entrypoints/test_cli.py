@@ -42,9 +42,11 @@ def test_defaults_built_in_model_and_engine_from_env(
     assert cli.main(["generate", "--max-tokens", "5", "a cat"]) == 0
     printed = capsys.readouterr().out
     assert calls == [1] and "prompt: 'a cat'" in printed
+    # one prompt: its text is printed as it is made, then its finish reason; greedy,
+    # as the model's generation_config (no do_sample) asks
     params = SamplingParams(temperature=0.0, max_tokens=5)
     comp = shared_llm.generate("a cat", params, use_tqdm=False)[0].outputs[0]
-    assert f"  {comp.text!r} (finish_reason={comp.finish_reason})" in printed
+    assert f"prompt: 'a cat'\n{comp.text}\n(finish_reason={comp.finish_reason})\n" in printed
 
 
 @pytest.mark.parametrize(

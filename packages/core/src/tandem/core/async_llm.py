@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import os
 import queue
 import threading
@@ -19,10 +20,15 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tandem.core.engines import Engine
 from tandem.core.inputs import EngineRequest
 from tandem.core.llm import LLM
 from tandem.core.outputs import RequestOutput
+from tandem.core.sampling_params import SamplingParams
 from tandem.core.stats import EngineStats
+from tandem.core.tokenizer import Tokenizer
+
+LOGGER = logging.getLogger("tandem")
 
 
 @dataclass(slots=True)
@@ -37,7 +43,17 @@ class _Sink:
 
 
 class EngineStopped(RuntimeError):
-    """The engine thread is gone (shut down, or the engine failed)."""
+    """The engine thread is gone (shut down, or the engine failed).
+
+    Its message is one line for the caller (a server sends it to clients); the failure's
+    full story (a child's traceback) is logged once on the ``tandem`` logger.
+    """
+
+
+def _summary(exc: BaseException) -> str:
+    """The first line of an engine failure, without tracebacks or file paths."""
+    first = next((line for line in str(exc).splitlines() if line.strip()), "")
+    return f"the engine failed ({type(exc).__name__}: {first[:200]})"
 
 
 class AsyncLLM:
@@ -54,6 +70,7 @@ class AsyncLLM:
         self._lock = threading.Lock()  # the input processor's seed generator
         self._failure: BaseException | None = None
         self._closed = False
+        self.stopped = threading.Event()  # set once the engine thread has ended
         self._thread = threading.Thread(target=self._run, name="tandem-engine", daemon=True)
         self._thread.start()
 
@@ -62,8 +79,17 @@ class AsyncLLM:
     def max_model_len(self) -> int:
         return self.llm.max_model_len
 
-    def get_tokenizer(self) -> Any:
+    def get_tokenizer(self) -> Tokenizer:
         return self.llm.get_tokenizer()
+
+    def default_sampling_params(self) -> SamplingParams:
+        """The model's own defaults (see :meth:`LLM.default_sampling_params`)."""
+        return self.llm.default_sampling_params()
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Why the engine stopped serving, when it failed (None while it serves)."""
+        return self._failure
 
     def process(
         self,
@@ -73,7 +99,7 @@ class AsyncLLM:
         strict: bool = False,
         where: str | None = None,
     ) -> EngineRequest:
-        """Check and tokenize one request (TypeError/ValueError naming ``where``), without
+        """Check and tokenize one request (a ``RequestError`` naming the field), without
         queueing it; ``strict``: a ``max_tokens`` that does not fit is refused."""
         self._check_usable()
         rid = request_id if request_id is not None else f"async-{next(self._ids)}"
@@ -128,7 +154,7 @@ class AsyncLLM:
 
     def _check_usable(self) -> None:
         if self._failure is not None:
-            raise EngineStopped(f"the engine failed: {self._failure}") from self._failure
+            raise EngineStopped(_summary(self._failure)) from self._failure
         if self._closed:
             raise EngineStopped("this AsyncLLM was shut down; create a new one")
 
@@ -153,7 +179,7 @@ class AsyncLLM:
 
     # -- the engine thread -------------------------------------------------------------
     def _run(self) -> None:
-        engine = self.llm.engine
+        engine: Engine = self.llm.engine
         try:
             while True:
                 busy = engine.has_unfinished_requests()
@@ -164,16 +190,18 @@ class AsyncLLM:
                         self._deliver(out)
         except BaseException as exc:  # the engine is unusable: every waiter hears why
             self._failure = exc
+            LOGGER.error("the engine failed; it serves no more requests: %s", exc)
             for sink in self._sinks.values():
-                sink.put(EngineStopped(f"the engine failed: {exc}"))
+                sink.put(EngineStopped(_summary(exc)))
             self._sinks.clear()
         finally:
             stopped = EngineStopped("the engine was shut down")
             for sink in self._sinks.values():
                 sink.put(stopped)
             self._sinks.clear()
+            self.stopped.set()
 
-    def _drain(self, engine: Any, block: bool) -> bool:
+    def _drain(self, engine: Engine, block: bool) -> bool:
         """Apply every queued command (waiting for one when idle); False on stop."""
         while True:
             try:

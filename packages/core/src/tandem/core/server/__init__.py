@@ -8,6 +8,6 @@ OpenAI-style error naming the field; a client that goes away aborts its requests
 
 from __future__ import annotations
 
-from tandem.core.server.run import running_server, serve_from_cli
+from tandem.core.server.run import running_server
 
-__all__ = ["running_server", "serve_from_cli"]
+__all__ = ["running_server"]

@@ -24,7 +24,8 @@ class Metrics:
         self.generation_tokens += generated
 
     def render(self, stats: Any) -> str:
-        """The exposition text, with ``stats`` (an ``EngineStats``) as the gauges."""
+        """The exposition text, with ``stats`` (an ``EngineStats``) as the gauges; ``None``
+        (the engine failed) gives the counters and ``tandem_engine_alive 0``."""
         lines: list[str] = []
 
         def metric(name: str, kind: str, text: str, value: float | dict[str, int]) -> None:
@@ -34,12 +35,15 @@ class Metrics:
             else:
                 lines.append(f"{name} {value}")
 
-        used = 1.0 - stats.num_free_kv_blocks / max(stats.num_kv_blocks, 1)
         metric("tandem_requests_total", "counter", "Requests ended, by outcome.", self.outcomes)
         metric("tandem_prompt_tokens_total", "counter", "Prompt tokens.", self.prompt_tokens)
         metric(
             "tandem_generation_tokens_total", "counter", "Tokens generated.", self.generation_tokens
         )
+        metric("tandem_engine_alive", "gauge", "1 while the engine serves.", int(stats is not None))
+        if stats is None:
+            return "\n".join(lines) + "\n"
+        used = 1.0 - stats.num_free_kv_blocks / max(stats.num_kv_blocks, 1)
         metric("tandem_requests_running", "gauge", "Requests running.", stats.num_running)
         metric("tandem_requests_waiting", "gauge", "Requests waiting.", stats.num_waiting)
         metric("tandem_preemptions_total", "counter", "Preemptions.", stats.num_preemptions)

@@ -11,14 +11,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tandem.core.sampling_params import SamplingParams
+from tandem.core.validate import RequestError
 
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str | None = None
-    temperature: float = Field(1.0, ge=0.0, le=2.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    # sampling fields left out take the model's defaults (its generation_config.json)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
     n: int = Field(1, ge=1, le=16)
     stream: bool = False
     stream_options: dict[str, Any] | None = None
@@ -28,20 +30,28 @@ class _Body(BaseModel):
     frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     user: str | None = None
     # beyond OpenAI, as vLLM's server accepts them
-    top_k: int = Field(0, ge=-1)
-    min_p: float = Field(0.0, ge=0.0, le=1.0)
-    repetition_penalty: float = Field(1.0, gt=0.0)
+    top_k: int | None = Field(None, ge=-1)
+    min_p: float | None = Field(None, ge=0.0, le=1.0)
+    repetition_penalty: float | None = Field(None, gt=0.0)
     min_tokens: int = Field(0, ge=0)
     ignore_eos: bool = False
     stop_token_ids: list[int] | None = None
 
-    def sampling(self, max_tokens: int | None, logprobs: int | None) -> SamplingParams:
-        return SamplingParams(
+    def sampling(
+        self, defaults: SamplingParams, max_tokens: int | None, logprobs: int | None
+    ) -> SamplingParams:
+        """The body's params over the model's ``defaults`` (a field left out keeps its
+        default; ``max_tokens`` as the endpoint reads it)."""
+        given = {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "min_p": self.min_p,
+            "repetition_penalty": self.repetition_penalty,
+        }
+        return defaults.replace(
+            **{k: v for k, v in given.items() if v is not None},
             n=self.n,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            min_p=self.min_p,
             seed=self.seed,
             stop=self.stop,
             stop_token_ids=self.stop_token_ids,
@@ -51,7 +61,6 @@ class _Body(BaseModel):
             logprobs=logprobs,
             presence_penalty=self.presence_penalty,
             frequency_penalty=self.frequency_penalty,
-            repetition_penalty=self.repetition_penalty,
         )
 
     @property
@@ -70,7 +79,11 @@ class CompletionRequest(_Body):
         p = self.prompt
         if isinstance(p, str):
             return [p]
-        if p and all(isinstance(x, int) for x in p):
+        if not p:
+            raise RequestError(
+                "prompt", "prompt is empty: give a string, a list of token ids or a list of those"
+            )
+        if all(isinstance(x, int) for x in p):
             return [list(p)]  # type: ignore[arg-type]
         return list(p)  # type: ignore[arg-type]
 

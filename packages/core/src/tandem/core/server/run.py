@@ -1,14 +1,12 @@
-"""Running the app: in a thread of this process (tests, benchmarks) or as ``tandem serve``."""
+"""Running the app in a thread of this process (tests, benchmarks); ``tandem serve`` is
+:mod:`tandem.core.cli.serve`."""
 
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 from tandem.core.async_llm import AsyncLLM
 
@@ -39,36 +37,3 @@ def running_server(
     finally:
         server.should_exit = True
         thread.join(timeout=30)
-
-
-def serve_from_cli(args: Any) -> int:
-    """``tandem serve``: build the engine, serve until Ctrl-C, then shut everything down."""
-    try:
-        import fastapi  # noqa: F401
-        import uvicorn
-    except ImportError:
-        print(
-            "tandem serve: error: needs FastAPI and uvicorn: pip install 'tandem-core[serve]'",
-            file=sys.stderr,
-        )
-        return 2
-    from tandem.core.cli import _default_len, engine_args, resolve_model
-    from tandem.core.progress import say
-    from tandem.core.server.app import build_app
-
-    try:
-        model = resolve_model(args.model)
-        kwargs = engine_args(args)
-        if args.max_model_len is None:
-            kwargs["max_model_len"] = _default_len(model)
-        say(f"loading {model} ({args.engine or 'default'} engine)")
-        llm = AsyncLLM(model, engine=args.engine, **kwargs)
-    except (TypeError, ValueError, RuntimeError) as exc:
-        print(f"tandem serve: error: {exc}", file=sys.stderr)
-        return 2
-    name = args.served_model_name or Path(model).name
-    with llm:
-        url = f"http://{args.host}:{args.port}"
-        say(f"serving {name!r} on {url} with engine {llm.engine_name}; Ctrl-C stops")
-        uvicorn.run(build_app(llm, name), host=args.host, port=args.port, log_level="warning")
-    return 0

@@ -1,0 +1,5 @@
+"""``python -m tandem.core.cli``: the ``tandem`` program."""
+
+from tandem.core.cli import run
+
+run()

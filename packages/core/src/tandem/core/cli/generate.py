@@ -1,0 +1,107 @@
+"""``tandem generate``: completions printed; one prompt's text as it is made.
+
+With one prompt and one completion (``--n 1``, no ``--logprobs``) the text is printed as
+each step makes it, so Ctrl-C keeps what was already generated on the screen. Otherwise
+every completion is printed when all are done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from tandem.core.cli.options import engine_args
+
+
+def open_llm(args: argparse.Namespace) -> Any:
+    """The LLM the options ask for; its construction reports its progress."""
+    from tandem.core.llm import LLM
+    from tandem.core.named_models import resolve_model
+    from tandem.core.progress import say
+
+    model = resolve_model(args.model)
+    say(f"loading {model} ({args.engine or 'default'} engine)")
+    return LLM(model=model, engine=args.engine, **engine_args(args, model))
+
+
+def sampling_params(args: argparse.Namespace, defaults: Any) -> Any:
+    """The flags over the model's defaults (a flag left out keeps the model's value)."""
+    given = {
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "top_k": args.top_k,
+        "min_p": args.min_p,
+    }
+    return defaults.replace(
+        **{k: v for k, v in given.items() if v is not None},
+        n=args.n,
+        seed=args.seed,
+        max_tokens=args.max_tokens,
+        stop=args.stop,
+        logprobs=args.logprobs,
+        ignore_eos=args.ignore_eos,
+    )
+
+
+def _heading(out: Any) -> str:
+    return f"prompt: {out.prompt!r}" if out.prompt is not None else "prompt: (chat)"
+
+
+def print_output(out: Any, logprobs: bool) -> None:
+    print(_heading(out))
+    for comp in out.outputs:
+        label = f"[{comp.index}] " if len(out.outputs) > 1 else ""
+        print(f"  {label}{comp.text!r} (finish_reason={comp.finish_reason})")
+        if logprobs and comp.logprobs:
+            for tok, entry in zip(comp.token_ids, comp.logprobs):
+                chosen = entry[tok]
+                alts = ", ".join(
+                    f"{lp.decoded_token!r} {lp.logprob:.3f}" for t, lp in entry.items() if t != tok
+                )
+                print(f"    {chosen.decoded_token!r} {chosen.logprob:.3f}  [{alts}]")
+
+
+def _stream(llm: Any, prompt: Any, params: Any, label: str) -> None:
+    """Print one completion as it is made: the prompt line, the text, its finish reason."""
+    print(label, flush=True)
+    reason = None
+    try:
+        for out in llm.stream(prompt, params):
+            comp = out.outputs[0]
+            sys.stdout.write(comp.text)
+            sys.stdout.flush()
+            reason = comp.finish_reason
+    finally:
+        sys.stdout.write("\n" if reason is None else f"\n(finish_reason={reason})\n")
+        sys.stdout.flush()
+
+
+def run_generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    try:
+        llm = open_llm(args)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        print(f"tandem generate: error: {exc}", file=sys.stderr)
+        return 2
+    with llm:
+        try:
+            params = sampling_params(args, llm.default_sampling_params())
+        except (TypeError, ValueError) as exc:
+            parser.error(str(exc))
+        prompts: list[Any] = (
+            llm.chat_prompts([[{"role": "user", "content": p}] for p in args.prompts])
+            if args.chat
+            else list(args.prompts)
+        )
+        try:
+            if len(prompts) == 1 and params.n == 1 and args.logprobs is None:
+                label = "prompt: (chat)" if args.chat else f"prompt: {prompts[0]!r}"
+                _stream(llm, prompts[0], params, label)
+                return 0
+            outputs = llm.generate(prompts, params, use_tqdm=False)
+        except (TypeError, ValueError) as exc:
+            print(f"tandem generate: error: {exc}", file=sys.stderr)
+            return 2
+    for out in outputs:
+        print_output(out, args.logprobs is not None)
+    return 0

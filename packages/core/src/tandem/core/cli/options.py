@@ -1,0 +1,171 @@
+"""The ``tandem`` command line's parser: its commands, flags and their checks."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from tandem.core.named_models import DEFAULT, TINY
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("tandem-core")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def number(
+    kind: type, name: str, lo: float | None = None, hi: float | None = None, lo_open: bool = False
+) -> Callable[[str], Any]:
+    """An argparse ``type=`` that parses ``kind`` and checks its range, naming the flag."""
+
+    def parse(raw: str) -> Any:
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be {'an integer' if kind is int else 'a number'}, got {raw!r}"
+            ) from None
+        too_low = lo is not None and (value <= lo if lo_open else value < lo)
+        too_high = hi is not None and value > hi
+        if too_low or too_high:
+            left = "(" if lo_open else "["
+            bounds = f"{left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]"
+            raise argparse.ArgumentTypeError(f"{name} must be in {bounds}, got {raw}")
+        return value
+
+    return parse
+
+
+def _engine_options(cmd: argparse.ArgumentParser, model_positional: bool = False) -> None:
+    help_text = (
+        f"Hugging Face model directory, .gguf file, or a name: {DEFAULT!r} "
+        f"(SmolLM2-135M-Instruct, the default) or {TINY!r} (the built-in tiny test model)"
+    )
+    if model_positional:
+        cmd.add_argument("model", nargs="?", default=None, metavar="MODEL", help=help_text)
+    else:
+        cmd.add_argument("--model", default=None, help=help_text)
+    cmd.add_argument(
+        "--engine",
+        choices=("v0", "v1"),
+        default=None,
+        help="engine to use (default: $TANDEM_ENGINE, else v1)",
+    )
+    cmd.add_argument(
+        "--max-model-len",
+        type=number(int, "--max-model-len", lo=2),
+        default=None,
+        help="longest prompt + completion (default: the model's, at most 4096)",
+    )
+    cmd.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
+    cmd.add_argument(
+        "--quantization",
+        choices=("int8",),
+        default=None,
+        help="int8: the MLP layers as int8 x int8 on the CPU (float32 models; default: none)",
+    )
+
+
+def _sampling_options(gen: argparse.ArgumentParser) -> None:
+    model_default = "default: the model's generation_config, else %s"
+    gen.add_argument("--max-tokens", type=number(int, "--max-tokens", lo=1), default=32)
+    gen.add_argument(
+        "--temperature",
+        type=number(float, "--temperature", lo=0.0),
+        default=None,
+        help="0 means greedy (" + model_default % "greedy" + ")",
+    )
+    gen.add_argument(
+        "--top-p",
+        type=number(float, "--top-p", lo=0.0, hi=1.0, lo_open=True),
+        default=None,
+        help=model_default % "1",
+    )
+    gen.add_argument(
+        "--top-k",
+        type=number(int, "--top-k", lo=0),
+        default=None,
+        help="0 turns top-k off (" + model_default % "off" + ")",
+    )
+    gen.add_argument("--min-p", type=number(float, "--min-p", lo=0.0, hi=1.0), default=None)
+    gen.add_argument("--seed", type=number(int, "--seed"), default=None)
+    gen.add_argument("--n", type=number(int, "--n", lo=1), default=1, help="completions per prompt")
+    gen.add_argument(
+        "--stop", action="append", default=None, metavar="TEXT", help="stop string (repeatable)"
+    )
+    gen.add_argument(
+        "--logprobs",
+        type=number(int, "--logprobs", lo=0),
+        default=None,
+        metavar="K",
+        help="print each token's logprob and the top K alternatives",
+    )
+    gen.add_argument("--ignore-eos", action="store_true", help="keep going past EOS")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tandem", description="Tandem LLM inference.")
+    parser.add_argument("--version", action="version", version=f"tandem {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    gen = sub.add_parser(
+        "generate",
+        help="generate completions for prompts",
+        description="Generate completions and print them (one prompt: as they are made).",
+    )
+    gen.add_argument("prompts", nargs="+", metavar="PROMPT", help="prompt text(s)")
+    _engine_options(gen)
+    _sampling_options(gen)
+    gen.add_argument(
+        "--chat",
+        action="store_true",
+        help="send each prompt as a user message through the model's chat template",
+    )
+    serve = sub.add_parser(
+        "serve",
+        help="serve an OpenAI-compatible HTTP API",
+        description="Serve /v1/completions, /v1/chat/completions, /v1/models, /health and "
+        "/metrics over HTTP. SIGTERM or Ctrl-C stops it: no new requests are taken, those "
+        "in flight get --shutdown-timeout seconds to finish, then are aborted.",
+    )
+    _engine_options(serve, model_positional=True)
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=number(int, "--port", lo=0, hi=65535), default=8000)
+    serve.add_argument(
+        "--served-model-name", default=None, help="the model id clients use (default: its name)"
+    )
+    serve.add_argument(
+        "--shutdown-timeout",
+        type=number(float, "--shutdown-timeout", lo=0.0),
+        default=10.0,
+        metavar="SECONDS",
+        help="how long requests in flight may run on after SIGTERM or Ctrl-C (default: 10)",
+    )
+    return parser
+
+
+def engine_args(args: argparse.Namespace, model: str) -> dict[str, Any]:
+    """The ``LLM`` keyword arguments the flags ask for (``model`` already resolved)."""
+    out: dict[str, Any] = {"dtype": args.dtype}
+    if args.quantization is not None:
+        out["quantization"] = args.quantization
+    out["max_model_len"] = (
+        args.max_model_len if args.max_model_len is not None else default_len(model)
+    )
+    return out
+
+
+def default_len(model: str) -> int | None:
+    """Cap the model's length at 4096 so its KV cache stays small on a laptop."""
+    from tandem.core.config import load_model_config
+
+    try:
+        limit = load_model_config(model).max_model_len
+    except (OSError, ValueError):
+        return None  # LLM() will say what is wrong
+    return min(limit, 4096)

@@ -1,0 +1,161 @@
+"""``tandem serve``: the OpenAI-compatible server as a program.
+
+The port is bound before the model loads, so a port already taken is an error at once,
+not after a minute of loading. SIGTERM (how service managers and containers stop a
+server) and Ctrl-C stop it the same way: no new connections, the requests in flight get
+``--shutdown-timeout`` seconds to finish, then are aborted; one line says so; exit 0. An
+engine that dies ends the server with exit code 1, so whatever supervises it restarts it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import sys
+import threading
+from typing import Any
+
+from tandem.core.cli.options import engine_args
+
+ENGINE_FAILED = 1  # the exit code when the engine died under the server
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket, or OSError saying the address is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _server_class() -> type:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server that ends on SIGTERM/SIGINT without dying by the signal, and
+        says once what it does with the requests in flight."""
+
+        def __init__(self, config: Any, grace: float, service: Any) -> None:
+            super().__init__(config)
+            self.grace = grace
+            self.service = service
+
+        def install_signal_handlers(self) -> None:  # uvicorn < 0.29
+            pass
+
+        def capture_signals(self) -> Any:
+            import contextlib
+
+            @contextlib.contextmanager
+            def captured() -> Any:
+                if threading.current_thread() is not threading.main_thread():
+                    yield
+                    return
+                sigs = (signal.SIGINT, signal.SIGTERM)
+                before = {sig: signal.signal(sig, self.handle_exit) for sig in sigs}
+                try:
+                    yield
+                finally:
+                    for sig, handler in before.items():
+                        signal.signal(sig, handler)
+
+            return captured()
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.should_exit:  # a second signal: stop waiting for the requests
+                self.force_exit = True
+                return
+            self.stop(signal.Signals(sig).name)
+
+        def stop(self, reason: str) -> None:
+            self.should_exit = True
+            print(
+                f"tandem serve: stopping ({reason}): no new requests; "
+                f"{self.service.in_flight()} in flight get up to {self.grace:g} s to finish, "
+                "then are aborted",
+                file=sys.stderr,
+                flush=True,
+            )
+            timer = threading.Timer(self.grace, self.service.abort_all, ["the server is stopping"])
+            timer.daemon = True
+            timer.start()
+
+    return Server
+
+
+def _watch_engine(llm: Any, server: Any, failed: list[str]) -> threading.Thread:
+    """Stops the server when the engine thread ends on a failure (not on shutdown)."""
+
+    def watch() -> None:
+        llm.stopped.wait()
+        if llm.failure is not None and not server.should_exit:
+            failed.append(str(llm.failure).splitlines()[0] if str(llm.failure) else "")
+            server.stop("the engine failed")
+
+    thread = threading.Thread(target=watch, name="tandem-engine-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn
+    except ImportError:
+        print(
+            "tandem serve: error: needs FastAPI and uvicorn: pip install 'tandem-core[serve]'",
+            file=sys.stderr,
+        )
+        return 2
+    from tandem.core.async_llm import AsyncLLM
+    from tandem.core.named_models import resolve_model, served_name
+    from tandem.core.progress import say
+    from tandem.core.server.app import build_app
+
+    try:
+        sock = _bind(args.host, args.port)
+    except OSError as exc:
+        print(
+            f"tandem serve: error: cannot listen on {args.host}:{args.port} ({exc.strerror}); "
+            "choose another with --port",
+            file=sys.stderr,
+        )
+        return 2
+    with sock:
+        try:
+            model = resolve_model(args.model)
+            say(f"loading {model} ({args.engine or 'default'} engine)")
+            llm = AsyncLLM(model, engine=args.engine, **engine_args(args, model))
+        except (TypeError, ValueError, RuntimeError) as exc:
+            print(f"tandem serve: error: {exc}", file=sys.stderr)
+            return 2
+        name = args.served_model_name or served_name(args.model, model)
+        failed: list[str] = []
+        with llm:
+            app = build_app(llm, name)
+            config = uvicorn.Config(
+                app,
+                log_level="warning",
+                lifespan="off",
+                # the backstop: requests were aborted at the grace's end already
+                timeout_graceful_shutdown=args.shutdown_timeout + 5,
+            )
+            server = _server_class()(config, args.shutdown_timeout, app.state.service)
+            _watch_engine(llm, server, failed)
+            bound = sock.getsockname()[1]
+            say(f"serving {name!r} on http://{args.host}:{bound} with engine {llm.engine_name}")
+            say("Ctrl-C or SIGTERM stops it")
+            server.run(sockets=[sock])
+    if failed:
+        print(f"tandem serve: exiting: the engine failed: {failed[0]}", file=sys.stderr)
+        return ENGINE_FAILED
+    say("stopped")
+    return 0
