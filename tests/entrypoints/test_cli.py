@@ -184,3 +184,128 @@ def test_max_tokens_that_does_not_fit_is_a_visible_clamp(tiny_model, engine: str
     captured = capsys.readouterr()
     assert "max_tokens=100 does not fit" in captured.err and "generating at most" in captured.err
     assert "finish_reason=length" in captured.out
+
+
+def test_version(capsys) -> None:
+    with pytest.raises(SystemExit) as err:
+        cli.main(["--version"])
+    assert err.value.code == 0
+    assert capsys.readouterr().out.startswith("tandem ")
+
+
+def test_serve_on_a_taken_port_is_an_error_before_loading(tmp_path, capsys) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        # the model does not exist: had the port been checked after loading, the error
+        # would be about the model
+        code = cli.main(["serve", str(tmp_path / "nope"), "--port", str(port)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in err and "--port" in err
+    assert "serving" not in err
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(proc: subprocess.Popen[str], port: int) -> None:
+    import urllib.request
+
+    end = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+            return
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < end, proc.stderr.read()
+            time.sleep(0.2)
+
+
+def _stream_lines(port: int, body: dict, lines: list[bytes]) -> None:
+    import json
+    import urllib.request
+
+    data = json.dumps({**body, "stream": True}).encode()
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/completions", data, {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            lines.extend(line for line in resp if line.strip())
+    except OSError as exc:
+        lines.append(repr(exc).encode())
+
+
+@pytest.mark.slow
+def test_sigterm_with_a_stream_in_flight_is_clean(tiny_model, engine: str) -> None:
+    import threading
+
+    port = _free_port()
+    proc = _cli(
+        "serve", str(tiny_model), "--engine", engine, "--port", str(port),
+        "--shutdown-timeout", "1",
+    )  # fmt: skip
+    lines: list[bytes] = []
+    try:
+        _wait_healthy(proc, port)
+        body = {"prompt": "a b", "max_tokens": 400, "n": 16, "ignore_eos": True}
+        reader = threading.Thread(target=_stream_lines, args=(port, body, lines))
+        reader.start()
+        while not lines:  # the stream has begun
+            time.sleep(0.05)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)  # how a service manager stops a server
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - started
+        reader.join(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, err
+    assert err.count("tandem serve: stopping (SIGTERM)") == 1, err
+    assert "Traceback" not in err and "Terminate" not in err and "ERROR" not in err, err
+    assert took < 15, took
+    assert lines[-1] == b"data: [DONE]\n", lines[-3:]  # ended, with an error event or not
+    assert _wait_gone(proc.pid) == []
+
+
+@pytest.mark.slow
+@pytest.mark.engines("v1")
+def test_serve_exits_when_the_engine_dies(tiny_model) -> None:
+    import json
+    import urllib.error
+    import urllib.request
+
+    import psutil
+
+    port = _free_port()
+    proc = _cli("serve", str(tiny_model), "--engine", "v1", "--port", str(port))
+    try:
+        _wait_healthy(proc, port)
+        core = [c for c in psutil.Process(proc.pid).children() if "core" in c.cmdline()]
+        core[0].kill()
+        data = json.dumps({"prompt": "a b", "max_tokens": 3}).encode()
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/completions", data, {"Content-Type": "application/json"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(req, timeout=60)
+        assert info.value.code == 503
+        message = json.loads(info.value.read())["error"]["message"]
+        assert "died" in message and "Traceback" not in message and "/" not in message
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, err
+    assert "tandem serve: exiting: the engine failed" in err
+    assert _wait_gone(proc.pid) == []

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from relhelpers import PROBE_IDS
 
 from tandem.core.sampling_params import SamplingParams
+from tandem.core.validate import RequestError, RequestTypeError
 
 pytestmark = [pytest.mark.reliability, pytest.mark.engines("v0", "v1")]
 
@@ -147,6 +148,80 @@ def test_sampling_params(served: Any) -> None:
 
     case()
     report("SamplingParams", tried)
+
+
+# every float and int a client can send: float32's edges, subnormals, 2**63, 2**64 and past
+any_float = st.one_of(
+    st.floats(),
+    st.sampled_from([1e-300, 1e-45, 1.2e-38, 1e-6, 3.5e38, 1.7e308, 2.0**-149]),
+    st.integers(-(2**70), 2**70),
+)
+any_int = st.one_of(st.integers(), st.sampled_from([2**63 - 1, 2**63, 2**64, 2**100, -(2**64)]))
+WHOLE_RANGE: dict[str, st.SearchStrategy[Any]] = {
+    **{k: any_float for k in ("temperature", "top_p", "min_p", "repetition_penalty")},
+    **{k: any_float for k in ("presence_penalty", "frequency_penalty")},
+    **{k: any_int for k in ("n", "top_k", "seed", "max_tokens", "min_tokens")},
+    **{k: st.one_of(st.none(), any_int) for k in ("logprobs", "prompt_logprobs")},
+    "stop_token_ids": st.lists(any_int, max_size=3),
+}
+whole_range_kwargs = st.dictionaries(
+    st.sampled_from(sorted(WHOLE_RANGE)), st.none(), min_size=1, max_size=3
+).flatmap(lambda d: st.fixed_dictionaries({k: WHOLE_RANGE[k] for k in d}))
+
+
+def test_sampling_params_from_the_whole_number_range(served: Any) -> None:
+    """Any number a client may send is refused up front naming its field, or it is served:
+    nothing reaches the batched step that the kernels (float32, int64) cannot hold."""
+    tried: list[bool] = []
+
+    @SETTINGS
+    @given(kw=whole_range_kwargs)
+    def case(kw: dict[str, Any]) -> None:
+        try:
+            params = SamplingParams(**kw)
+        except (RequestError, RequestTypeError) as exc:
+            assert exc.root in kw, (exc.field, kw)
+            tried.append(False)
+            return
+        # keep an accepted case small: 2 samples of at most 4 tokens
+        short = min(params.max_tokens or 4, 4)
+        params = params.replace(n=min(params.n, 2), max_tokens=short)
+        params = params.replace(min_tokens=min(params.min_tokens, short))
+        outs = served.llm.generate({"prompt_token_ids": PROBE_IDS}, params, use_tqdm=False)
+        check_output(outs[0], params, PROBE_IDS)
+        tried.append(True)
+        served.check()
+
+    case()
+    report("whole-range SamplingParams", tried)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "ok"),
+    [
+        ("repetition_penalty", 1e-6, True),  # float32(1e-6) < 1e-6: once killed the engine
+        ("repetition_penalty", 3.5e38, False),  # inf as a float32
+        ("top_p", 1e-300, False),  # 0.0 as a float32
+        ("top_k", 2**63, True),  # past int64: more than the vocabulary means all tokens
+        ("min_tokens", 2**64, True),  # clamped to max_tokens=None's room
+        ("stop_token_ids", [2**64], False),  # past int64
+        ("stop", ["\ud800"], False),  # cannot be encoded for the detokenizer
+    ],
+)
+def test_values_that_once_killed_the_engine(served: Any, field: str, value: Any, ok: bool):
+    kw = {field: value, "temperature": 0.7, "seed": 3, "max_tokens": None}
+    if not ok:
+        with pytest.raises(RequestError) as info:
+            SamplingParams(**kw)
+        assert info.value.root == field
+        return
+    params = SamplingParams(**kw).replace(max_tokens=4, min_tokens=0)
+    if field == "min_tokens":
+        params = SamplingParams(**kw)  # max_tokens=None: min_tokens is cut to the room
+    outs = served.llm.generate({"prompt_token_ids": PROBE_IDS}, params, use_tqdm=False)
+    assert outs[0].outputs[0].finish_reason in ("length", "stop")
+    assert outs[0].error is None
+    served.check()
 
 
 token_ids = st.lists(st.integers(-3, VOCAB + 3), max_size=8)
