@@ -149,6 +149,13 @@ def test_bad_requests_are_openai_style_errors(server_url, path, body, status, pa
     assert _post(f"{server_url}/v1/completions", {"prompt": "ok", "max_tokens": 2})[0] == 200
 
 
+def test_fields_left_out_take_the_model_defaults(client) -> None:
+    # the tiny model's generation_config does not sample: greedy, as LLM and the CLI
+    plain = client.completions.create(model=MODEL_NAME, prompt="a b", max_tokens=6)
+    greedy = client.completions.create(model=MODEL_NAME, prompt="a b", max_tokens=6, temperature=0)
+    assert plain.choices[0].text == greedy.choices[0].text
+
+
 def test_openai_client_sees_a_bad_request_error(client) -> None:
     with pytest.raises(openai.BadRequestError, match="temperature"):
         client.completions.create(model=MODEL_NAME, prompt="a", temperature=9)
