@@ -6,7 +6,7 @@ its arguments, then calls the op through ``torch.ops.tandem``.
 
 from __future__ import annotations
 
-from tandem.kernels.ops.activation import silu_and_mul
+from tandem.kernels.ops.activation import gelu_tanh_and_mul, silu_and_mul
 from tandem.kernels.ops.attention import decode_attention, prefill_attention
 from tandem.kernels.ops.cache import write_kv_cache
 from tandem.kernels.ops.library import OP_NAMESPACE, registered_op_names
@@ -18,6 +18,7 @@ __all__ = [
     "OP_NAMESPACE",
     "decode_attention",
     "fused_add_rms_norm",
+    "gelu_tanh_and_mul",
     "prefill_attention",
     "registered_op_names",
     "rms_norm",
