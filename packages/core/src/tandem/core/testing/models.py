@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from tandem.core import envs
+from tandem.core.testing.archs import DENSE_ARCHS
 from tandem.core.testing.tokenizer import make_tokenizer
 
 FORMAT_VERSION = 2  # 2: the tokenizer has a chat template
@@ -81,6 +82,7 @@ ARCHS: dict[str, tuple[str, dict[str, Any]]] = {
             "rms_norm_eps": 1e-6,
         },
     ),
+    **DENSE_ARCHS,
 }
 
 
