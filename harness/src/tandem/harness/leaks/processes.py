@@ -11,11 +11,16 @@ import contextlib
 import ctypes
 import os
 import sys
+from collections.abc import Callable
 
 import psutil
 
+from .base import Leak
+
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_PDEATHSIG = 1
+
+Procs = frozenset[tuple[int, float]]  # (pid, start time) of live descendants
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -38,9 +43,11 @@ def die_with_parent(signum: int = 9) -> bool:
     return _prctl(_PR_SET_PDEATHSIG, signum)
 
 
-def end_all() -> list[str]:
+def end_all() -> None:
     """Kill every descendant still alive (a process that is about to exit calls this)."""
-    return diff(set())
+    for leak in ProcessCheck().compare(frozenset()):
+        if leak.undo is not None:
+            leak.undo()
 
 
 def _children() -> list[psutil.Process]:
@@ -87,34 +94,56 @@ def started(proc: psutil.Process) -> float:
         return proc.create_time()
 
 
-def snapshot() -> set[tuple[int, float]]:
-    out = set()
-    for proc in _children():
+def _kill(proc: psutil.Process) -> Callable[[], None]:
+    def undo() -> None:
         with contextlib.suppress(psutil.Error):
-            out.add((proc.pid, started(proc)))
-    return out
+            proc.kill()
+        psutil.wait_procs([proc], timeout=2)
+
+    return undo
 
 
-def diff(before: set[tuple[int, float]], kill: bool = True) -> list[str]:
-    """Describe (and kill) every live child process that was not there before."""
-    out = []
-    leaked = []
-    for proc in _children():
-        try:
-            if (proc.pid, started(proc)) in before:
-                continue
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                with contextlib.suppress(ChildProcessError, OSError):
-                    proc.wait(0)
-                continue
-            cmd = " ".join(proc.cmdline()) or proc.name()
-        except psutil.Error:
-            continue
-        out.append(f"child process {proc.pid} is still alive: {cmd}")
-        leaked.append(proc)
-    if kill:
-        for proc in leaked:
+def _alive(proc: psutil.Process) -> bool:
+    """Whether ``proc`` still runs; a zombie child is reaped on the way."""
+    if proc.status() != psutil.STATUS_ZOMBIE:
+        return True
+    with contextlib.suppress(ChildProcessError, OSError, psutil.Error):
+        proc.wait(0)
+    return False
+
+
+class ProcessCheck:
+    """Live descendants that were not there before (orphans included, on Linux)."""
+
+    def snapshot(self) -> Procs:
+        out = set()
+        for proc in _children():
             with contextlib.suppress(psutil.Error):
-                proc.kill()
-        psutil.wait_procs(leaked, timeout=2)
-    return out
+                out.add((proc.pid, started(proc)))
+        return frozenset(out)
+
+    def compare(self, before: Procs) -> list[Leak]:
+        out = []
+        for proc in _children():
+            try:
+                if (proc.pid, started(proc)) in before or not _alive(proc):
+                    continue
+                cmd = " ".join(proc.cmdline()) or proc.name()
+            except psutil.Error:
+                continue
+            out.append(Leak(f"child process {proc.pid} is still alive: {cmd}", _kill(proc)))
+        return out
+
+    def absorb(self, snap: Procs, start: Procs, end: Procs) -> Procs:
+        return snap | (end - start)
+
+    def left_over(self, start: Procs, end: Procs) -> list[Leak]:
+        out = []
+        for pid, created in sorted(end - start):
+            with contextlib.suppress(psutil.Error):
+                proc = psutil.Process(pid)
+                if started(proc) == created and proc.status() != psutil.STATUS_ZOMBIE:
+                    cmd = " ".join(proc.cmdline()) or proc.name()
+                    text = f"child process {pid} it started is still alive: {cmd}"
+                    out.append(Leak(text, _kill(proc)))
+        return out

@@ -10,8 +10,11 @@ from __future__ import annotations
 import functools
 import sys
 import traceback
-from collections.abc import Callable, Set
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+from .base import Leak
 
 _ORIGINS: dict[tuple[str, str], str] = {}
 _PROBLEMS: list[str] = []
@@ -31,39 +34,6 @@ def names(namespace: str) -> set[str]:
         return set()
     prefix = namespace + "::"
     return {name for name in lister() if name.startswith(prefix)}
-
-
-def snapshot(namespace: str) -> set[str] | int:
-    """What ``diff`` compares with: a position in the recorder's log, else the op names.
-
-    Listing every op costs milliseconds; with the recorder installed a test that defined
-    nothing costs nothing.
-    """
-    if [namespace] == _RECORDING:
-        return len(_DEFINED)
-    return names(namespace)
-
-
-def defined_between(start: int, end: int) -> set[str]:
-    """Op names the recorder saw defined between two positions of its log."""
-    return set(_DEFINED[start:end])
-
-
-def diff(before: set[str] | int, namespace: str, skip: Set[str] = frozenset()) -> list[str]:
-    """Ops registered since ``before`` and still there (a duplicate is told by ``problems``)."""
-    if isinstance(before, int):
-        fresh = set(_DEFINED[before:]) - skip
-        if not fresh:
-            return []
-        alive = names(namespace) & fresh
-    else:
-        alive = names(namespace) - before - skip
-    twice = {p.split()[2] for p in _PROBLEMS if " defined twice" in p}
-    return [
-        f"custom op {name} was registered and not removed"
-        for name in sorted(alive)
-        if name not in twice
-    ]
 
 
 def _origin() -> str:
@@ -163,3 +133,52 @@ class _suppress:
 
 def problems() -> list[str]:
     return list(_PROBLEMS)
+
+
+@dataclass(frozen=True)
+class OpSnap:
+    ops: frozenset[str] | int  # a position in the recorder's log, else the op names
+    problems: int  # how many conflicts were known
+    skip: frozenset[str] = frozenset()  # ops wider fixtures registered
+
+
+class OpCheck:
+    """Ops of one namespace registered and not removed; conflicts found since the snapshot.
+
+    Listing every op costs milliseconds; with the recorder installed (the moment torch is
+    loaded) a test that defined nothing costs nothing.
+    """
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+
+    def snapshot(self) -> OpSnap:
+        record(self.namespace)  # torch may have been imported since the last test
+        ops = len(_DEFINED) if [self.namespace] == _RECORDING else frozenset(names(self.namespace))
+        return OpSnap(ops, len(_PROBLEMS))
+
+    def _new(self, start: OpSnap, end: OpSnap | None = None) -> set[str]:
+        if isinstance(start.ops, int) and (end is None or isinstance(end.ops, int)):
+            return set(_DEFINED[start.ops : None if end is None else end.ops])
+        now = names(self.namespace) if end is None else end.ops
+        old = start.ops if isinstance(start.ops, frozenset) else frozenset()
+        return set(now) - old if isinstance(now, (set, frozenset)) else set()
+
+    def compare(self, before: OpSnap) -> list[Leak]:
+        fresh = self._new(before) - before.skip
+        out = []
+        if fresh:
+            twice = {p.split()[2] for p in _PROBLEMS if " defined twice" in p}
+            alive = names(self.namespace) & fresh
+            out = [
+                Leak(f"custom op {name} was registered and not removed")
+                for name in sorted(alive - twice)
+            ]
+        return out + [Leak(problem) for problem in _PROBLEMS[before.problems :]]
+
+    def absorb(self, snap: OpSnap, start: OpSnap, end: OpSnap) -> OpSnap:
+        return OpSnap(snap.ops, snap.problems, snap.skip | self._new(start, end))
+
+    def left_over(self, start: OpSnap, end: OpSnap) -> list[Leak]:
+        alive = names(self.namespace) & self._new(start, end)
+        return [Leak(f"custom op {name} it registered was not removed") for name in sorted(alive)]

@@ -14,18 +14,22 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from . import child as child_loop
-from . import cuda, seeds, wire
-from .options import Settings
-from .state import STATE
+from ..leaks import probe
+from ..settings import Settings
+from . import cuda, wire
+from .messages import Stop
+from .zygote import Zygote
 
 _SPAWNED = itertools.count()
+
+ChildMain = Callable[[int, int, Path], None]  # (command fd, result fd, crash-log folder)
 
 
 @dataclass(slots=True)
@@ -38,16 +42,28 @@ class Child:
     status: int | None = None
     out: str | None = None  # a spawned child's stdout and stderr files
     err: str | None = None
+    reader: wire.Reader = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.reader = wire.Reader(self.res_r)
 
 
 class Pool:
-    """Starts, stops and reaps children; owns the zygote and the crash-log folder."""
+    """Starts, stops and reaps children; owns the zygote and the crash-log folder.
 
-    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+    ``child_main`` runs in a forked child (it never returns); a spawned child is a new
+    pytest told ``--harness-worker`` and the run's ``seed``.
+    """
+
+    def __init__(
+        self, config: pytest.Config, settings: Settings, seed: int, child_main: ChildMain
+    ) -> None:
         self.config = config
         self.settings = settings
+        self.seed = seed
+        self.child_main = child_main
         self._folder: Path | None = None
-        self.zygote: Any = None
+        self.zygote: Zygote | None = None
         self.ending: list[tuple[Child, float]] = []  # told to stop, not yet seen to exit
 
     @property
@@ -66,17 +82,8 @@ class Pool:
                 os.close(cmd_r)
                 os.close(res_w)
         if self.zygote is None:
-            from .zygote import Zygote
-
-            session = STATE.session
-            folder = self.folder
-
-            def main(c: int, r: int) -> None:
-                assert session is not None
-                child_loop.serve(session, c, r, folder)
-
-            seeds.warm()
-            self.zygote = Zygote(main, cuda.guard)
+            folder, main = self.folder, self.child_main
+            self.zygote = Zygote(lambda c, r: main(c, r, folder), cuda.guard)
         pid = self.zygote.fork(cmd_r, res_w)
         os.close(cmd_r)
         os.close(res_w)
@@ -97,12 +104,13 @@ class Pool:
             "--isolate",
             "none",
             "--harness-seed",
-            str(STATE.seed),
+            str(self.seed),
         ]
         if not _uncaptured(args):  # what a test prints reaches the output files too
             argv.append("--capture=tee-sys")
         n = next(_SPAWNED)
         out, err = self.folder / f"spawn-{n}.out", self.folder / f"spawn-{n}.err"
+        env = {k: v for k, v in os.environ.items() if k != probe.ENV}  # it is a harness itself
         with open(out, "wb") as out_file, open(err, "wb") as err_file:
             proc = subprocess.Popen(
                 argv,
@@ -110,6 +118,7 @@ class Pool:
                 cwd=str(self.config.invocation_params.dir),
                 stdout=out_file,
                 stderr=err_file,
+                env=env,
             )
         return Child(proc.pid, cmd_w, res_r, unit, proc, out=str(out), err=str(err))
 
@@ -127,7 +136,7 @@ class Pool:
 
     def _stop(self, child: Child) -> None:
         with contextlib.suppress(OSError):
-            wire.send(child.cmd_w, {"stop": True})
+            wire.send(child.cmd_w, Stop())
         self._close(child)
         self.ending.append((child, time.monotonic() + 10))
 
@@ -153,7 +162,7 @@ class Pool:
         if child.proc is not None:
             code = child.proc.poll()
             child.status = None if code is None else code
-        else:
+        elif self.zygote is not None:
             self.zygote.poll()
             child.status = self.zygote.exits.pop(child.pid, None)
             if child.status is not None:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from .runner import Driver
+from ..isolation.runner import Driver
 
 _TRIALS = itertools.count()
 

@@ -1,16 +1,18 @@
-"""Command-line and ini options of the harness, and the resolved ``Settings``."""
+"""Command-line and ini options of the harness, resolved into ``Settings``.
+
+Ini options are registered with no default (``None``): ``getini`` then tells an option the
+project set from one it did not, which is what switches the harness on.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
-LEVELS = ("none", "engine", "module", "test")
-START_METHODS = ("fork", "spawn")
-LEAK_MODES = ("fail", "warn")
-DEFAULT_TIMEOUT = 300.0
+from ..settings import DEFAULT_TIMEOUT, LEAK_MODES, LEVELS, START_METHODS, Settings
+
 # the command-line flags that switch the harness on in a project that has not configured it
 FLAGS = (
     "engines",
@@ -25,29 +27,33 @@ FLAGS = (
 )
 
 
-@dataclass(slots=True)
-class Settings:
-    """Everything the harness reads from the command line, the ini file and the environment."""
+# ini option -> (help, type, the value it has when the project sets nothing)
+INI: dict[str, tuple[str, str, Any]] = {
+    "harness_watch_prefixes": ("module name prefixes to watch", "args", []),
+    "harness_engine_env": ("env var set to the engine while a test runs", "string", ""),
+    "harness_engine_group": ("entry-point group listing the engines", "string", ""),
+    "harness_engines": ("engine names known besides the entry points", "args", []),
+    "harness_default_engines": ("engines for unmarked tests", "args", []),
+    "harness_engines_env": ("env var read like --engines", "string", "HARNESS_ENGINES"),
+    "harness_preload": ("modules the zygote imports before forking", "args", []),
+    "harness_isolation": (f"isolation level: {', '.join(LEVELS)}", "string", "engine"),
+    "harness_start_method": ("fork or spawn", "string", "fork"),
+    "harness_timeout": (
+        f"per-test timeout in seconds (0 = none; default {DEFAULT_TIMEOUT:g})",
+        "string",
+        str(DEFAULT_TIMEOUT),
+    ),
+    "harness_ops_namespace": ("torch.library namespace to check", "string", ""),
+    "harness_cache_clearers": ("callables 'module:function' clearing caches", "args", []),
+    "harness_leaks": ("fail or warn", "string", "fail"),
+    "harness_engine_report": ("path of the JSON coverage report", "string", ""),
+}
 
-    watch_prefixes: tuple[str, ...] = ()
-    engine_env: str = ""
-    engine_group: str = ""
-    engines: tuple[str, ...] = ()
-    default_engines: tuple[str, ...] = ()
-    selected: tuple[str, ...] = ()
-    preload: tuple[str, ...] = ()
-    isolation: str = "engine"
-    start_method: str = "fork"
-    timeout: float = 300.0
-    ops_namespace: str = ""
-    cache_clearers: tuple[str, ...] = ()
-    leaks: str = "fail"
-    seed: int | None = None
-    engine_report: str = ""
-    find_polluter: str = ""
-    worker_fds: str = ""
-    force_none: bool = False  # --isolate none: not even an isolate() marker forks
-    seed_source: str = "random"  # "option", "pytest-randomly" or "random"
+
+def ini(config: pytest.Config, name: str) -> Any:
+    """An ini option's value, or its documented default when the project set none."""
+    value = config.getini(name)
+    return INI[name][2] if value is None or value == "" or value == [] else value
 
 
 def add(parser: pytest.Parser) -> None:
@@ -103,37 +109,8 @@ def add(parser: pytest.Parser) -> None:
         help="bisect the tests before TEST_ID to the one that makes it fail",
     )
     group.addoption("--harness-worker", default="", help="internal: serve a spawned child")
-    parser.addini(
-        "harness_watch_prefixes", "module name prefixes to watch", type="args", default=[]
-    )
-    parser.addini("harness_engine_env", "env var set to the engine while a test runs", default="")
-    parser.addini("harness_engine_group", "entry-point group listing the engines", default="")
-    parser.addini(
-        "harness_engines", "engine names known besides the entry points", type="args", default=[]
-    )
-    parser.addini("harness_default_engines", "engines for unmarked tests", type="args", default=[])
-    parser.addini(
-        "harness_engines_env", "env var selecting engines like --engines", default="HARNESS_ENGINES"
-    )
-    parser.addini(
-        "harness_preload", "modules the zygote imports before forking", type="args", default=[]
-    )
-    parser.addini("harness_isolation", f"isolation level: {', '.join(LEVELS)}", default="engine")
-    parser.addini("harness_start_method", "fork or spawn", default="fork")
-    parser.addini(
-        "harness_timeout",
-        f"per-test timeout in seconds (0 = none; default {DEFAULT_TIMEOUT:g})",
-        default=str(DEFAULT_TIMEOUT),
-    )
-    parser.addini("harness_ops_namespace", "torch.library namespace to check", default="")
-    parser.addini(
-        "harness_cache_clearers",
-        "callables 'module:function' clearing caches",
-        type="args",
-        default=[],
-    )
-    parser.addini("harness_leaks", "fail or warn", default="fail")
-    parser.addini("harness_engine_report", "path of the JSON coverage report", default="")
+    for name, (text, kind, _) in INI.items():
+        parser.addini(name, text, type=kind, default=None)  # type: ignore[arg-type]
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -161,10 +138,7 @@ def requested(config: pytest.Config) -> bool:
 
     An unconfigured project runs as under plain pytest until a test declares engines.
     """
-    if any(str(key).startswith("harness_") for key in config.inicfg):
-        return True
-    overrides = getattr(config.option, "override_ini", None) or []
-    if any(str(item).startswith("harness_") for item in overrides):
+    if any(config.getini(name) not in (None, "", []) for name in INI):
         return True
     return any(getattr(config.option, name, None) not in (None, "") for name in FLAGS)
 
@@ -172,32 +146,35 @@ def requested(config: pytest.Config) -> bool:
 def load(config: pytest.Config) -> Settings:
     """Resolve the settings: command line over environment over ini."""
     opt = config.option
-    ini = config.getini
-    env_name = ini("harness_engines_env") or "HARNESS_ENGINES"
+
+    def get(name: str) -> Any:
+        return ini(config, name)
+
+    env_name = get("harness_engines_env")
     selected = opt.engines if opt.engines is not None else os.environ.get(env_name, "")
     seed = opt.harness_seed
     if seed is None:
         seed = getattr(config, "workerinput", {}).get("harness_seed")
     return Settings(
-        watch_prefixes=tuple(ini("harness_watch_prefixes")),
-        engine_env=ini("harness_engine_env"),
-        engine_group=ini("harness_engine_group"),
-        engines=tuple(ini("harness_engines")),
-        default_engines=tuple(ini("harness_default_engines")),
+        watch_prefixes=tuple(get("harness_watch_prefixes")),
+        engine_env=get("harness_engine_env"),
+        engine_group=get("harness_engine_group"),
+        engines=tuple(get("harness_engines")),
+        default_engines=tuple(get("harness_default_engines")),
         selected=_names(selected),
-        preload=tuple(ini("harness_preload")),
-        isolation=_choice("--isolate", opt.isolate or ini("harness_isolation"), LEVELS),
+        preload=tuple(get("harness_preload")),
+        isolation=_choice("--isolate", opt.isolate or get("harness_isolation"), LEVELS),
         start_method=_choice(
-            "--harness-start", opt.harness_start or ini("harness_start_method"), START_METHODS
+            "--harness-start", opt.harness_start or get("harness_start_method"), START_METHODS
         ),
         timeout=float(
-            _number("--harness-timeout", opt.harness_timeout or ini("harness_timeout"), float)
+            _number("--harness-timeout", opt.harness_timeout or get("harness_timeout"), float)
         ),
-        ops_namespace=ini("harness_ops_namespace"),
-        cache_clearers=tuple(ini("harness_cache_clearers")),
-        leaks=_choice("--leaks", opt.leaks or ini("harness_leaks"), LEAK_MODES),
+        ops_namespace=get("harness_ops_namespace"),
+        cache_clearers=tuple(get("harness_cache_clearers")),
+        leaks=_choice("--leaks", opt.leaks or get("harness_leaks"), LEAK_MODES),
         seed=None if seed is None else int(_number("--harness-seed", seed, int)),
-        engine_report=opt.engine_report or ini("harness_engine_report"),
+        engine_report=opt.engine_report or get("harness_engine_report"),
         find_polluter=opt.find_polluter or "",
         worker_fds=opt.harness_worker,
         force_none=opt.isolate == "none",

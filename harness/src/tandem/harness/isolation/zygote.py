@@ -15,10 +15,11 @@ import signal
 import socket
 import sys
 from collections.abc import Callable
-from typing import Any
 
-from . import leak_procs, wire
+from ..leaks import processes
+from . import wire
 from .cuda import ForkUnsafe
+from .messages import Exited, Forked, ForkRefused, Message
 
 ChildMain = Callable[[int, int], None]
 
@@ -31,6 +32,7 @@ class Zygote:
         self.guard = guard
         self.pid = 0
         self.sock: socket.socket | None = None
+        self.reader: wire.Reader | None = None
         self.exits: dict[int, int] = {}
 
     def start(self) -> None:
@@ -40,7 +42,7 @@ class Zygote:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            leak_procs.die_with_parent()
+            processes.die_with_parent()
             parent_end.close()
             code = 0
             try:
@@ -50,38 +52,36 @@ class Zygote:
             os._exit(code)
         zygote_end.close()
         self.pid, self.sock = pid, parent_end
-
-    @property
-    def fd(self) -> int:
-        assert self.sock is not None
-        return self.sock.fileno()
+        self.reader = wire.Reader(parent_end.fileno())
 
     def fork(self, cmd_r: int, res_w: int) -> int:
         """Ask the zygote for a child reading commands on ``cmd_r``; returns its pid."""
         if self.sock is None:
             self.start()
-        assert self.sock is not None
+        assert self.sock is not None and self.reader is not None
         socket.send_fds(self.sock, [b"F"], [cmd_r, res_w])
         while True:
-            message = wire.recv(self.fd)
-            if message is None:
-                raise RuntimeError("tandem-harness: the zygote died")
-            if "error" in message:
-                raise ForkUnsafe(message["error"])
-            if "pid" in message:
-                return int(message["pid"])
-            self.note(message)
+            message = self.reader.recv()
+            match message:
+                case None:
+                    raise RuntimeError("tandem-harness: the zygote died")
+                case ForkRefused(reason):
+                    raise ForkUnsafe(reason)
+                case Forked(pid):
+                    return pid
+                case _:
+                    self.note(message)
 
-    def note(self, message: dict[str, Any]) -> None:
-        if "exit" in message:
-            self.exits[int(message["exit"])] = int(message["status"])
+    def note(self, message: Message) -> None:
+        if isinstance(message, Exited):
+            self.exits[message.pid] = message.status
 
     def poll(self) -> None:
         """Read every exit notice that is waiting, without blocking."""
-        while self.sock is not None and select.select([self.fd], [], [], 0)[0]:
-            message = wire.recv(self.fd)
+        while self.reader is not None and self.reader.ready(0):
+            message = self.reader.recv()
             if message is None:
-                self.sock = None
+                self.sock = self.reader = None
                 return
             self.note(message)
 
@@ -99,7 +99,7 @@ class Zygote:
             self.sock.close()
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(self.pid, 0)
-        self.sock = None
+        self.sock = self.reader = None
 
 
 def _serve(sock: socket.socket, child_main: ChildMain, guard: Callable[[], None]) -> None:
@@ -124,13 +124,13 @@ def _serve(sock: socket.socket, child_main: ChildMain, guard: Callable[[], None]
         try:
             guard()
         except Exception as exc:
-            wire.send(sock.fileno(), {"error": str(exc)})
+            wire.send(sock.fileno(), ForkRefused(str(exc)))
             os.close(cmd_r)
             os.close(res_w)
             continue
         pid = os.fork()
         if pid == 0:
-            leak_procs.die_with_parent()
+            processes.die_with_parent()
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -141,7 +141,7 @@ def _serve(sock: socket.socket, child_main: ChildMain, guard: Callable[[], None]
             os._exit(0)
         os.close(cmd_r)
         os.close(res_w)
-        wire.send(sock.fileno(), {"pid": pid})
+        wire.send(sock.fileno(), Forked(pid))
         _reap(sock)
 
 
@@ -153,4 +153,4 @@ def _reap(sock: socket.socket) -> None:
             return
         if pid == 0:
             return
-        wire.send(sock.fileno(), {"exit": pid, "status": status})
+        wire.send(sock.fileno(), Exited(pid, status))

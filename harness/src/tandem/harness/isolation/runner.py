@@ -7,7 +7,6 @@ item with the signal and the child's last output, and the unit goes on in a new 
 from __future__ import annotations
 
 import contextlib
-import select
 import signal
 import time
 from collections.abc import Callable
@@ -17,14 +16,24 @@ from typing import Any
 
 import pytest
 
-from . import child as child_loop
+from ..settings import Settings
 from . import wire
-from .markers import engine_of, isolation_of, timeout_of
-from .options import Settings
-from .pool import Child, Pool
+from .child import crash_log
+from .messages import ChildFailed, Done, Exit, Interrupted, Message, Report, Run, Warned
+from .pool import Child, ChildMain, Pool
+from .reports import load_report, load_warning
 
 Log = Callable[[pytest.TestReport], None]
 PHASES = ("setup", "call", "teardown")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How the pytest face sees an item: its unit (None: not here), engine and time limit."""
+
+    unit: Callable[[pytest.Item], Any]
+    engine: Callable[[pytest.Item], str | None]
+    timeout: Callable[[pytest.Item], float]
 
 
 @dataclass(slots=True)
@@ -35,26 +44,19 @@ class Outcome:
     interrupted: str = ""  # KeyboardInterrupt in the child: where it was raised
 
 
-def unit_of(item: pytest.Item, settings: Settings) -> Any:
-    """The isolation unit of an item (None: run in this process)."""
-    if settings.force_none:
-        return None
-    level = isolation_of(item, settings.isolation)
-    engine = engine_of(item)
-    if level == "none":
-        return None
-    if level == "test":
-        return ("test", item.nodeid)
-    if level == "module":
-        return ("module", item.nodeid.split("::")[0], engine)
-    return ("engine", engine)
-
-
 class Driver(Pool):
     """Runs items in the child of their unit; one per pytest (or xdist worker) process."""
 
-    def __init__(self, config: pytest.Config, settings: Settings) -> None:
-        super().__init__(config, settings)
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: Settings,
+        seed: int,
+        child_main: ChildMain,
+        placement: Placement,
+    ) -> None:
+        super().__init__(config, settings, seed, child_main)
+        self.placement = placement
         self.child: Child | None = None
         self.spare: Child | None = None  # forked ahead for the next unit, waiting for items
 
@@ -91,18 +93,18 @@ class Driver(Pool):
         ``unit`` forces the unit (and makes ``nextitem`` part of it), as the polluter hunt does.
         """
         forced = unit is not None
-        unit = unit if forced else unit_of(item, self.settings)
+        unit = unit if forced else self.placement.unit(item)
         if self.child is not None and self.child.unit != unit:
             self.finish()
         if self.child is None:
             self.child = self._take_spare(unit) or self._start(unit)
-        next_unit = None if nextitem is None or forced else unit_of(nextitem, self.settings)
+        next_unit = None if nextitem is None or forced else self.placement.unit(nextitem)
         same = nextitem is not None and (forced or next_unit == unit)
         child = self.child
-        wire.send(child.cmd_w, {"run": item.nodeid, "next": nextitem.nodeid if same else None})
+        wire.send(child.cmd_w, Run(item.nodeid, nextitem.nodeid if same else None))
         if not same and next_unit is not None and self.spare is None:
             self.spare = self._start(next_unit)  # forks while the current item runs
-        outcome = self._collect(child, item, log, timeout_of(item, self.settings.timeout))
+        outcome = self._collect(child, item, log, self.placement.timeout(item))
         if outcome.exit is not None or outcome.interrupted:
             self._stop(child)
             self.child = None
@@ -141,8 +143,8 @@ class Driver(Pool):
         deadline = time.monotonic() + limit if limit else None
         while True:
             wait = 0.05 if deadline is None else max(0.0, min(0.05, deadline - time.monotonic()))
-            if select.select([child.res_r], [], [], wait)[0]:
-                message = wire.recv(child.res_r)
+            if child.reader.ready(wait):
+                message = child.reader.recv()
                 if message is not None and self._take(message, item, log, outcome):
                     return outcome
                 if message is not None:
@@ -170,52 +172,53 @@ class Driver(Pool):
                 return outcome
 
     def _drain(self, child: Child, item: pytest.Item, log: Log, outcome: Outcome) -> None:
-        while not outcome.done and select.select([child.res_r], [], [], 0)[0]:
-            message = wire.recv(child.res_r)
+        while not outcome.done and child.reader.ready(0):
+            message = child.reader.recv()
             if message is None:
                 return
             self._take(message, item, log, outcome)
 
-    def _take(self, message: dict[str, Any], item: pytest.Item, log: Log, outcome: Outcome) -> bool:
-        if "report" in message:
-            report = wire.load_report(self.config, message["report"])
-            outcome.reports.append(report)
-            log(report)
-        elif "warning" in message:
-            data = message["warning"]
-            self.config.hook.pytest_warning_recorded.call_historic(
-                kwargs={
-                    "warning_message": child_loop.load_warning(data),
-                    "when": "runtest",
-                    "nodeid": data["nodeid"],
-                    "location": None,
-                }
-            )
-        elif "done" in message:
-            outcome.done = True
-            whens = {r.when: r for r in outcome.reports}
-            ran = "call" in whens or ("setup" in whens and not whens["setup"].passed)
-            if not ran or "teardown" not in whens:
-                self._fail(
-                    item,
-                    log,
-                    outcome,
-                    "proof of execution: the child finished "
-                    f"{item.nodeid} without reporting all of its phases",
+    def _take(self, message: Message, item: pytest.Item, log: Log, outcome: Outcome) -> bool:
+        """Handle one message; True when the item is over."""
+        match message:
+            case Report():
+                report = load_report(self.config, message)
+                outcome.reports.append(report)
+                log(report)
+            case Warned():
+                self.config.hook.pytest_warning_recorded.call_historic(
+                    kwargs={
+                        "warning_message": load_warning(message),
+                        "when": "runtest",
+                        "nodeid": message.nodeid,
+                        "location": None,
+                    }
                 )
-            return True
-        elif "exit" in message:
-            outcome.exit = (str(message["exit"]), message.get("returncode"))
-            outcome.done = True
-            return True
-        elif "interrupt" in message:
-            outcome.interrupted = str(message["interrupt"])
-            outcome.done = True
-            return True
-        elif "internal" in message:
-            self._fail(item, log, outcome, "tandem-harness child error:\n" + message["internal"])
-            outcome.done = True
-            return True
+            case Done():
+                outcome.done = True
+                whens = {r.when: r for r in outcome.reports}
+                ran = "call" in whens or ("setup" in whens and not whens["setup"].passed)
+                if not ran or "teardown" not in whens:
+                    self._fail(
+                        item,
+                        log,
+                        outcome,
+                        "proof of execution: the child finished "
+                        f"{item.nodeid} without reporting all of its phases",
+                    )
+                return True
+            case Exit(reason, returncode):
+                outcome.exit = (reason, returncode)
+                outcome.done = True
+                return True
+            case Interrupted(where):
+                outcome.interrupted = where
+                outcome.done = True
+                return True
+            case ChildFailed(text):
+                self._fail(item, log, outcome, "tandem-harness child error:\n" + text)
+                outcome.done = True
+                return True
         return False
 
     def _crash_text(self, child: Child, item: pytest.Item) -> str:
@@ -241,14 +244,14 @@ class Driver(Pool):
                 with contextlib.suppress(OSError, TypeError):
                     parts.append((name, Path(path).read_text(errors="replace")))
         with contextlib.suppress(OSError):
-            parts.append(("fault log", child_loop.crash_log(self.folder, child.pid).read_text()))
+            parts.append(("fault log", crash_log(self.folder, child.pid).read_text()))
         return "".join(f"\n\n--- {name} ---\n{_clip(name, text)}" for name, text in parts if text)
 
     def _fail(self, item: pytest.Item, log: Log, outcome: Outcome, text: str) -> None:
         whens = {r.when for r in outcome.reports}
         when = next((w for w in PHASES if w not in whens), "teardown")
         props = list(item.user_properties)
-        engine = engine_of(item)
+        engine = self.placement.engine(item)
         if engine is not None and ("engine", engine) not in props:
             props.append(("engine", engine))
         report = pytest.TestReport(

@@ -10,7 +10,8 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from .leak_attrs import watched
+from .attributes import watched
+from .imports import WATCHER
 
 _RESOLVED: dict[str, Callable[[], Any]] = {}
 
@@ -29,11 +30,11 @@ def _resolve(path: str) -> Callable[[], Any]:
     return _RESOLVED[path]
 
 
-def clear(prefixes: tuple[str, ...], clearers: tuple[str, ...] = ()) -> int:
-    """Clear every discoverable cache; returns how many were cleared."""
+def clear(clearers: tuple[str, ...] = ()) -> int:
+    """Clear every discoverable cache of the watched modules; returns how many were cleared."""
     count = 0
     seen: set[int] = set()
-    for _, module in watched(prefixes):
+    for _, module in watched(WATCHER):
         for value in list(vars(module).values()):
             clear_fn = getattr(value, "cache_clear", None)
             if callable(clear_fn) and id(value) not in seen and not isinstance(value, type):

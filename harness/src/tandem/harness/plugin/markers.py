@@ -1,4 +1,5 @@
-"""The ``engines``, ``isolate`` and ``timeout`` markers: parsing, lookup and parametrisation."""
+"""The ``engines``, ``isolate`` and ``timeout`` markers: building, parsing, lookup and
+parametrisation."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .options import LEVELS
+from ..settings import LEVELS
 
 MARKERS = (
     "engines(*names, **gaps): run the test once per engine; a gap is declared as "
@@ -52,15 +53,52 @@ def parse_engines(mark: pytest.Mark) -> list[EngineSpec]:
     return specs
 
 
+def engines(*names: str, **gaps: str) -> Any:
+    """``pytest.mark.engines(...)``, checked now: bad names or gaps raise at import time."""
+    mark = pytest.mark.engines(*names, **gaps)
+    parse_engines(mark.mark)
+    return mark
+
+
+def isolate(level: str) -> Any:
+    """``pytest.mark.isolate(level)``: run in a fresh process per test/module/engine."""
+    if level not in LEVELS:
+        raise ValueError(f"isolate(level): expected one of {', '.join(LEVELS)}, got {level!r}")
+    return pytest.mark.isolate(level)
+
+
+def timeout(seconds: float) -> Any:
+    """``pytest.mark.timeout(seconds)``: kill the isolated child after this many seconds."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+        raise ValueError(f"timeout(seconds): expected a number >= 0, got {seconds!r}")
+    return pytest.mark.timeout(seconds)
+
+
+_FOLDER_MARKS = pytest.StashKey[dict[tuple[Path, str], list[pytest.Mark]]]()
+
+
 def _conftest_marks(config: pytest.Config, path: Path, name: str) -> list[pytest.Mark]:
-    """``pytestmark`` of the conftest.py files above ``path``, closest first."""
+    """``pytestmark`` of the conftest.py files above ``path``, closest first.
+
+    Cached per folder: a folder's conftest files are all loaded before any test in it is
+    collected, and a suite has far fewer folders than tests.
+    """
+    cache = config.stash.setdefault(_FOLDER_MARKS, {})
+    key = (path.parent, name)
+    if key not in cache:
+        cache[key] = _scan_conftests(config, path, name)
+    return cache[key]
+
+
+def _scan_conftests(config: pytest.Config, path: Path, name: str) -> list[pytest.Mark]:
     found: list[tuple[int, list[pytest.Mark]]] = []
+    parents = set(path.parents)
     for plugin in config.pluginmanager.get_plugins():
         file = getattr(plugin, "__file__", None)
-        if not file or Path(file).name != "conftest.py":
+        if not file or not file.endswith("conftest.py"):
             continue
         folder = Path(file).parent
-        if folder not in path.parents:
+        if folder not in parents:
             continue
         marks = getattr(plugin, "pytestmark", [])
         marks = marks if isinstance(marks, list) else [marks]

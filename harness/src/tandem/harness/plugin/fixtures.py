@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .state import STATE
+from .state import run_state
 
 
 @pytest.fixture
@@ -20,13 +20,13 @@ def engine(request: pytest.FixtureRequest) -> str | None:
 
 
 @pytest.fixture
-def engine_impl(engine: str | None) -> Any:
+def engine_impl(engine: str | None, request: pytest.FixtureRequest) -> Any:
     """The object registered for the current engine in ``harness_engine_group``.
 
     The entry point is loaded in the test's own process, so what a test gets is the engine
     as that process imports it (a class, a factory: whatever the project registered).
     """
-    group = STATE.settings.engine_group
+    group = run_state(request.config).settings.engine_group
     if engine is None:
         pytest.fail("engine_impl: this test runs on no engine; mark it with engines(...)")
     if not group:
@@ -81,15 +81,15 @@ class IsolatedEnv:
 
 
 @pytest.fixture
-def isolated_env() -> Iterator[IsolatedEnv]:
+def isolated_env(request: pytest.FixtureRequest) -> Iterator[IsolatedEnv]:
     """A monkeypatch-like env for one test; the engine variable cannot be changed through it."""
-    env = IsolatedEnv(STATE.settings.engine_env)
+    env = IsolatedEnv(run_state(request.config).settings.engine_env)
     yield env
     env.undo()
 
 
 @pytest.fixture
-def scoped_ops() -> Iterator[Any]:
+def scoped_ops(request: pytest.FixtureRequest) -> Iterator[Any]:
     """A torch.library FRAGMENT in the watched namespace, destroyed after the test."""
     torch = sys.modules.get("torch")
     if torch is None:
@@ -99,7 +99,7 @@ def scoped_ops() -> Iterator[Any]:
             torch = importlib.import_module("torch")
         except ImportError:
             pytest.skip("scoped_ops needs torch, which is not installed")
-    namespace = STATE.settings.ops_namespace or "tandem"
+    namespace = run_state(request.config).settings.ops_namespace or "tandem"
     lib = torch.library.Library(namespace, "FRAGMENT")
     yield lib
     lib._destroy()
