@@ -81,4 +81,5 @@ def test_every_registered_op_is_checked():
     from tandem.kernels.ops import registered_op_names
 
     torch_ops = {n.split("::")[1] for n in registered_op_names() if "::torch_" in n}
-    assert torch_ops == set(SIMPLE) | {"torch_prefill_attention", "torch_decode_attention"}
+    checked_elsewhere = {"torch_prefill_attention", "torch_decode_attention", "torch_fused_moe"}
+    assert torch_ops == set(SIMPLE) | checked_elsewhere  # fused_moe: tests/kernels/test_moe.py

@@ -17,10 +17,10 @@ import torch
 from tandem.core.loader import load_model
 from tandem.core.model_config import load_model_config
 from tandem.core.testing import make_model
-from tandem.core.testing.archs import DENSE_ARCHS
+from tandem.core.testing.archs import DENSE_ARCHS, MOE_ARCHS
 
 ATOL = 1e-4
-ARCHS = sorted(DENSE_ARCHS)
+ARCHS = sorted(DENSE_ARCHS) + sorted(MOE_ARCHS)
 # the context each checkpoint is run with: Phi-3's longrope takes its short factors up
 # to 64 positions (its pretraining length), as transformers does for such sequences
 MAX_LEN = {"phi3": 64}
@@ -76,7 +76,7 @@ def test_prefill_chunks_and_decodes_match_transformers(pair, paged_runner):
     close(tail[-1], hf_logits(hf, short)[-1], "decode beside prefills")
     seqs = {0: long, 1: short, 2: other}
     last = {0: tail[13], 1: tail[-1], 2: tail[27]}
-    for _ in range(6):  # decodes past every window
+    for _ in range(3):  # decodes, each past every window
         for sid, seq in seqs.items():
             seq.append(int(last[sid].argmax()))
         logits = runner.step([(sid, [seq[-1]]) for sid, seq in seqs.items()])

@@ -165,6 +165,38 @@ def decode_attention(
     return out
 
 
+# --- mixture of experts ------------------------------------------------------------
+
+
+def topk_route(logits: Tensor, top_k: int, normalize: bool) -> tuple[Tensor, Tensor]:
+    """Per token: softmax over the experts, the top_k largest (lowest index first among
+    equals), renormalised if ``normalize``. logits [T, E] -> (weights [T, K], ids [T, K])."""
+    weights, ids = [], []
+    for row in logits.float():
+        probs = row.softmax(-1).tolist()
+        chosen = sorted(range(len(probs)), key=lambda e: (-probs[e], e))[:top_k]
+        w = torch.tensor([probs[e] for e in chosen])
+        weights.append(w / w.sum() if normalize else w)
+        ids.append(torch.tensor(chosen))
+    return torch.stack(weights), torch.stack(ids)
+
+
+def fused_moe(
+    x: Tensor, w13: Tensor, w2: Tensor, topk_ids: Tensor, topk_weights: Tensor, activation: str
+) -> Tensor:
+    """Per token and chosen expert: weight * down(act(gate . x) * (up . x)), summed.
+
+    x [T, C]; w13 [E, 2I, C] (gate rows, then up); w2 [E, C, I]; topk [T, K]."""
+    out = torch.zeros(x.shape, dtype=torch.float64)
+    for t in range(x.shape[0]):
+        xt = x[t].double()
+        for e, w in zip(topk_ids[t].tolist(), topk_weights[t].double()):
+            h = (w13[e].double() @ xt)[None]  # [1, 2I]: gate, then up
+            act = gelu_tanh_and_mul(h) if activation == "gelu_tanh" else silu_and_mul(h)
+            out[t] += w * (w2[e].double() @ act[0])
+    return out.to(x.dtype)
+
+
 # --- seeded sampling -----------------------------------------------------------------
 
 _U64 = (1 << 64) - 1

@@ -10,6 +10,7 @@ from tandem.kernels.ops.activation import gelu_tanh_and_mul, silu_and_mul
 from tandem.kernels.ops.attention import decode_attention, prefill_attention
 from tandem.kernels.ops.cache import write_kv_cache
 from tandem.kernels.ops.library import OP_NAMESPACE, registered_op_names
+from tandem.kernels.ops.moe import fused_moe, topk_route
 from tandem.kernels.ops.norm import fused_add_rms_norm, rms_norm
 from tandem.kernels.ops.rotary import rotary_embedding
 from tandem.kernels.ops.sampling import sample_seeded
@@ -18,6 +19,7 @@ __all__ = [
     "OP_NAMESPACE",
     "decode_attention",
     "fused_add_rms_norm",
+    "fused_moe",
     "gelu_tanh_and_mul",
     "prefill_attention",
     "registered_op_names",
@@ -25,5 +27,6 @@ __all__ = [
     "rotary_embedding",
     "sample_seeded",
     "silu_and_mul",
+    "topk_route",
     "write_kv_cache",
 ]

@@ -54,6 +54,19 @@ _GEMMA: dict[str, Any] = {
     "pad_token_id": 0,
 }
 
+_QWEN_MOE: dict[str, Any] = {
+    **_COMMON,
+    "vocab_size": 151936,
+    "max_position_embeddings": 32768,
+    "use_sliding_window": False,
+    "sliding_window": 4096,
+    "norm_topk_prob": False,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "bos_token_id": None,
+    "eos_token_id": None,
+}
+
 # Per architecture, what differs from _COMMON (transformers' config class defaults).
 DEFAULTS: dict[str, dict[str, Any]] = {
     "LlamaForCausalLM": {
@@ -144,6 +157,44 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 131072,
         "final_logit_softcapping": None,
         "attn_logit_softcapping": None,
+    },
+    "MixtralForCausalLM": {
+        **_COMMON,
+        "model_type": "mixtral",
+        "intermediate_size": 14336,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 1000000.0,
+        "sliding_window": None,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+    },
+    "Qwen2MoeForCausalLM": {
+        **_QWEN_MOE,
+        "model_type": "qwen2_moe",
+        "hidden_size": 2048,
+        "intermediate_size": 5632,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "max_window_layers": 28,
+        "num_experts": 60,
+        "num_experts_per_tok": 4,
+        "moe_intermediate_size": 1408,
+        "shared_expert_intermediate_size": 5632,
+        "qkv_bias": True,
+    },
+    "Qwen3MoeForCausalLM": {
+        **_QWEN_MOE,
+        "model_type": "qwen3_moe",
+        "hidden_size": 2048,
+        "intermediate_size": 6144,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "num_local_experts": 128,  # transformers 5 writes this name; checkpoints num_experts
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 768,
     },
 }
 

@@ -7,7 +7,10 @@ them cannot match transformers by luck.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+import torch
 
 DENSE_ARCHS: dict[str, tuple[str, dict[str, Any]]] = {
     "mistral_window": (
@@ -97,3 +100,55 @@ DENSE_ARCHS: dict[str, tuple[str, dict[str, Any]]] = {
         },
     ),
 }
+
+MOE_ARCHS: dict[str, tuple[str, dict[str, Any]]] = {
+    "mixtral": (
+        "MixtralConfig",
+        {  # top-2 of 4 experts, routers of experts 0 and 1 tied; a window of 12
+            "num_local_experts": 4,
+            "num_experts_per_tok": 2,
+            "intermediate_size": 64,
+            "sliding_window": 12,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
+        },
+    ),
+    "qwen2_moe": (
+        "Qwen2MoeConfig",
+        {  # top-2 of 6, unnormalised; a sigmoid-gated shared expert; every second layer sparse
+            "num_experts": 6,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32,
+            "shared_expert_intermediate_size": 48,
+            "decoder_sparse_step": 2,
+            "norm_topk_prob": False,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+        },
+    ),
+    "qwen3_moe": (
+        "Qwen3MoeConfig",
+        {  # top-3 of 8, normalised; layer 0 dense (mlp_only_layers); per-head q/k norms
+            "num_experts": 8,
+            "num_experts_per_tok": 3,
+            "moe_intermediate_size": 24,
+            "intermediate_size": 96,
+            "norm_topk_prob": True,
+            "mlp_only_layers": [0],
+            "head_dim": 24,
+            "num_attention_heads": 6,
+            "num_key_value_heads": 2,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
+        },
+    ),
+}
+
+
+def _tie_first_routers(model: torch.nn.Module) -> None:
+    """Experts 0 and 1 get the same router row: equal scores, whose order decides."""
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("gate.weight") and param.dim() == 2 and param.shape[0] > 1:
+                param[1].copy_(param[0])
+
+
+# changes made to an architecture's random weights after they are drawn
+TWEAKS: dict[str, Callable[[torch.nn.Module], None]] = {"mixtral": _tie_first_routers}

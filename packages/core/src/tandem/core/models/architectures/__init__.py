@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tandem.core.models.architectures import gemma, llama, phi3
+from tandem.core.models.architectures import gemma, llama, moe, phi3
 from tandem.core.models.architectures.common import split_qkv_gate_up
 from tandem.core.models.fields import first_architecture
 from tandem.core.models.spec import ModelSpec
@@ -31,6 +31,9 @@ ARCHITECTURES: dict[str, Architecture] = {
     "Phi3ForCausalLM": Architecture(phi3.phi3, phi3.phi3_names),
     "Gemma2ForCausalLM": Architecture(gemma.gemma2),
     "Gemma3ForCausalLM": Architecture(gemma.gemma3),
+    "MixtralForCausalLM": Architecture(moe.mixtral, moe.mixtral_names),
+    "Qwen2MoeForCausalLM": Architecture(moe.qwen2_moe, moe.qwen_moe_names),
+    "Qwen3MoeForCausalLM": Architecture(moe.qwen3_moe, moe.qwen_moe_names),
 }
 
 
