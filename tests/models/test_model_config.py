@@ -117,3 +117,45 @@ def test_forward_rejects_bad_inputs(tandem_models):
         model(torch.tensor([5, 6, 7]), torch.tensor([0, 1, 2]), caches, meta)
     with pytest.raises(ValueError, match=r"hidden must have shape \[N, 64\]"):
         model.compute_logits(torch.zeros(2, 3))
+
+
+@pytest.mark.parametrize(
+    ("arch", "kw", "match"),
+    [
+        ("LlamaForCausalLM", {"hidden_act": "relu"}, r"config\.hidden_act must be one of .*'relu'"),
+        (
+            "Gemma2ForCausalLM",
+            {"hidden_activation": "gelu"},
+            r"config\.hidden_activation must be one of .*got 'gelu'",
+        ),
+        (
+            "Gemma3ForCausalLM",
+            {"use_bidirectional_attention": True},
+            r"config\.use_bidirectional_attention must be false",
+        ),
+        (
+            "Gemma3ForCausalLM",
+            {"rope_parameters": {"full_attention": {"rope_type": "yarn", "rope_theta": 1.0}}},
+            r"rope_type must be one of default, linear, llama3, longrope, got 'yarn'",
+        ),
+        (
+            "Qwen2ForCausalLM",
+            {"layer_types": ["full_attention"], "use_sliding_window": True, "sliding_window": 4},
+            r"config\.layer_types must list one entry per layer \(1\)|one entry per layer",
+        ),
+        (
+            "MixtralForCausalLM",
+            {"num_local_experts": 2, "num_experts_per_tok": 3},
+            r"config\.num_experts_per_tok must be <= num_experts \(2\), got 3",
+        ),
+        (
+            "Phi3ForCausalLM",
+            {"rope_parameters": {"rope_type": "longrope", "short_factor": None}},
+            r"longrope needs rope_parameters\.short_factor",
+        ),
+        ("Qwen3ForCausalLM", {"sliding_window": -3}, r"config\.sliding_window must be a positive"),
+    ],
+)
+def test_configs_we_cannot_honour_name_the_field_and_value(arch, kw, match):
+    with pytest.raises(ValueError, match=match):
+        ModelSpec.from_hf(hf(architectures=[arch], num_hidden_layers=2, **kw))

@@ -19,6 +19,11 @@ from tandem.core.models.spec import ModelSpec
 
 
 def _gemma(cfg: Any, arch: str, max_model_len: int | None, every: int, **attn: Any) -> ModelSpec:
+    if getattr(cfg, "use_bidirectional_attention", False):
+        raise ValueError(
+            f"config.use_bidirectional_attention must be false for {arch} (a causal LM), got "
+            f"{cfg.use_bidirectional_attention!r}"
+        )
     hidden = positive_int(cfg, "hidden_size")
     spec = llama_like(
         cfg,
