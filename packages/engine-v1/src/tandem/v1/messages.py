@@ -1,5 +1,7 @@
 """Typed messages between the client, the engine core and the detokenizer (msgspec).
 
+Every layer may import this module and it imports none of them: it is the contract.
+
 Paths (every path is one ordered ZMQ PUSH -> PULL pipe):
 
 * client -> detokenizer: ``AddRequest`` / ``Abort`` / ``GetStats`` (the detokenizer
@@ -8,8 +10,8 @@ Paths (every path is one ordered ZMQ PUSH -> PULL pipe):
 * detokenizer -> core: the same messages, plus ``Abort`` when a stop string ends a request;
 * core -> detokenizer: ``CoreOutputs`` (new token ids, logprobs, finish flags, the core's
   stats after the step), ``StatsReply`` and status;
-* detokenizer -> client: ``Results`` (ready-made output records, the core's latest stats),
-  ``StatsReply`` and status.
+* detokenizer -> client: ``Results`` (what each request gained since its previous
+  Result: new text, ids and logprobs, never the whole output), ``StatsReply`` and status.
 
 A ``GetStats`` travels the same ordered pipes as aborts, so the ``StatsReply`` it gets
 reflects every abort sent before it (a stop-string abort of the detokenizer included).
@@ -59,6 +61,7 @@ class Ready(msgspec.Struct, tag="ready", array_like=True, frozen=True):
     who: str
     pid: int
     num_kv_blocks: int = 0
+    attention_backend: str = ""  # the core's: what TANDEM_ATTENTION_BACKEND chose there
 
 
 class Failed(msgspec.Struct, tag="failed", array_like=True, frozen=True):
@@ -82,6 +85,7 @@ class CoreOutput(msgspec.Struct, array_like=True, frozen=True):
     finish_reason: str | None = None
     stop_reason: int | str | None = None
     num_cached_tokens: int = 0
+    error: str | None = None  # why the sample failed (finish_reason "error")
 
 
 class CoreOutputs(msgspec.Struct, tag="outputs", array_like=True, frozen=True):
@@ -90,10 +94,10 @@ class CoreOutputs(msgspec.Struct, tag="outputs", array_like=True, frozen=True):
 
 
 class Completion(msgspec.Struct, array_like=True, frozen=True):
-    """What one sample gained since its request's previous :class:`Result`."""
+    """What one sample gained since its request's previous :class:`Result` (a sample's
+    shown text only grows: ``text`` is appended to what was sent before)."""
 
     index: int
-    text_from: int  # the sample's text is cut to this many chars, then ``text`` appended
     text: str
     new_token_ids: list[int]
     cumulative_logprob: float | None
@@ -105,7 +109,8 @@ class Completion(msgspec.Struct, array_like=True, frozen=True):
 
 class Result(msgspec.Struct, array_like=True, frozen=True):
     """A request's progress since its previous Result: only new tokens and text travel
-    (the client holds the prompt and what came before, see ``tandem.v1.frontend.streams``)."""
+    (the client holds the prompt and, for a cumulative request, what came before; see
+    ``tandem.v1.frontend.streams``). ``outputs`` holds the samples that changed."""
 
     request_id: str
     # prompt positions scored since the previous Result, when prompt logprobs are asked
@@ -113,6 +118,7 @@ class Result(msgspec.Struct, array_like=True, frozen=True):
     outputs: list[Completion]
     finished: bool
     num_cached_tokens: int
+    error: str | None = None  # why the request failed, once a sample failed
 
 
 class Results(msgspec.Struct, tag="results", array_like=True, frozen=True):
