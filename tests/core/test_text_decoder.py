@@ -74,7 +74,7 @@ def test_light_path_imports_neither_torch_nor_transformers(tokenizer: Tokenizer)
     code = (
         "import sys\n"
         "from tandem.core.tokenizer import TextDecoder\n"
-        "from tandem.v1.frontend.output_processor import OutputProcessor\n"
+        "from tandem.v1.detokenizer.processor import OutputProcessor\n"
         "dec = TextDecoder.from_json(sys.stdin.read())\n"
         "OutputProcessor(dec)\n"
         "print(dec.decode([5, 6, 7]))\n"

@@ -114,7 +114,7 @@ def test_unknown_engine_is_a_usage_error(suite: pytest.Pytester) -> None:
 
 
 def test_unknown_engine_from_entry_point_group(suite: pytest.Pytester) -> None:
-    from tandem.harness import markers
+    from tandem.harness.plugin import markers
 
     groups = [g for g in ("pytest11", "console_scripts") if markers.known_engines(g)]
     assert groups, "expected at least one populated entry-point group"

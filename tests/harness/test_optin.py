@@ -132,3 +132,15 @@ def test_engine_impl_fixture_loads_the_registered_engine(suite: pytest.Pytester)
     result = run(suite)
     result.assert_outcomes(passed=2, errors=1)
     result.stdout.fnmatch_lines(["*engine_impl: this test runs on no engine*"])
+
+
+@pytest.mark.parametrize("how", ["ini", "override", "none"])
+def test_no_pytest_deprecation_warning(pytester: pytest.Pytester, how: str) -> None:
+    """The newest pytest's removals are errors here: the harness uses none of them."""
+    pytester.makeini("[pytest]\nharness_leaks = fail\n" if how == "ini" else "[pytest]\n")
+    pytester.makepyfile(test_plain="def test_x():\n    pass\n")
+    override = ("-o", "harness_isolation=engine") if how == "override" else ()
+    result = run(pytester, "-W", "error::pytest.PytestRemovedIn10Warning", *override)
+    result.assert_outcomes(passed=1)
+    if how != "none":
+        result.stdout.fnmatch_lines(["tandem-harness: *"])

@@ -10,7 +10,9 @@ import types
 import pytest
 from hx_support import ini, run
 
-from tandem.harness import coverage, cuda, wire
+from tandem.harness.isolation import cuda, wire
+from tandem.harness.isolation.messages import Report
+from tandem.harness.plugin import coverage
 
 MATRIX = """
     import pytest
@@ -206,11 +208,15 @@ def test_cuda_guard_names_the_first_init(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_wire_round_trip() -> None:
     read, write = os.pipe()
     try:
-        message = {"report": {"nodeid": "a::b[v0]", "longrepr": ["f.py", 3, "skip"]}, "n": 1}
-        wire.send(write, message)
+        first = Report({"nodeid": "a::b[v0]", "longrepr": ("f.py", 3, "skip")})
+        second = Report({"nodeid": "a::c[v1]", "longrepr": None})
+        wire.send(write, first, second)  # one write, two messages
         os.close(write)
-        assert wire.recv(read) == message
-        assert wire.recv(read) is None
+        reader = wire.Reader(read)
+        assert reader.ready(0)
+        assert reader.recv() == first
+        assert reader.recv() == second
+        assert reader.recv() is None
     finally:
         os.close(read)
 

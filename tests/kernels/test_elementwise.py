@@ -100,6 +100,16 @@ def test_silu_and_mul(seed, tokens, inter, dtype):
 
 
 @PROPS
+@given(seed=SEEDS, tokens=st.integers(0, 9), inter=st.integers(1, 32), dtype=DTYPES)
+def test_gelu_tanh_and_mul(seed, tokens, inter, dtype):
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn((tokens, 2 * inter), generator=g) * 4).to(dtype)
+    got = ops.gelu_tanh_and_mul(x)
+    assert got.shape == (tokens, inter)
+    torch.testing.assert_close(got, reference.gelu_tanh_and_mul(x), **_tol(dtype))
+
+
+@PROPS
 @given(
     seed=SEEDS,
     tokens=st.integers(0, 12),

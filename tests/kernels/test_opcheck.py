@@ -47,6 +47,7 @@ SIMPLE = {
     "torch_fused_add_rms_norm": _fused_args,
     "torch_rotary_embedding": _rotary_args,
     "torch_silu_and_mul": _silu_args,
+    "torch_gelu_tanh_and_mul": _silu_args,
     "torch_write_kv_cache": _write_args,
     "torch_sample_seeded": _sample_args,
 }
@@ -67,8 +68,18 @@ def test_opcheck_decode(paged_case):
     torch.library.opcheck(torch.ops.tandem.torch_decode_attention.default, case.decode_args())
 
 
+def test_opcheck_window_and_softcap(paged_case):
+    case = paged_case(3, [3, 1], [6, 9], 4, 2, 8, 4, strided_tables=False)
+    prefill = torch.ops.tandem.torch_prefill_attention.default
+    torch.library.opcheck(prefill, (*case.prefill_args(), 4, 30.0))
+    dec = paged_case(4, [1, 1], [6, 9], 4, 2, 8, 4, strided_tables=False)
+    decode = torch.ops.tandem.torch_decode_attention.default
+    torch.library.opcheck(decode, (*dec.decode_args(), 3, 5.0))
+
+
 def test_every_registered_op_is_checked():
     from tandem.kernels.ops import registered_op_names
 
     torch_ops = {n.split("::")[1] for n in registered_op_names() if "::torch_" in n}
-    assert torch_ops == set(SIMPLE) | {"torch_prefill_attention", "torch_decode_attention"}
+    checked_elsewhere = {"torch_prefill_attention", "torch_decode_attention", "torch_fused_moe"}
+    assert torch_ops == set(SIMPLE) | checked_elsewhere  # fused_moe: tests/kernels/test_moe.py

@@ -1,9 +1,11 @@
-"""Layers inside the packages: engine v1's four layers and no import cycles in tandem.*.
+"""Layers inside the packages: engine v1's layers and no import cycles in tandem.*.
 
-Imports are read from the source (``ast``), not by importing: an import under
-``if TYPE_CHECKING:`` is a type annotation and does not count; a function-local import
-counts for the layer rules (it still couples the layers) but not for cycles (it runs
-after both modules are loaded).
+Imports are read from the source (``ast``), not by importing. Every import counts for
+the layer rules, a function-local one or one under ``if TYPE_CHECKING:`` included (each
+couples the layers). For cycles, module-level imports count, those under
+``TYPE_CHECKING`` too (a type-only circle is still a circle: the two modules cannot be
+understood, moved or tested apart); a function-local import does not (it runs after
+both modules are loaded, and is how a module reaches a heavier one on demand).
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ SOURCES = {
     "tandem.core": ROOT / "packages/core/src/tandem/core",
     "tandem.v0": ROOT / "packages/engine-v0/src/tandem/v0",
     "tandem.v1": ROOT / "packages/engine-v1/src/tandem/v1",
+    "tandem.harness": ROOT / "harness/src/tandem/harness",
 }
-V1_LAYERS = ("frontend", "core", "worker", "proc")
+V1_LAYERS = ("frontend", "proc", "detokenizer", "worker", "core")
+V1_LOOSE = ("tandem.v1", "tandem.v1.errors", "tandem.v1.messages")  # outside the layers
 
 
 def _modules() -> dict[str, Path]:
@@ -56,16 +60,18 @@ def _resolve(module: str, node: ast.ImportFrom) -> list[str]:
     return subs or [target]
 
 
-def imports(module: str) -> tuple[set[str], set[str]]:
-    """(module-level, all) runtime imports of ``module`` within tandem.*."""
+def imports(module: str) -> tuple[set[str], set[str], set[str]]:
+    """(module-level, type-checking, all) imports of ``module`` within tandem.*."""
     tree = ast.parse(MODULES[module].read_text())
     top: set[str] = set()
+    typing: set[str] = set()
     every: set[str] = set()
 
-    def visit(nodes: list[ast.stmt], at_top: bool) -> None:
+    def visit(nodes: list[ast.stmt], at_top: bool, for_types: bool) -> None:
         for node in nodes:
             if isinstance(node, ast.If) and _is_type_checking(node):
-                visit(node.orelse, at_top)
+                visit(node.body, at_top, True)
+                visit(node.orelse, at_top, for_types)
                 continue
             found: list[str] = []
             if isinstance(node, ast.Import):
@@ -75,15 +81,16 @@ def imports(module: str) -> tuple[set[str], set[str]]:
             found = [f for f in found if f.startswith("tandem.")]
             every.update(found)
             if at_top:
-                top.update(found)
+                (typing if for_types else top).update(found)
             for field in ("body", "orelse", "finalbody", "handlers"):
                 children = getattr(node, field, None)
                 if isinstance(children, list) and children and isinstance(children[0], ast.AST):
                     nested = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                    visit(children, at_top and not nested and not isinstance(node, ast.ClassDef))
+                    inner = at_top and not nested and not isinstance(node, ast.ClassDef)
+                    visit(children, inner, for_types)
 
-    visit(tree.body, True)
-    return top, every
+    visit(tree.body, True, False)
+    return top, typing, every
 
 
 def _within(name: str, prefix: str) -> bool:
@@ -99,40 +106,79 @@ def test_every_v1_module_is_in_a_layer() -> None:
         m
         for m in MODULES
         if _within(m, "tandem.v1")
-        and m not in ("tandem.v1", "tandem.v1.errors")
+        and m not in V1_LOOSE
         and not any(_within(m, f"tandem.v1.{layer}") for layer in V1_LAYERS)
     ]
-    assert not loose, f"v1 modules outside frontend/, core/, worker/, proc/: {loose}"
+    assert not loose, f"v1 modules outside {', '.join(V1_LAYERS)}: {loose}"
+
+
+def _layer(module: str) -> str | None:
+    return next((la for la in V1_LAYERS if _within(module, f"tandem.v1.{la}")), None)
+
+
+# what each layer of v1 may import besides itself, top to bottom: arrows run one way,
+# and the worker sees of the core only the step it is handed (its plain data)
+V1_MAY_IMPORT = {
+    "frontend": ("proc", "detokenizer", "worker", "core", "messages", "errors"),
+    "proc": ("detokenizer", "worker", "core", "messages"),
+    "detokenizer": ("messages",),
+    "worker": ("core.step",),
+    "core": ("messages",),
+}
+
+
+def test_v1_layers_import_downwards_only() -> None:
+    bad = []
+    for module in MODULES:
+        layer = _layer(module)
+        if layer is None:
+            continue
+        allowed = [f"tandem.v1.{a}" for a in (layer, *V1_MAY_IMPORT[layer])]
+        for target in sorted(imports(module)[2]):
+            if _within(target, "tandem.v1") and not any(_within(target, a) for a in allowed):
+                bad.append(f"{module} ({layer}/) imports {target}")
+    assert not bad, "v1's layers import downwards only:\n" + "\n".join(bad)
+
+
+def test_v1_layer_order_has_no_circle() -> None:
+    """The allowed arrows themselves run one way: each layer imports only layers listed
+    after it in V1_LAYERS."""
+    for i, layer in enumerate(V1_LAYERS):
+        below = V1_LAYERS[i + 1 :]
+        for target in V1_MAY_IMPORT[layer]:
+            root = target.split(".")[0]
+            assert root in below or f"tandem.v1.{root}" in V1_LOOSE, (layer, target)
 
 
 # (modules, forbidden import prefixes, allowed exceptions, why)
 RULES = [
     (
         _v1("worker"),
-        ("tandem.v1.frontend", "tandem.v1.proc", "tandem.v1.core.engine_core"),
+        ("tandem.v1.core",),
+        ("tandem.v1.core.step",),
+        "the worker is handed a step as plain data: never the KV cache manager, a live "
+        "request or the scheduler",
+    ),
+    (
+        ["tandem.v1.core.step"],
+        ("tandem.v1",),
         (),
-        "the worker runs scheduled batches; it never sees the front end or the processes",
+        "the step data is plain: it imports nothing else of v1",
     ),
     (
         _v1("core"),
-        ("tandem.v1.frontend", "tandem.v1.proc"),
-        ("tandem.v1.proc.messages",),
-        "the core speaks only in messages; the front end and the processes are above it",
-    ),
-    (
-        [f"tandem.v1.core.{m}" for m in ("scheduler", "kv_cache_manager", "request")],
-        ("tandem.v1.worker",),
+        ("tandem.v1.frontend", "tandem.v1.proc", "tandem.v1.worker", "tandem.v1.detokenizer"),
         (),
-        "scheduling state is plain Python: only the engine core drives the worker",
+        "the core speaks in messages and step data; the worker is handed to it",
     ),
     (
-        _v1("frontend"),
-        ("tandem.v1.worker",),
+        [m for m in _v1("frontend") if m != "tandem.v1.frontend.inproc_client"],
+        ("tandem.v1.worker", "tandem.v1.core", "tandem.v1.detokenizer"),
         (),
         "the front end reaches the model only through a client",
     ),
     (
-        ["tandem.v1.proc.messages"],
+        ["tandem.v1.messages"],
         ("tandem.v1",),
         (),
         "the messages are the contract between layers: they import none of them",
@@ -159,7 +205,7 @@ def test_layer_direction(
     assert modules
     bad = []
     for module in modules:
-        for target in sorted(imports(module)[1]):
+        for target in sorted(imports(module)[2]):
             if any(_within(target, f) for f in forbidden) and not any(
                 _within(target, a) for a in allowed
             ):
@@ -175,13 +221,16 @@ def test_the_engines_take_requests_from_core() -> None:
         assert ".encode(" not in source, f"{module} tokenizes on its own"
 
 
-def test_no_import_cycles() -> None:
-    graph = {m: {t for t in imports(m)[0] if t in MODULES and t != m} for m in MODULES}
-    for module in MODULES:  # importing a.b.c runs a and a.b first
+@pytest.mark.parametrize("package", sorted(SOURCES))
+def test_no_import_cycles(package: str) -> None:
+    """No circle of module-level imports (type-checking ones included) in ``package``."""
+    mine = [m for m in MODULES if _within(m, package)]
+    graph = {m: {t for t in set().union(*imports(m)[:2]) if t in mine and t != m} for m in mine}
+    for module in mine:  # importing a.b.c runs a and a.b first
         parts = module.split(".")
         for i in range(2, len(parts)):
             parent = ".".join(parts[:i])
-            if parent in MODULES:
+            if parent in graph:
                 graph[module].discard(parent)
     state: dict[str, int] = {}
     cycles: list[list[str]] = []

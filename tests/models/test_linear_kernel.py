@@ -65,11 +65,11 @@ def test_moving_the_layer_drops_the_packed_copy():
 
 @pytest.mark.parametrize("int8", [False, True])
 def test_long_step_mlp_runs_in_row_chunks_with_the_same_result(int8, tandem_models, monkeypatch):
-    from tandem.core.models import llama
+    from tandem.core.layers import mlp as mlp_module
 
     spec = tandem_models["llama"].spec
     torch.manual_seed(0)
-    mlp = llama.LlamaMLP(spec, torch.float32)
+    mlp = mlp_module.GatedMLP(spec.hidden_size, spec.mlp.intermediate_size, dtype=torch.float32)
     for p in mlp.parameters():
         torch.nn.init.normal_(p, std=0.2)
     if int8 and not (mlp.gate_up_proj.quantize() and mlp.down_proj.quantize()):
@@ -80,7 +80,7 @@ def test_long_step_mlp_runs_in_row_chunks_with_the_same_result(int8, tandem_mode
     monkeypatch.setattr(mlp, "rows", lambda part: calls.append(part.shape[0]) or rows(part))
     with torch.no_grad():
         whole = mlp(x)
-        monkeypatch.setattr(llama, "MLP_ROWS", 16)
+        monkeypatch.setattr(mlp_module, "MLP_ROWS", 16)
         chunked = mlp(x)
     assert calls == [53, 16, 16, 16, 5]
     torch.testing.assert_close(chunked, whole, atol=1e-5, rtol=1e-5)

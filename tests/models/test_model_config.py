@@ -29,13 +29,13 @@ def hf(**kw):
 
 
 def test_registry():
-    assert supported_architectures() == [
-        "LlamaForCausalLM",
-        "MistralForCausalLM",
-        "Qwen2ForCausalLM",
-    ]
+    from tandem.core.model_config import SUPPORTED_ARCHITECTURES
+
+    archs = supported_architectures()
+    assert {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"} <= set(archs)
+    assert archs == sorted(SUPPORTED_ARCHITECTURES)
     assert get_model_class("MistralForCausalLM").__name__ == "MistralForCausalLM"
-    with pytest.raises(ValueError, match=r"must be one of LlamaForCausalLM, Mistral.*got 'Gpt2'"):
+    with pytest.raises(ValueError, match=r"must be one of .*LlamaForCausalLM.*got 'Gpt2'"):
         get_model_class("Gpt2")
 
 
@@ -82,7 +82,7 @@ def test_rope_matches_transformers_inv_freq():
 @pytest.mark.parametrize(
     ("kw", "match"),
     [
-        ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1.0}}, "rope_type must be one"),
+        ({"rope_parameters": {"rope_type": "dynamic", "rope_theta": 1.0}}, "rope_type must be one"),
         ({"num_key_value_heads": 3}, "num_key_value_heads must be a positive divisor"),
         ({"hidden_size": 0}, r"config\.hidden_size must be a positive integer, got 0"),
         ({"architectures": []}, "config.architectures must name"),
@@ -98,7 +98,7 @@ def test_spec_traps():
     spec = ModelSpec.from_hf(
         hf(architectures=["Qwen2ForCausalLM"], head_dim=12, tie_word_embeddings=True)
     )
-    assert spec.qkv_bias and not spec.o_bias and spec.tie_word_embeddings
+    assert spec.attention.qkv_bias and not spec.attention.o_bias and spec.tie_word_embeddings
     assert spec.head_dim == 12
 
 
@@ -117,3 +117,45 @@ def test_forward_rejects_bad_inputs(tandem_models):
         model(torch.tensor([5, 6, 7]), torch.tensor([0, 1, 2]), caches, meta)
     with pytest.raises(ValueError, match=r"hidden must have shape \[N, 64\]"):
         model.compute_logits(torch.zeros(2, 3))
+
+
+@pytest.mark.parametrize(
+    ("arch", "kw", "match"),
+    [
+        ("LlamaForCausalLM", {"hidden_act": "relu"}, r"config\.hidden_act must be one of .*'relu'"),
+        (
+            "Gemma2ForCausalLM",
+            {"hidden_activation": "gelu"},
+            r"config\.hidden_activation must be one of .*got 'gelu'",
+        ),
+        (
+            "Gemma3ForCausalLM",
+            {"use_bidirectional_attention": True},
+            r"config\.use_bidirectional_attention must be false",
+        ),
+        (
+            "Gemma3ForCausalLM",
+            {"rope_parameters": {"full_attention": {"rope_type": "yarn", "rope_theta": 1.0}}},
+            r"rope_type must be one of default, linear, llama3, longrope, got 'yarn'",
+        ),
+        (
+            "Qwen2ForCausalLM",
+            {"layer_types": ["full_attention"], "use_sliding_window": True, "sliding_window": 4},
+            r"config\.layer_types must list one entry per layer \(1\)|one entry per layer",
+        ),
+        (
+            "MixtralForCausalLM",
+            {"num_local_experts": 2, "num_experts_per_tok": 3},
+            r"config\.num_experts_per_tok must be <= num_experts \(2\), got 3",
+        ),
+        (
+            "Phi3ForCausalLM",
+            {"rope_parameters": {"rope_type": "longrope", "short_factor": None}},
+            r"longrope needs rope_parameters\.short_factor",
+        ),
+        ("Qwen3ForCausalLM", {"sliding_window": -3}, r"config\.sliding_window must be a positive"),
+    ],
+)
+def test_configs_we_cannot_honour_name_the_field_and_value(arch, kw, match):
+    with pytest.raises(ValueError, match=match):
+        ModelSpec.from_hf(hf(architectures=[arch], num_hidden_layers=2, **kw))

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tandem.core.inputs import InputProcessor
+from tandem.core.inputs import InputProcessor, OutputKind
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.tokenizer import load_tokenizer
 from tandem.v0.output_processor import OutputProcessor
 from tandem.v0.sampler import SampleResult
-from tandem.v0.sequence import Request, Sequence
+from tandem.v0.sequence import Request, Sequence, SequenceStatus
 
 EOS = 2
 
@@ -82,3 +82,43 @@ def test_stop_string_across_tokens(tokenizer) -> None:
     assert any(done)
     assert (seq.finish_reason, seq.stop_reason) == ("stop", "on the")
     assert seq.text.shown == "the cat sat "
+
+
+def size(out) -> int:
+    """Characters, ids and logprob entries an output carries."""
+    return sum(len(c.text) + len(c.token_ids) + len(c.logprobs or ()) for c in out.outputs)
+
+
+def stream(tokenizer, tokens: list[int], kind: OutputKind, **params) -> list:
+    """The outputs of one request fed ``tokens``, as the engine makes them each step."""
+    inputs = InputProcessor(tokenizer, tokenizer.vocab_size, 4096, [EOS])
+    sp = SamplingParams(max_tokens=len(tokens), ignore_eos=True, logprobs=0, **params)
+    request = inputs.process("r", [1, 50], sp, output_kind=kind)
+    proc, seq = OutputProcessor(tokenizer), Sequence(0, "r", 0, [1, 50], len(tokens), seed=0)
+    req = Request(request, [seq])
+    proc.start(req)
+    outs = []
+    for t in tokens:
+        if proc.append(req, seq, SampleResult(t, -0.5, 1, [(t, -0.5, 1)])):
+            seq.status = SequenceStatus.FINISHED  # what the engine's scheduler does
+        out = proc.make_output(req)
+        if out is not None:
+            outs.append(out)
+        if seq.is_finished:
+            return outs
+    raise AssertionError("the sample did not finish")
+
+
+def test_a_long_delta_stream_costs_linear_work(tokenizer) -> None:
+    """2,000 tokens: the delta outputs carry each character, id and logprob once; the
+    cumulative ones carry the square of it; final only gives one output."""
+    toks = [4 + (i * 37) % (tokenizer.vocab_size - 4) for i in range(2000)]
+    deltas = stream(tokenizer, toks, OutputKind.DELTA, stop=["zzq"])
+    cumulative = stream(tokenizer, toks, OutputKind.CUMULATIVE, stop=["zzq"])
+    (final,) = stream(tokenizer, toks, OutputKind.FINAL_ONLY, stop=["zzq"])
+    whole = cumulative[-1].outputs[0]
+    assert "".join(d.outputs[0].text for d in deltas) == whole.text == final.outputs[0].text
+    assert [t for d in deltas for t in d.outputs[0].token_ids] == whole.token_ids == toks
+    n = size(cumulative[-1])
+    assert sum(size(d) for d in deltas) == n == size(final)
+    assert sum(size(o) for o in cumulative) > 500 * n

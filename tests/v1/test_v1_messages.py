@@ -5,7 +5,7 @@ import pytest
 from v1_support import engine_request
 
 from tandem.core.outputs import Logprob
-from tandem.v1.proc import messages as m
+from tandem.v1 import messages as m
 
 
 def test_requests_round_trip() -> None:
@@ -19,21 +19,27 @@ def test_requests_round_trip() -> None:
 
 
 def test_core_and_client_messages_round_trip() -> None:
-    out = m.CoreOutputs([m.CoreOutput("r", 1, [4], [-0.5], [[(4, -0.5, 1)]], None, "stop", 4, 8)])
+    out = m.CoreOutputs(
+        [
+            m.CoreOutput("r", 1, [4], [-0.5], [[(4, -0.5, 1)]], None, "stop", 4, 8),
+            m.CoreOutput("r", 2, [], finish_reason="error", error="ValueError: p"),
+        ]
+    )
     assert m.from_core.decode(m.encode(out)) == out
     res = m.Results(
         [
             m.Result(
                 "r",
                 [None, {2: Logprob(-1.0, 1, "a")}],
-                [m.Completion(0, 0, "t", [4], -0.5, None, "length", None)],
+                [m.Completion(0, "t", [4], -0.5, None, "length", None)],
                 True,
                 0,
+                "ValueError: p",
             )
         ]
     )
     assert m.to_client.decode(m.encode(res)) == res
-    for msg in (m.Ready("core", 1, 9), m.Failed("core", 1, "tb", True)):
+    for msg in (m.Ready("core", 1, 9, "torch"), m.Failed("core", 1, "tb", True)):
         assert m.to_client.decode(m.encode(msg)) == msg
 
 

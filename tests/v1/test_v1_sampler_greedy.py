@@ -32,3 +32,28 @@ def test_greedy_fast_path_matches_general_path():
     torch.testing.assert_close(fast.logprobs, full.logprobs, atol=1e-5, rtol=1e-5)
     assert torch.equal(fast.token_ids, full.token_ids)
     assert torch.equal(fast.ranks, full.ranks)
+
+
+def test_a_row_that_fails_fails_alone():
+    torch.manual_seed(0)
+    batch = InputBatch(3, 8, 50)
+    batch.temperature[:] = 1.0
+    batch.top_p[1] = 0.0  # the kernel refuses it: the batched call raises
+    logits = torch.randn(3, 50)
+    logits[2, 7] = float("nan")  # a NaN row: no valid distribution
+    sb = SamplingBatch(
+        rows=torch.arange(3),
+        counters=torch.zeros(3, dtype=torch.int64),
+        mask_rows=torch.zeros(0, dtype=torch.int64),
+        mask_tokens=torch.zeros(0, dtype=torch.int64),
+        max_logprobs=1,
+        any_penalties=False,
+        any_sampling=True,
+    )
+    out = Sampler()(logits, batch, sb)
+    assert sorted(out.failed) == [1, 2]
+    assert out.failed[1].startswith("ValueError: p must be in (0, 1]")
+    assert "NaN" in out.failed[2]
+    alone = Sampler()(logits[:1], batch, sb.pick(0))
+    assert int(out.tokens[0]) == int(alone.tokens[0]) and not alone.failed
+    assert out.logprobs.shape == (3, 2)

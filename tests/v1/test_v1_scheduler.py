@@ -6,8 +6,8 @@ from v1_support import sample
 
 from tandem.v1.core.kv_cache_manager import KVCacheManager
 from tandem.v1.core.request import Request, Status
-from tandem.v1.core.scheduler import Scheduler, SchedulerOutput
-from tandem.v1.worker.model_runner import StepResult
+from tandem.v1.core.scheduler import Scheduler
+from tandem.v1.core.step import SchedulerOutput, StepOutput
 
 
 def req(key: str, n: int, arrival: int = 0) -> Request:
@@ -16,14 +16,8 @@ def req(key: str, n: int, arrival: int = 0) -> Request:
 
 def finish_step(s: Scheduler, out: SchedulerOutput) -> None:
     """What the runner reports after the model ran: token 7 where a row completes."""
-    done = [
-        r
-        for r in out.requests
-        if r.status is Status.RUNNING
-        and r.num_computed_tokens + out.num_tokens[r.key] == r.num_tokens
-    ]
-    result = StepResult({r.key: 7 for r in done}, {r.key: -1.0 for r in done}, {}, {})
-    s.update_from_output(out, result)
+    done = [r.key for r in out.scheduled if r.sample]
+    s.update_from_output(out, StepOutput({k: 7 for k in done}, {k: -1.0 for k in done}))
 
 
 def test_running_first_then_waiting_mixed_in_one_step() -> None:
@@ -65,7 +59,7 @@ def test_preemption_by_recompute_when_blocks_run_out() -> None:
     s.add(b)
     finish_step(s, s.schedule())  # a: 2 blocks (+1 token pending), b: 2 blocks
     out = s.schedule()  # a needs a 3rd block: b (admitted last) is preempted
-    assert out.preempted == [b]
+    assert s.num_preemptions == 1 and out.dropped == ["b"]
     assert b.status is Status.PREEMPTED and b.num_computed_tokens == 0
     assert s.waiting[0] is b
     s.kv.check()
@@ -111,8 +105,9 @@ def test_random_workloads_finish_without_leaks(
         assert out.total_tokens <= budget
         assert len(s.running) <= 4
         finish_step(s, out)
-        for r in list(out.requests):
-            if len(r.output_token_ids) >= 3 and r.status is Status.RUNNING:
+        for key in out.num_tokens:
+            r = s.requests.get(key)
+            if r is not None and len(r.output_token_ids) >= 3:
                 s.finish(r, "length")
         kv.check()
     assert not s.has_work()

@@ -1,4 +1,5 @@
-"""Result deltas: only new tokens travel, and the client rebuilds whole outputs."""
+"""Result deltas: only new tokens travel; the client rebuilds whole outputs only for a
+cumulative request (output kinds on engine v1's detokenizer and client ends)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,14 @@ import itertools
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from v1_support import engine_request
 
 from tandem.core.config import EngineArgs
-from tandem.core.inputs import InputProcessor
+from tandem.core.inputs import InputProcessor, OutputKind
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.tokenizer import load_tokenizer
-from tandem.v1.frontend.output_processor import OutputProcessor
+from tandem.v1 import messages as m
+from tandem.v1.detokenizer.processor import OutputProcessor
 from tandem.v1.frontend.streams import RequestStream
-from tandem.v1.proc import messages as m
 
 
 @pytest.fixture(scope="module")
@@ -28,19 +28,22 @@ def processor(tiny_model, tokenizer):
     return InputProcessor.for_config(EngineArgs(model=str(tiny_model)).create_config(), tokenizer)
 
 
-def stream(processor, prompt, outputs, **params):
+def stream(processor, prompt, outputs, kind=OutputKind.CUMULATIVE, **params):
     """Run ``outputs`` (one CoreOutput list per step) through both ends; every Result
-    sent and every step's RequestOutput."""
-    request = processor.process("r", prompt, SamplingParams(**params))
+    sent and every RequestOutput the client made."""
+    request = processor.process("r", prompt, SamplingParams(**params), output_kind=kind)
     detok, client = OutputProcessor(processor.tokenizer), RequestStream.start(request)
-    detok.add(m.AddRequest(request))
+    assert detok.add(m.AddRequest(request)) is None
     sent, seen = [], []
     for step in outputs:
         results, _ = detok.process(step)
         for res in m.to_client.decode(m.encode(m.Results(results))).results:
             sent.append(res)
-            client.apply(res)
-        seen.append(client.output())
+            out = client.apply(res)
+            if out is not None:
+                seen.append(out)
+        if kind is OutputKind.CUMULATIVE and results:
+            seen.append(client.output())
     return sent, seen
 
 
@@ -74,14 +77,105 @@ def test_stop_string_cut_arrives_as_a_delta(processor, tokenizer) -> None:
     assert last.outputs[0].text == tokenizer.decode(ids).split("wor")[0]
 
 
-def test_text_from_rewrites_the_tail() -> None:
-    client = RequestStream.start(engine_request("r", [1]))
-    client.apply(
-        m.Result("r", None, [m.Completion(0, 0, "abcd", [1, 2], -1.0, None, None, None)], False, 0)
+def tokens_of(text: str, tokenizer) -> list[int]:
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+def concat(outs):
+    """The DELTA outputs of one request joined per sample: {index: (text, ids, logprobs)},
+    and the prompt logprobs."""
+    joined: dict[int, tuple[str, list, list]] = {}
+    plp: list = []
+    for out in outs:
+        plp += out.prompt_logprobs or []
+        for c in out.outputs:
+            text, ids, lps = joined.get(c.index, ("", [], []))
+            joined[c.index] = (text + c.text, ids + c.token_ids, lps + (c.logprobs or []))
+    return joined, plp
+
+
+def n_steps(tokenizer, texts: list[str], logprobs: bool = False):
+    """One CoreOutput per sample per step (samples of unequal lengths), with logprobs and,
+    in the first step, prompt logprobs."""
+    ids = [tokens_of(t, tokenizer) for t in texts]
+    steps = []
+    for k in range(max(len(x) for x in ids)):
+        step = []
+        for i, x in enumerate(ids):
+            if k < len(x):
+                last = "length" if k == len(x) - 1 else None
+                tops = [[(x[k], -0.25, 2), (3, -0.1, 1)]] if logprobs else None
+                plp = [[], [(9, -1.5, 4)]] if k == 0 and i == 0 else None
+                step.append(m.CoreOutput("r", i, [x[k]], [-0.25], tops, plp, last))
+        steps.append(step)
+    return steps
+
+
+@pytest.mark.parametrize("stop", [None, ["wor"], ["o w"]])
+def test_delta_outputs_join_to_the_cumulative_output(processor, tokenizer, stop) -> None:
+    texts = ["hello world, and more", "well, hello there you"]
+    steps = n_steps(tokenizer, texts, logprobs=True)
+    params = dict(n=2, temperature=1.0, logprobs=1, prompt_logprobs=1, stop=stop)
+    _, cumul = stream(processor, [5, 6], steps, **params)
+    _, deltas = stream(processor, [5, 6], steps, kind=OutputKind.DELTA, **params)
+    final = cumul[-1]
+    assert final.finished and deltas[-1].finished and not any(d.finished for d in deltas[:-1])
+    joined, plp = concat(deltas)
+    for c in final.outputs:
+        assert joined[c.index] == (c.text, c.token_ids, c.logprobs)
+        last = [o for d in deltas for o in d.outputs if o.index == c.index][-1]
+        assert (last.finish_reason, last.stop_reason) == (c.finish_reason, c.stop_reason)
+        assert last.cumulative_logprob == c.cumulative_logprob
+    assert plp == final.prompt_logprobs and len(plp) == 2
+    for d in deltas:  # a delta holds the samples that changed, each new token once
+        assert all(len(c.token_ids) <= 1 for c in d.outputs) and d.outputs
+
+
+def test_stop_string_text_held_back_arrives_in_the_deltas(processor, tokenizer) -> None:
+    steps = n_steps(tokenizer, ["say hello world now"])
+    _, deltas = stream(processor, [5], steps, kind=OutputKind.DELTA, stop=["lo w"])
+    # a delta cannot be taken back: had "lo" been shown before " w" came, it would be here
+    joined = "".join(c.text for d in deltas for c in d.outputs)
+    assert joined == tokenizer.decode(tokens_of("say hello world now", tokenizer)).split("lo w")[0]
+    assert (deltas[-1].outputs[0].finish_reason, deltas[-1].outputs[0].stop_reason) == (
+        "stop",
+        "lo w",
     )
-    client.apply(
-        m.Result("r", None, [m.Completion(0, 2, "X", [3], -2.0, None, None, None)], False, 0)
+
+
+def test_final_only_gives_one_output_with_everything(processor, tokenizer) -> None:
+    steps = n_steps(tokenizer, ["hello world", "hi"], logprobs=True)
+    params = dict(n=2, temperature=1.0, logprobs=1, prompt_logprobs=1)
+    sent, finals = stream(processor, [5], steps, kind=OutputKind.FINAL_ONLY, **params)
+    _, cumul = stream(processor, [5], steps, **params)
+    assert len(sent) == 1 and len(finals) == 1  # one Result crossed, one output made
+    (final,), whole = finals, cumul[-1]
+    assert final.finished and final.prompt_logprobs == whole.prompt_logprobs
+    assert [(c.text, c.token_ids, c.logprobs) for c in final.outputs] == [
+        (c.text, c.token_ids, c.logprobs) for c in whole.outputs
+    ]
+
+
+def size(out) -> int:
+    """Characters, ids and logprob entries an output carries."""
+    return sum(len(c.text) + len(c.token_ids) + len(c.logprobs or ()) for c in out.outputs)
+
+
+def test_a_long_delta_stream_costs_linear_work(processor, tokenizer) -> None:
+    """2,000 tokens streamed: what crosses to the client and what the client builds grow
+    with the tokens, not with their square (the cumulative kind is the square)."""
+    vocab = len(tokenizer)
+    toks = [4 + (i * 37) % (vocab - 4) for i in range(2000)]
+    steps = [
+        [m.CoreOutput("r", 0, [t], [-0.5], [[(t, -0.5, 1)]], None, "length" if i == 1999 else None)]
+        for i, t in enumerate(toks)
+    ]
+    sent, deltas = stream(processor, [5], steps, kind=OutputKind.DELTA, logprobs=0)
+    _, cumul = stream(processor, [5], steps, logprobs=0)
+    n = size(cumul[-1])  # the whole output: text + 2000 ids + 2000 entries
+    assert sum(size(d) for d in deltas) == n
+    crossed = sum(
+        len(c.text) + len(c.new_token_ids) + len(c.new_logprobs) for r in sent for c in r.outputs
     )
-    out = client.output()
-    assert out.outputs[0].text == "abX" and out.outputs[0].token_ids == [1, 2, 3]
-    assert out.outputs[0].cumulative_logprob == -2.0
+    assert crossed == n
+    assert sum(size(o) for o in cumul) > 500 * n  # the cumulative kind: quadratic by nature

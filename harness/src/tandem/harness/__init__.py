@@ -3,16 +3,39 @@
 Configure it from ``[tool.pytest.ini_options]`` (``harness_*`` options); mark tests with
 ``@engines("v0", "v1")`` (or ``pytest.mark.engines``) and use the ``engine``,
 ``isolated_env`` and ``scoped_ops`` fixtures.
+
+Three rooms: ``plugin`` is the pytest face (hooks, options, markers, fixtures, the roles a
+process plays, coverage, the polluter hunt), ``isolation`` runs tests in fresh processes
+(zygote, children, the pipe, timeouts) and ``leaks`` holds one ``LeakCheck`` per kind of
+leak. The names below load on first use, so importing ``tandem.harness`` loads neither
+pytest nor the plugin: Python children of the code under test import the probe in
+``tandem.harness.leaks`` at start-up.
+
+PYTEST_DONT_REWRITE: a pytest started as such a child has this package loaded before
+pytest looks at its plugins; the marker tells pytest not to warn that it cannot rewrite
+its asserts (the harness relies on none).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
 
-import pytest
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .plugin.fixtures import IsolatedEnv, engine, isolated_env, scoped_ops
+    from .plugin.markers import EngineSpec, engines, isolate, parse_engines, timeout
 
-from .fixtures import IsolatedEnv, engine, isolated_env, scoped_ops
-from .markers import EngineSpec, parse_engines
+_HOMES = {
+    "EngineSpec": "markers",
+    "engines": "markers",
+    "isolate": "markers",
+    "parse_engines": "markers",
+    "timeout": "markers",
+    "IsolatedEnv": "fixtures",
+    "engine": "fixtures",
+    "isolated_env": "fixtures",
+    "scoped_ops": "fixtures",
+}
 
 __all__ = [
     "EngineSpec",
@@ -27,24 +50,14 @@ __all__ = [
 ]
 
 
-def engines(*names: str, **gaps: str) -> Any:
-    """``pytest.mark.engines(...)``, checked now: bad names or gaps raise at import time."""
-    mark = pytest.mark.engines(*names, **gaps)
-    parse_engines(mark.mark)
-    return mark
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.plugin.{home}"), name)
+    globals()[name] = value
+    return value
 
 
-def isolate(level: str) -> Any:
-    """``pytest.mark.isolate(level)``: run in a fresh process per test/module/engine."""
-    from .options import LEVELS
-
-    if level not in LEVELS:
-        raise ValueError(f"isolate(level): expected one of {', '.join(LEVELS)}, got {level!r}")
-    return pytest.mark.isolate(level)
-
-
-def timeout(seconds: float) -> Any:
-    """``pytest.mark.timeout(seconds)``: kill the isolated child after this many seconds."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
-        raise ValueError(f"timeout(seconds): expected a number >= 0, got {seconds!r}")
-    return pytest.mark.timeout(seconds)
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -62,6 +62,13 @@ def silu_and_mul(x: Tensor) -> Tensor:
     return torch.nn.functional.silu(gate) * up
 
 
+def gelu_tanh_and_mul(x: Tensor) -> Tensor:
+    # x: [T, 2I] -> [T, I]; GELU with the tanh approximation on the gate, in fp32
+    gate, up = x.float().chunk(2, dim=-1)
+    inner = math.sqrt(2.0 / math.pi) * (gate + 0.044715 * gate.pow(3))
+    return (0.5 * gate * (1.0 + torch.tanh(inner)) * up).to(x.dtype)
+
+
 def write_kv_cache(
     k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, slot_mapping: Tensor
 ) -> None:
@@ -82,17 +89,28 @@ def gather_kv(cache: Tensor, block_table: Tensor, seq_len: int) -> Tensor:
     return torch.stack(rows) if rows else cache.new_zeros((0, *cache.shape[2:]))
 
 
-def causal_attention(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
-    """q: [Q, H, D] are the last Q positions of a sequence whose keys are k, v: [L, KVH, D]."""
+def causal_attention(
+    q: Tensor, k: Tensor, v: Tensor, scale: float, window: int = 0, softcap: float = 0.0
+) -> Tensor:
+    """q: [Q, H, D] are the last Q positions of a sequence whose keys are k, v: [L, KVH, D].
+
+    ``window`` > 0: query i sees keys j with i - window < j <= i only (sliding window).
+    ``softcap`` > 0: each scaled score s becomes softcap * tanh(s / softcap) first.
+    """
     Q, H, _ = q.shape
     L, KVH, _ = k.shape
     rep = H // KVH
     k = k.repeat_interleave(rep, dim=1)
     v = v.repeat_interleave(rep, dim=1)
     scores = torch.einsum("qhd,khd->hqk", q.float(), k.float()) * scale
+    if softcap > 0:
+        scores = torch.tanh(scores / softcap) * softcap
     q_pos = torch.arange(L - Q, L)[:, None]
     k_pos = torch.arange(L)[None, :]
-    scores = scores.masked_fill(k_pos > q_pos, float("-inf"))
+    hidden = k_pos > q_pos
+    if window > 0:
+        hidden = hidden | (k_pos <= q_pos - window)
+    scores = scores.masked_fill(hidden, float("-inf"))
     out = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v.float())
     return out.to(q.dtype)
 
@@ -107,13 +125,15 @@ def prefill_attention(
     seq_lens: Tensor,
     block_tables: Tensor,
     scale: float,
+    window: int = 0,
+    softcap: float = 0.0,
 ) -> Tensor:
     """Varlen causal attention for sequences with q_len >= 1 new tokens.
 
     q: [T, H, D]; k, v: [T, KVH, D] (the new tokens, already written to the cache);
     cu_seqlens_q: [B+1] int32; seq_lens: [B] int32 (context + new); block_tables: [B, M].
-    Query i of sequence b sits at position seq_lens[b] - q_len_b + i and sees keys 0..it.
-    Returns [T, H, D].
+    Query i of sequence b sits at position seq_lens[b] - q_len_b + i and sees keys 0..it
+    (the last ``window`` of them where window > 0). Returns [T, H, D].
     """
     out = torch.empty_like(q)
     for b in range(seq_lens.shape[0]):
@@ -121,7 +141,7 @@ def prefill_attention(
         L = int(seq_lens[b])
         kk = gather_kv(k_cache, block_tables[b], L)
         vv = gather_kv(v_cache, block_tables[b], L)
-        out[lo:hi] = causal_attention(q[lo:hi], kk, vv, scale)
+        out[lo:hi] = causal_attention(q[lo:hi], kk, vv, scale, window, softcap)
     return out
 
 
@@ -132,6 +152,8 @@ def decode_attention(
     seq_lens: Tensor,
     block_tables: Tensor,
     scale: float,
+    window: int = 0,
+    softcap: float = 0.0,
 ) -> Tensor:
     """One new token per sequence. q: [B, H, D]; seq_lens: [B]; returns [B, H, D]."""
     out = torch.empty_like(q)
@@ -139,8 +161,40 @@ def decode_attention(
         L = int(seq_lens[b])
         kk = gather_kv(k_cache, block_tables[b], L)
         vv = gather_kv(v_cache, block_tables[b], L)
-        out[b : b + 1] = causal_attention(q[b : b + 1], kk, vv, scale)
+        out[b : b + 1] = causal_attention(q[b : b + 1], kk, vv, scale, window, softcap)
     return out
+
+
+# --- mixture of experts ------------------------------------------------------------
+
+
+def topk_route(logits: Tensor, top_k: int, normalize: bool) -> tuple[Tensor, Tensor]:
+    """Per token: softmax over the experts, the top_k largest (lowest index first among
+    equals), renormalised if ``normalize``. logits [T, E] -> (weights [T, K], ids [T, K])."""
+    weights, ids = [], []
+    for row in logits.float():
+        probs = row.softmax(-1).tolist()
+        chosen = sorted(range(len(probs)), key=lambda e: (-probs[e], e))[:top_k]
+        w = torch.tensor([probs[e] for e in chosen])
+        weights.append(w / w.sum() if normalize else w)
+        ids.append(torch.tensor(chosen))
+    return torch.stack(weights), torch.stack(ids)
+
+
+def fused_moe(
+    x: Tensor, w13: Tensor, w2: Tensor, topk_ids: Tensor, topk_weights: Tensor, activation: str
+) -> Tensor:
+    """Per token and chosen expert: weight * down(act(gate . x) * (up . x)), summed.
+
+    x [T, C]; w13 [E, 2I, C] (gate rows, then up); w2 [E, C, I]; topk [T, K]."""
+    out = torch.zeros(x.shape, dtype=torch.float64)
+    for t in range(x.shape[0]):
+        xt = x[t].double()
+        for e, w in zip(topk_ids[t].tolist(), topk_weights[t].double()):
+            h = (w13[e].double() @ xt)[None]  # [1, 2I]: gate, then up
+            act = gelu_tanh_and_mul(h) if activation == "gelu_tanh" else silu_and_mul(h)
+            out[t] += w * (w2[e].double() @ act[0])
+    return out.to(x.dtype)
 
 
 # --- seeded sampling -----------------------------------------------------------------

@@ -41,8 +41,14 @@ class AttentionBackend(ABC):
         seq_lens: Tensor,
         block_tables: Tensor,
         scale: float,
+        window: int = 0,
+        softcap: float = 0.0,
     ) -> Tensor:
-        """Varlen causal attention of new tokens q: [T, H, D] over the cache -> [T, H, D]."""
+        """Varlen causal attention of new tokens q: [T, H, D] over the cache -> [T, H, D].
+
+        ``window`` > 0: each query sees only its last ``window`` keys (itself included);
+        ``softcap`` > 0: each scaled score s becomes softcap * tanh(s / softcap).
+        """
 
     @abstractmethod
     def decode(
@@ -53,8 +59,11 @@ class AttentionBackend(ABC):
         seq_lens: Tensor,
         block_tables: Tensor,
         scale: float,
+        window: int = 0,
+        softcap: float = 0.0,
     ) -> Tensor:
-        """One new token per sequence, q: [B, H, D] -> [B, H, D]."""
+        """One new token per sequence, q: [B, H, D] -> [B, H, D] (window, softcap: as
+        :meth:`prefill`)."""
 
     def op_names(self) -> list[str]:
         """Qualified names of the custom ops this backend calls."""

@@ -35,8 +35,10 @@ class CpuBackend(TorchBackend):
         seq_lens: Tensor,
         block_tables: Tensor,
         scale: float,
+        window: int = 0,
+        softcap: float = 0.0,
     ) -> Tensor:
-        args = (cu_seqlens_q, seq_lens, block_tables, scale)
+        args = (cu_seqlens_q, seq_lens, block_tables, scale, window, softcap)
         check_prefill(q, k, v, k_cache, v_cache, *args)
         out = native.paged_prefill(q, k_cache, v_cache, *args)
         if out is None:
@@ -51,11 +53,14 @@ class CpuBackend(TorchBackend):
         seq_lens: Tensor,
         block_tables: Tensor,
         scale: float,
+        window: int = 0,
+        softcap: float = 0.0,
     ) -> Tensor:
-        check_decode(q, k_cache, v_cache, seq_lens, block_tables, scale)
-        out = native.paged_decode(q, k_cache, v_cache, seq_lens, block_tables, scale)
+        args = (seq_lens, block_tables, scale, window, softcap)
+        check_decode(q, k_cache, v_cache, *args)
+        out = native.paged_decode(q, k_cache, v_cache, *args)
         if out is None:
-            return super().decode(q, k_cache, v_cache, seq_lens, block_tables, scale)
+            return super().decode(q, k_cache, v_cache, *args)
         return out
 
     def op_names(self) -> list[str]:

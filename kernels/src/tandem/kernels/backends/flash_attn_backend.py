@@ -38,6 +38,8 @@ def _register() -> dict[str, Any]:
         seq_lens: Tensor,
         block_tables: Tensor,
         scale: float,
+        window: int = 0,
+        softcap: float = 0.0,
     ) -> Tensor:
         from flash_attn import flash_attn_varlen_func
 
@@ -55,10 +57,12 @@ def _register() -> dict[str, Any]:
             softmax_scale=scale,
             causal=True,
             block_table=block_tables.int(),
+            window_size=_window_size(window),
+            softcap=softcap,
         )
 
     @prefill.register_fake
-    def _(q, k, v, k_cache, v_cache, cu_seqlens_q, seq_lens, block_tables, scale) -> Tensor:
+    def _(q, k, v, k_cache, v_cache, cu_seqlens_q, seq_lens, block_tables, scale, *extra):
         return torch.empty_like(q)
 
     @define("flash_attn_decode_attention")
@@ -69,6 +73,8 @@ def _register() -> dict[str, Any]:
         seq_lens: Tensor,
         block_tables: Tensor,
         scale: float,
+        window: int = 0,
+        softcap: float = 0.0,
     ) -> Tensor:
         from flash_attn import flash_attn_with_kvcache
 
@@ -80,15 +86,23 @@ def _register() -> dict[str, Any]:
             block_table=block_tables.int(),
             softmax_scale=scale,
             causal=True,
+            window_size=_window_size(window),
+            softcap=softcap,
         )
         return out.squeeze(1)
 
     @decode.register_fake
-    def _(q, k_cache, v_cache, seq_lens, block_tables, scale) -> Tensor:
+    def _(q, k_cache, v_cache, seq_lens, block_tables, scale, *extra) -> Tensor:
         return torch.empty_like(q)
 
     _OPS.update(prefill=prefill, decode=decode)
     return _OPS
+
+
+def _window_size(window: int) -> tuple[int, int]:
+    """flash-attn's (left, right) keys beside the query's own: ours sees the query and the
+    window - 1 keys before it; -1 is unbounded."""
+    return (window - 1, 0) if window > 0 else (-1, -1)
 
 
 def _check_device(q: Tensor, k_cache: Tensor) -> None:
@@ -127,14 +141,14 @@ class FlashAttnBackend(AttentionBackend):
         seq_lens: Tensor,
         block_tables: Tensor,
         scale: float,
+        window: int = 0,
+        softcap: float = 0.0,
     ) -> Tensor:
-        attention.check_prefill(
-            q, k, v, k_cache, v_cache, cu_seqlens_q, seq_lens, block_tables, scale
-        )
+        tables = (cu_seqlens_q, seq_lens, block_tables)
+        attention.check_prefill(q, k, v, k_cache, v_cache, *tables, scale, window, softcap)
         _check_device(q, k_cache)
-        return _register()["prefill"](
-            q, k, v, k_cache, v_cache, cu_seqlens_q, seq_lens, block_tables, float(scale)
-        )
+        extra = (float(scale), int(window), float(softcap))
+        return _register()["prefill"](q, k, v, k_cache, v_cache, *tables, *extra)
 
     def decode(
         self,
@@ -144,10 +158,13 @@ class FlashAttnBackend(AttentionBackend):
         seq_lens: Tensor,
         block_tables: Tensor,
         scale: float,
+        window: int = 0,
+        softcap: float = 0.0,
     ) -> Tensor:
-        attention.check_decode(q, k_cache, v_cache, seq_lens, block_tables, scale)
+        attention.check_decode(q, k_cache, v_cache, seq_lens, block_tables, scale, window, softcap)
         _check_device(q, k_cache)
-        return _register()["decode"](q, k_cache, v_cache, seq_lens, block_tables, float(scale))
+        extra = (float(scale), int(window), float(softcap))
+        return _register()["decode"](q, k_cache, v_cache, seq_lens, block_tables, *extra)
 
     def op_names(self) -> list[str]:
         return [

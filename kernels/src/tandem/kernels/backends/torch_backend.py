@@ -31,9 +31,11 @@ class TorchBackend(AttentionBackend):
         seq_lens: Tensor,
         block_tables: Tensor,
         scale: float,
+        window: int = 0,
+        softcap: float = 0.0,
     ) -> Tensor:
         return ops.prefill_attention(
-            q, k, v, k_cache, v_cache, cu_seqlens_q, seq_lens, block_tables, scale
+            q, k, v, k_cache, v_cache, cu_seqlens_q, seq_lens, block_tables, scale, window, softcap
         )
 
     def decode(
@@ -44,8 +46,12 @@ class TorchBackend(AttentionBackend):
         seq_lens: Tensor,
         block_tables: Tensor,
         scale: float,
+        window: int = 0,
+        softcap: float = 0.0,
     ) -> Tensor:
-        return ops.decode_attention(q, k_cache, v_cache, seq_lens, block_tables, scale)
+        return ops.decode_attention(
+            q, k_cache, v_cache, seq_lens, block_tables, scale, window, softcap
+        )
 
     def op_names(self) -> list[str]:
         return [

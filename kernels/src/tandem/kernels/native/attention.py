@@ -23,6 +23,8 @@ def paged_decode(
     seq_lens: Tensor,
     block_tables: Tensor,
     scale: float,
+    window: int = 0,
+    softcap: float = 0.0,
 ) -> Tensor | None:
     """Decode attention in C: q [B, H, D] -> [B, H, D]; None where C cannot take the call.
 
@@ -43,7 +45,7 @@ def paged_decode(
     rc = lib.tandem_paged_decode_f32(
         q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), lens.data_ptr(),
         tables.data_ptr(), B, H, k_cache.shape[2], D, k_cache.shape[1], tables.shape[1],
-        float(scale), out.data_ptr(),
+        float(scale), int(window), float(softcap), out.data_ptr(),
     )  # fmt: skip
     return out if rc == 0 else None
 
@@ -56,9 +58,12 @@ def paged_prefill(
     seq_lens: Tensor,
     block_tables: Tensor,
     scale: float,
+    window: int = 0,
+    softcap: float = 0.0,
 ) -> Tensor | None:
     """Varlen causal prefill in C over the cache (the new K/V already written):
-    q [T, H, D] -> [T, H, D]; None where C cannot take the call. Validated arguments
+    q [T, H, D] -> [T, H, D]; None where C cannot take the call. ``window`` > 0: each
+    query sees its last ``window`` keys; ``softcap`` > 0: scores soft-capped. Validated arguments
     only (``tandem.kernels.ops.attention.check_prefill``)."""
     lib = _library_for(q, k_cache, v_cache)
     if lib is None:
@@ -74,7 +79,7 @@ def paged_prefill(
     rc = lib.tandem_paged_prefill_f32(
         q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), cu.data_ptr(), lens.data_ptr(),
         tables.data_ptr(), lens.shape[0], T, H, k_cache.shape[2], D, k_cache.shape[1],
-        tables.shape[1], float(scale), out.data_ptr(),
+        tables.shape[1], float(scale), int(window), float(softcap), out.data_ptr(),
     )  # fmt: skip
     return out if rc == 0 else None
 

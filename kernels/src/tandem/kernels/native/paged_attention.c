@@ -11,6 +11,11 @@
  * Layouts: q, out [B, H, D]; k_cache, v_cache [N, S, KVH, D]; seq_lens [B];
  * block_tables [B, M] (row b lists sequence b's blocks in order). Query head j reads
  * KV head j / (H / KVH) (grouped-query attention).
+ *
+ * A sliding window (window > 0) lets a query see only its last `window` keys: the walk
+ * starts at the first of them, so the blocks before it are never read (a cache manager
+ * may have handed them to another sequence). A soft cap (softcap > 0) maps each scaled
+ * score s to softcap * tanh(s / softcap) before the softmax (Gemma 2).
  */
 #include <math.h>
 #include <omp.h>
@@ -52,6 +57,24 @@ static inline float dot(const float *a, const float *b, int64_t n)
     for (int64_t i = 0; i < n; i++)
         s += a[i] * b[i];
     return s;
+}
+
+/* tanh(x) from e^-2|x| (no libm call): 1e-7 relative, below the scores' own rounding. */
+static inline float tanh_approx(float x)
+{
+    const float e = exp_nonpositive(-2.0f * (x < 0.0f ? -x : x));
+    const float t = (1.0f - e) / (1.0f + e);
+    return x < 0.0f ? -t : t;
+}
+
+/* Scores s -> cap * tanh(s / cap) (cap > 0). */
+static inline void cap_scores(int64_t H, int64_t S, int64_t n, float score[H][S], float cap)
+{
+    const float inv = 1.0f / cap;
+    for (int64_t j = 0; j < H; j++)
+#pragma omp simd
+        for (int64_t t = 0; t < n; t++)
+            score[j][t] = cap * tanh_approx(score[j][t] * inv);
 }
 
 /* The block's scores become softmax weights against each head's running maximum. */
@@ -188,15 +211,16 @@ block_values(int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t n, float p[H]
         }
 }
 
-/* One query row (all H heads) over its first len cached tokens. Inlined into one copy
- * per common head size (see attend), so D is a constant there and the loops over it
- * unroll into registers. */
+/* One query row (all H heads) over its cached tokens first .. len - 1. Inlined into one
+ * copy per common head size (see attend), so D is a constant there and the loops over it
+ * unroll into registers. The walk goes run by run: a run is the part of a cache block
+ * inside [first, len), so only the window's first block may be entered mid-way. */
 static inline __attribute__((always_inline)) void
-attend_d(const float *q, const float *k_cache, const float *v_cache, int64_t len,
+attend_d(const float *q, const float *k_cache, const float *v_cache, int64_t first, int64_t len,
          const int32_t *table, int64_t after, int64_t H, int64_t KVH, const int64_t D, int64_t S,
-         float scale, float *out)
+         float scale, float softcap, float *out)
 {
-    const int64_t block = S * KVH * D; /* floats per cache block */
+    const int64_t block = S * KVH * D, row = KVH * D; /* floats per cache block, per token */
     float qs[H][D], acc[H][D], score[H][S], run_max[H], run_sum[H];
     for (int64_t j = 0; j < H; j++) {
         for (int64_t i = 0; i < D; i++) {
@@ -206,15 +230,19 @@ attend_d(const float *q, const float *k_cache, const float *v_cache, int64_t len
         run_max[j] = -INFINITY;
         run_sum[j] = 0.0f;
     }
-    for (int64_t start = 0; start < len; start += S) {
-        const int64_t n = len - start < S ? len - start : S;
-        const int64_t here = table[start / S] * block;
-        const int64_t next = start + S < len ? table[start / S + 1] * block
-                             : after >= 0      ? after * block
-                                               : here;
+    for (int64_t start = first; start < len;) {
+        const int64_t off = start % S, blk = start / S;
+        const int64_t n = len - start < S - off ? len - start : S - off;
+        const int64_t here = table[blk] * block + off * row;
+        const int64_t next = start + n < len ? table[blk + 1] * block
+                             : after >= 0     ? after * block
+                                              : here;
         block_scores(H, KVH, D, S, n, qs, k_cache + here, k_cache + next, score);
+        if (softcap > 0.0f)
+            cap_scores(H, S, n, score, softcap);
         weigh(H, S, n, D, score, acc, run_max, run_sum);
         block_values(H, KVH, D, S, n, score, v_cache + here, v_cache + next, acc);
+        start += n;
     }
     for (int64_t j = 0; j < H; j++) {
         const float inv = run_sum[j] > 0.0f ? 1.0f / run_sum[j] : 0.0f;
@@ -223,54 +251,66 @@ attend_d(const float *q, const float *k_cache, const float *v_cache, int64_t len
     }
 }
 
-static void attend(const float *q, const float *k_cache, const float *v_cache, int64_t len,
-                   const int32_t *table, int64_t after, int64_t H, int64_t KVH, int64_t D,
-                   int64_t S, float scale, float *out)
+static void attend(const float *q, const float *k_cache, const float *v_cache, int64_t first,
+                   int64_t len, const int32_t *table, int64_t after, int64_t H, int64_t KVH,
+                   int64_t D, int64_t S, float scale, float softcap, float *out)
 {
     switch (D) {
     case 64:
-        attend_d(q, k_cache, v_cache, len, table, after, H, KVH, 64, S, scale, out);
+        attend_d(q, k_cache, v_cache, first, len, table, after, H, KVH, 64, S, scale, softcap,
+                 out);
         break;
     case 128:
-        attend_d(q, k_cache, v_cache, len, table, after, H, KVH, 128, S, scale, out);
+        attend_d(q, k_cache, v_cache, first, len, table, after, H, KVH, 128, S, scale, softcap,
+                 out);
         break;
     default:
-        attend_d(q, k_cache, v_cache, len, table, after, H, KVH, D, S, scale, out);
+        attend_d(q, k_cache, v_cache, first, len, table, after, H, KVH, D, S, scale, softcap,
+                 out);
     }
+}
+
+/* The first key a query at position len - 1 sees: all of them without a window. */
+static inline int64_t window_start(int64_t len, int64_t window)
+{
+    return window > 0 && len > window ? len - window : 0;
 }
 
 /* Returns 0, or -1 when the sizes are beyond the stack bounds above (nothing written). */
 int tandem_paged_decode_f32(const float *q, const float *k_cache, const float *v_cache,
                             const int32_t *seq_lens, const int32_t *block_tables, int64_t B,
                             int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t M,
-                            float scale, float *out)
+                            float scale, int64_t window, float softcap, float *out)
 {
     if (KVH <= 0 || H % KVH != 0 || D <= 0 || S <= 0 || H * D > MAX_HEADS_X_DIM ||
         H * S > MAX_HEADS_X_BLOCK)
         return -1;
 #pragma omp parallel
     {
-        /* contiguous runs of sequences with about equal tokens, so that a thread knows
-         * which block it reads after a sequence's last one and can prefetch it */
+        /* contiguous runs of sequences with about equal tokens read, so that a thread
+         * knows which block it reads after a sequence's last one and can prefetch it */
         const int64_t threads = omp_get_num_threads(), id = omp_get_thread_num();
         int64_t total = 0;
         for (int64_t b = 0; b < B; b++)
-            total += seq_lens[b] + S;
+            total += seq_lens[b] - window_start(seq_lens[b], window) + S;
         const int64_t lo_tok = total * id / threads, hi_tok = total * (id + 1) / threads;
         int64_t seen = 0;
         for (int64_t b = 0; b < B; b++) {
-            const int64_t mid = seen + (seq_lens[b] + S) / 2;
-            seen += seq_lens[b] + S;
+            const int64_t first = window_start(seq_lens[b], window);
+            const int64_t work = seq_lens[b] - first + S;
+            const int64_t mid = seen + work / 2;
+            seen += work;
             if (mid < lo_tok || mid >= hi_tok)
                 continue;
             int64_t after = -1;
             if (b + 1 < B && seq_lens[b + 1] > 0) {
-                const int64_t mid_next = seen + (seq_lens[b + 1] + S) / 2;
+                const int64_t next_first = window_start(seq_lens[b + 1], window);
+                const int64_t mid_next = seen + (seq_lens[b + 1] - next_first + S) / 2;
                 if (mid_next < hi_tok)
-                    after = block_tables[(b + 1) * M];
+                    after = block_tables[(b + 1) * M + next_first / S];
             }
-            attend(q + b * H * D, k_cache, v_cache, seq_lens[b], block_tables + b * M, after,
-                   H, KVH, D, S, scale, out + b * H * D);
+            attend(q + b * H * D, k_cache, v_cache, first, seq_lens[b], block_tables + b * M,
+                   after, H, KVH, D, S, scale, softcap, out + b * H * D);
         }
     }
     return 0;
@@ -278,13 +318,14 @@ int tandem_paged_decode_f32(const float *q, const float *k_cache, const float *v
 
 /* Varlen causal prefill over the cache (the new tokens' K/V already written): token i
  * of sequence b, one of its last q_len = cu_seqlens_q[b + 1] - cu_seqlens_q[b] tokens,
- * attends to its first seq_lens[b] - q_len + i + 1 tokens. q, out [T, H, D].
+ * attends to its first seq_lens[b] - q_len + i + 1 tokens (the last `window` of them
+ * where window > 0). q, out [T, H, D].
  * Returns 0, or -1 as the decode entry does. */
 int tandem_paged_prefill_f32(const float *q, const float *k_cache, const float *v_cache,
                              const int32_t *cu_seqlens_q, const int32_t *seq_lens,
                              const int32_t *block_tables, int64_t B, int64_t T, int64_t H,
                              int64_t KVH, int64_t D, int64_t S, int64_t M, float scale,
-                             float *out)
+                             int64_t window, float softcap, float *out)
 {
     if (KVH <= 0 || H % KVH != 0 || D <= 0 || S <= 0 || H * D > MAX_HEADS_X_DIM ||
         H * S > MAX_HEADS_X_BLOCK)
@@ -300,8 +341,9 @@ int tandem_paged_prefill_f32(const float *q, const float *k_cache, const float *
                 hi = mid - 1;
         }
         const int64_t past = seq_lens[lo] - (cu_seqlens_q[lo + 1] - cu_seqlens_q[lo]);
-        attend(q + t * H * D, k_cache, v_cache, past + (t - cu_seqlens_q[lo]) + 1,
-               block_tables + lo * M, -1, H, KVH, D, S, scale, out + t * H * D);
+        const int64_t len = past + (t - cu_seqlens_q[lo]) + 1;
+        attend(q + t * H * D, k_cache, v_cache, window_start(len, window), len,
+               block_tables + lo * M, -1, H, KVH, D, S, scale, softcap, out + t * H * D);
     }
     return 0;
 }

@@ -6,10 +6,11 @@ its arguments, then calls the op through ``torch.ops.tandem``.
 
 from __future__ import annotations
 
-from tandem.kernels.ops.activation import silu_and_mul
+from tandem.kernels.ops.activation import gelu_tanh_and_mul, silu_and_mul
 from tandem.kernels.ops.attention import decode_attention, prefill_attention
 from tandem.kernels.ops.cache import write_kv_cache
 from tandem.kernels.ops.library import OP_NAMESPACE, registered_op_names
+from tandem.kernels.ops.moe import fused_moe, topk_route
 from tandem.kernels.ops.norm import fused_add_rms_norm, rms_norm
 from tandem.kernels.ops.rotary import rotary_embedding
 from tandem.kernels.ops.sampling import sample_seeded
@@ -18,11 +19,14 @@ __all__ = [
     "OP_NAMESPACE",
     "decode_attention",
     "fused_add_rms_norm",
+    "fused_moe",
+    "gelu_tanh_and_mul",
     "prefill_attention",
     "registered_op_names",
     "rms_norm",
     "rotary_embedding",
     "sample_seeded",
     "silu_and_mul",
+    "topk_route",
     "write_kv_cache",
 ]

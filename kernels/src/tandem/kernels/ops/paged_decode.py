@@ -9,7 +9,7 @@ when SDPA reads it; the gather targets are reused between calls.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +27,18 @@ class Bucket:
     rows: Tensor | None  # [b] int64 rows of the batch; None: the whole batch in order
     blocks: Tensor  # [b * n] cache blocks to gather, n = blocks of the longest sequence
     mask: Tensor  # [b, 1, 1, n * S] bool, True where a slot holds one of the b sequences
+    lens: Tensor  # [b, 1, 1, 1] the sequences' lengths
+    windowed: dict[int, Tensor] = field(default_factory=dict)  # window -> its mask
+
+    def mask_for(self, window: int) -> Tensor:
+        """The mask, narrowed to each sequence's last ``window`` slots where window > 0."""
+        if window <= 0:
+            return self.mask
+        mask = self.windowed.get(window)
+        if mask is None:
+            slots = torch.arange(self.mask.shape[-1], device=self.mask.device)
+            mask = self.windowed[window] = self.mask & (slots > self.lens - 1 - window)
+        return mask
 
 
 @dataclass(slots=True)
@@ -67,7 +79,7 @@ def make_plan(seq_lens: Tensor, tables: Tensor, block_size: int) -> Plan:
         flat = sub[:, :n].clone(memory_format=torch.contiguous_format).view(-1)  # [b * n]
         sub_lens = torch.tensor([lens[r] for r in part], device=dev)
         valid = torch.arange(n * block_size, device=dev)[None, :] < sub_lens[:, None]
-        buckets.append(Bucket(rows, flat, valid[:, None, None, :]))
+        buckets.append(Bucket(rows, flat, valid[:, None, None, :], sub_lens[:, None, None, None]))
     return Plan(seq_lens, lens, tables.clone(), block_size, buckets)
 
 
@@ -90,21 +102,25 @@ def decode_impl(
     seq_lens: Tensor,
     block_tables: Tensor,
     scale: float,
+    window: int = 0,
+    softcap: float = 0.0,
 ) -> Tensor:
     """CPU kernel of ``tandem::torch_decode_attention``.
 
     Sequences are sorted by length and taken in buckets of :data:`DECODE_BUCKET`, so
-    each bucket pads to a near-equal length; a bucket is one gather and one SDPA.
+    each bucket pads to a near-equal length; a bucket is one gather and one SDPA (a
+    windowed layer narrows the mask; soft-capped scores take explicit matmuls).
     """
     B = q.shape[0]
     if B == 0:
         return torch.empty_like(q)
     plan = plan_for(seq_lens, block_tables, k_cache.shape[1])
+    extra = (window, softcap)
     if len(plan.buckets) == 1:
-        return _attend(q, k_cache, v_cache, plan.buckets[0], scale)
+        return _attend(q, k_cache, v_cache, plan.buckets[0], scale, *extra)
     out = torch.empty_like(q)
     for bucket in plan.buckets:
-        part = _attend(q.index_select(0, bucket.rows), k_cache, v_cache, bucket, scale)
+        part = _attend(q.index_select(0, bucket.rows), k_cache, v_cache, bucket, scale, *extra)
         out.index_copy_(0, bucket.rows, part)
     return out
 
@@ -130,7 +146,15 @@ def _gather_into(cache: Tensor, blocks: Tensor, slot: int) -> Tensor:
     return torch.index_select(cache, 0, blocks, out=buf)
 
 
-def _attend(q: Tensor, k_cache: Tensor, v_cache: Tensor, bucket: Bucket, scale: float) -> Tensor:
+def _attend(
+    q: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    bucket: Bucket,
+    scale: float,
+    window: int = 0,
+    softcap: float = 0.0,
+) -> Tensor:
     """One gather through the block tables and one SDPA for a bucket's sequences."""
     B, H, D = q.shape
     KVH = k_cache.shape[2]
@@ -140,5 +164,11 @@ def _attend(q: Tensor, k_cache: Tensor, v_cache: Tensor, bucket: Bucket, scale: 
     k = _gather_into(k_cache, bucket.blocks, 0).view(B, L, KVH, D).transpose(1, 2).to(q.dtype)
     v = _gather_into(v_cache, bucket.blocks, 1).view(B, L, KVH, D).transpose(1, 2).to(q.dtype)
     qh = q.view(B, KVH, G, D)  # GQA: a KV head's G query heads attend together
-    out = F.scaled_dot_product_attention(qh, k, v, attn_mask=bucket.mask, scale=scale)
+    mask = bucket.mask_for(window)
+    if softcap > 0:  # SDPA has no soft cap: [B, KVH, G, L] scores, capped, then masked
+        scores = torch.matmul(qh, k.transpose(-1, -2)).mul_(scale / softcap).tanh_()
+        scores = scores.mul_(softcap).masked_fill_(~mask, float("-inf"))
+        out = torch.matmul(scores.float().softmax(-1).to(q.dtype), v)
+    else:
+        out = F.scaled_dot_product_attention(qh, k, v, attn_mask=mask, scale=scale)
     return out.reshape(B, H, D)

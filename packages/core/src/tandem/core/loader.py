@@ -72,8 +72,9 @@ def load_model(
         raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
     device = torch.device(device)
     cls = get_model_class(_architecture(model_config, hf_config))
+    max_model_len = getattr(model_config, "max_model_len", None)  # picks longrope's factors
     with torch.device("meta"), no_init():  # every weight comes from the checkpoint
-        model = cls(hf_config, dtype=dtype)
+        model = cls(hf_config, dtype=dtype, max_model_len=max_model_len)
     model = model.to_empty(device=device)
     with torch.no_grad():
         model.load_weights(iterate_weights(files))

@@ -17,9 +17,10 @@ import torch
 
 from tandem.core.device import resolve_device, resolve_dtype
 from tandem.core.gguf_checkpoint import is_gguf, materialize
-from tandem.core.hf_config import load_hf_config
+from tandem.core.hf_config import DEFAULTS, load_hf_config
 
-SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
+# every architecture tandem.core.models implements (tests/models holds the two lists equal)
+SUPPORTED_ARCHITECTURES = tuple(DEFAULTS)
 WEIGHTS_INDEX = "model.safetensors.index.json"
 
 

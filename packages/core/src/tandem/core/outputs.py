@@ -8,6 +8,7 @@ token (nothing precedes it to predict it).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import msgspec
@@ -15,6 +16,8 @@ import msgspec
 # "error": the request failed inside the engine (``RequestOutput.error`` says why); the
 # engine goes on serving the other requests
 FINISH_REASONS = ("stop", "length", "abort", "error")
+
+_PATH = re.compile(r"(?<![\w.])(?:[A-Za-z]:)?(?:[\\/][\w.@+-]+){2,}")  # a file path
 
 SampleLogprobs = list[dict[int, "Logprob"]]
 PromptLogprobs = list["dict[int, Logprob] | None"]
@@ -74,3 +77,13 @@ class RequestOutput:
     def __post_init__(self) -> None:
         if self.num_cached_tokens < 0:
             raise ValueError(f"num_cached_tokens must be >= 0, got {self.num_cached_tokens}")
+
+
+def error_text(exc: BaseException, limit: int = 200) -> str:
+    """What ``RequestOutput.error`` says of ``exc``: its type and the first line of its
+    message, file paths masked, at most ``limit`` characters (never a traceback: the
+    text goes to whoever sent the request)."""
+    lines = str(exc).strip().splitlines()
+    first = _PATH.sub("<path>", lines[0]) if lines else ""
+    text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."

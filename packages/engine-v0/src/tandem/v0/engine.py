@@ -11,10 +11,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from tandem.core.attention_backend import select_attention_backend
 from tandem.core.inputs import EngineRequest, InputProcessor
 from tandem.core.kv_cache import allocate_kv_caches
-from tandem.core.logprobs import TopEntry
-from tandem.core.outputs import RequestOutput
+from tandem.core.outputs import RequestOutput, error_text
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.stats import EngineStats
 from tandem.core.tokenizer import Tokenizer, load_tokenizer
@@ -22,9 +22,9 @@ from tandem.kernels.sampling import derive_seed
 from tandem.v0.block_manager import BlockManager
 from tandem.v0.model_runner import ModelRunner, StepRequest
 from tandem.v0.output_processor import OutputProcessor
-from tandem.v0.sampler import Sampler, SamplingRow
+from tandem.v0.sampler import Sampler
 from tandem.v0.scheduler import Scheduler
-from tandem.v0.sequence import Request, Sequence
+from tandem.v0.sequence import Request, Sequence, SequenceStatus
 
 
 class LLMEngine:
@@ -41,6 +41,9 @@ class LLMEngine:
         self.config = config
         mc = config.model
         config.configure_process()
+        # what TANDEM_ATTENTION_BACKEND (or the default) gives; the model asks the same
+        # cached selector at every forward
+        self.attention_backend = select_attention_backend(config.device.type)
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(mc.tokenizer)
         if model is None:
             from tandem.core.loader import load_model
@@ -70,6 +73,7 @@ class LLMEngine:
         self.inputs = InputProcessor.for_config(config, self.tokenizer)
         self.outputs = OutputProcessor(self.tokenizer)
         self.requests: dict[str, Request] = {}
+        self._refused: list[Request] = []  # failed on arrival: reported by the next step
         self._seq_ids = itertools.count()
         self._closed = False
 
@@ -109,7 +113,14 @@ class LLMEngine:
         if request.sampling.prompt_logprobs is not None:
             req.prompt_logprobs = [None]
         self.requests[request.request_id] = req
-        self.outputs.start(req)
+        try:
+            self.outputs.start(req)
+        except Exception as exc:  # its text cannot be set up: it fails alone, never queued
+            for seq in seqs:
+                seq.status, seq.finish_reason = SequenceStatus.FINISHED, "error"
+            req.error = error_text(exc)
+            self._refused.append(req)
+            return
         for seq in seqs:
             self.scheduler.add(seq)
 
@@ -152,34 +163,16 @@ class LLMEngine:
     def step(self) -> list[RequestOutput]:
         """Run one scheduling + forward step; outputs of requests that progressed."""
         self._check_open()
+        refused, self._refused = self._refused, []
+        outs = [self._emit(req) for req in refused if req.request_id in self.requests]
         sched = self.scheduler.schedule()
         if sched.is_empty:
-            return []
+            return [out for out in outs if out is not None]
         batch: list[StepRequest] = []
         for item in sched.scheduled:
-            seq = item.seq
-            req = self.requests[seq.request_id]
+            req = self.requests[item.seq.request_id]
             self.outputs.mark_scheduled(req)
-            row = None
-            r = req.request
-            if item.completes:
-                row = SamplingRow(
-                    r.sampling,
-                    r.prompt_token_ids,
-                    seq.output_token_ids,
-                    seq.seed,
-                    r.stop.min_tokens,
-                    r.stop.banned,
-                )
-            plp = None
-            end = item.start + item.num_new_tokens
-            if (
-                req.wants_prompt_logprobs
-                and end >= req.num_prompt_logprobs_done
-                and item.start < len(req.prompt_token_ids) - 1
-            ):
-                plp = r.sampling.prompt_logprobs
-            batch.append(StepRequest(item, row, plp))
+            batch.append(StepRequest.of(item, req))
         result = self.runner.execute(batch)
         self.scheduler.update(sched)
 
@@ -187,31 +180,30 @@ class LLMEngine:
         by_id = {item.seq.seq_id: item.seq for item in sched.scheduled}
         for seq_id, (start, entries) in result.prompt_logprobs.items():
             req = self.requests[by_id[seq_id].request_id]
-            self._add_prompt_logprobs(req, start, entries)
+            self.outputs.add_prompt_logprobs(req, start, entries)
         for item in sched.scheduled:
-            sample = result.samples.get(item.seq.seq_id)
-            if sample is None:
-                continue
             req = self.requests[item.seq.request_id]
-            if self.outputs.append(req, item.seq, sample):
+            why = result.failed.get(item.seq.seq_id)
+            sample = result.samples.get(item.seq.seq_id)
+            if why is not None:  # it alone failed in this step: finished, its blocks freed
+                self.scheduler.finish(item.seq)
+                item.seq.finish_reason, item.seq.stop_reason = "error", None
+                req.error = req.error or why
+            elif sample is None:
+                continue
+            elif self.outputs.append(req, item.seq, sample):
                 self.scheduler.finish(item.seq)
             touched[req.request_id] = req
-        outs = []
-        for rid, req in touched.items():
-            outs.append(self.outputs.make_output(req))
-            if req.is_finished:
-                self.outputs.drop(req)
-                del self.requests[rid]
-        return outs
+        outs += [self._emit(req) for req in touched.values()]
+        return [out for out in outs if out is not None]
 
-    def _add_prompt_logprobs(self, req: Request, start: int, entries: list[list[TopEntry]]) -> None:
-        # entries[i] scores prompt token start + 1 + i; keep only positions not yet scored
-        assert req.prompt_logprobs is not None
-        for i, entry in enumerate(entries):
-            target = start + 1 + i
-            if target == len(req.prompt_logprobs):
-                req.prompt_logprobs.append(self.outputs.logprob_entry(entry))
-        req.num_prompt_logprobs_done = len(req.prompt_logprobs)
+    def _emit(self, req: Request) -> RequestOutput | None:
+        """The request's output of this step; a finished request leaves the engine."""
+        out = self.outputs.make_output(req)
+        if req.is_finished:
+            self.outputs.drop(req)
+            del self.requests[req.request_id]
+        return out
 
     # lifetime ------------------------------------------------------------------------
     def _check_open(self) -> None:

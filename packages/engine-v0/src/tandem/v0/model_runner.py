@@ -6,6 +6,10 @@ builds the attention metadata, runs the model, computes logits only where they a
 needed (the last position of every sequence that samples, plus the prompt positions of
 requests that asked for prompt logprobs) and samples. The sampler is passed in by the
 owner, so swapping it never needs a patch.
+
+A failure fails the sequences it concerns, never the step's others: a forward that
+raises fails every sequence of the step; a draw or prompt logprobs that fail, that
+sequence alone (``StepResult.failed``). The engine finishes them with ``"error"``.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from torch import Tensor
 
 from tandem.core.attention_metadata import build_metadata
 from tandem.core.logprobs import TopEntry
+from tandem.core.outputs import error_text
 from tandem.v0.sampler import Sampler, SampleResult, SamplingRow
 from tandem.v0.scheduler import ScheduledSeq
+from tandem.v0.sequence import Request
 
 
 @dataclass(slots=True)
@@ -31,12 +37,37 @@ class StepRequest:
     row: SamplingRow | None = None  # set when this step ends the sequence's known tokens
     prompt_logprobs: int | None = None  # top-k of prompt logprobs wanted for this chunk
 
+    @classmethod
+    def of(cls, item: ScheduledSeq, req: Request) -> StepRequest:
+        """What ``item`` (a sequence of ``req``) needs this step."""
+        seq, r = item.seq, req.request
+        row = None
+        if item.completes:
+            row = SamplingRow(
+                r.sampling,
+                r.prompt_token_ids,
+                seq.output_token_ids,
+                seq.seed,
+                r.stop.min_tokens,
+                r.stop.banned,
+            )
+        plp = None
+        end = item.start + item.num_new_tokens
+        if (
+            req.wants_prompt_logprobs
+            and end >= req.num_prompt_logprobs_done
+            and item.start < len(req.prompt_token_ids) - 1
+        ):
+            plp = r.sampling.prompt_logprobs
+        return cls(item, row, plp)
+
 
 @dataclass(slots=True)
 class StepResult:
     samples: dict[int, SampleResult] = field(default_factory=dict)  # seq_id -> sample
     # seq_id -> (first prompt position, entries); entry i scores the token at position+1
     prompt_logprobs: dict[int, tuple[int, list[list[TopEntry]]]] = field(default_factory=dict)
+    failed: dict[int, str] = field(default_factory=dict)  # seq_id -> why it failed this step
 
 
 class ModelRunner:
@@ -76,26 +107,59 @@ class ModelRunner:
             query_lens.append(it.num_new_tokens)
             seq_lens.append(end)
             tables.append(it.seq.block_table)
+        try:
+            hidden = self._forward(ids, positions, query_lens, seq_lens, tables)  # [T, C]
+        except Exception as exc:
+            why = error_text(exc)
+            result.failed.update((req.item.seq.seq_id, why) for req in batch)
+            return result
+        offsets = [0]
+        for q in query_lens:
+            offsets.append(offsets[-1] + q)
+        for b, req in enumerate(batch):
+            if req.prompt_logprobs is not None:
+                try:
+                    self._prompt_logprobs(req, hidden[offsets[b] : offsets[b + 1]], result)
+                except Exception as exc:
+                    result.failed[req.item.seq.seq_id] = error_text(exc)
+        failed = result.failed
+        chosen = [
+            (b, r)
+            for b, r in enumerate(batch)
+            if r.row is not None and r.item.seq.seq_id not in failed
+        ]
+        if chosen:
+            last = torch.tensor([offsets[b + 1] - 1 for b, _ in chosen], device=self.device)
+            self._sample([r for _, r in chosen], hidden[last], result)
+        return result
+
+    def _forward(
+        self,
+        ids: list[int],
+        positions: list[int],
+        query_lens: list[int],
+        seq_lens: list[int],
+        tables: list[list[int]],
+    ) -> Tensor:
         dev = self.device
         meta = build_metadata(query_lens, seq_lens, tables, self.block_size, device=dev)
         input_ids = torch.tensor(ids, dtype=torch.int64, device=dev)  # [T]
         pos = torch.tensor(positions, dtype=torch.int64, device=dev)  # [T]
-        hidden = self.model.forward(input_ids, pos, self.kv_caches, meta)  # [T, C]
+        return self.model.forward(input_ids, pos, self.kv_caches, meta)  # [T, C]
 
-        offsets = [0]
-        for q in query_lens:
-            offsets.append(offsets[-1] + q)
-        sampling = [(b, r) for b, r in enumerate(batch) if r.row is not None]
-        if sampling:
-            last = torch.tensor([offsets[b + 1] - 1 for b, _ in sampling], device=dev)
-            logits = self.model.compute_logits(hidden[last])  # [S, V]
-            samples = self.sampler(logits, [r.row for _, r in sampling])
-            for (_, r), s in zip(sampling, samples):
-                result.samples[r.item.seq.seq_id] = s
-        for b, req in enumerate(batch):
-            if req.prompt_logprobs is not None:
-                self._prompt_logprobs(req, hidden[offsets[b] : offsets[b + 1]], result)
-        return result
+    def _sample(self, batch: list[StepRequest], hidden: Tensor, result: StepResult) -> None:
+        # hidden: [S, C] at the last position of each sampling sequence
+        try:
+            logits = self.model.compute_logits(hidden)  # [S, V]
+        except Exception as exc:
+            why = error_text(exc)
+            result.failed.update((r.item.seq.seq_id, why) for r in batch)
+            return
+        for r, sample in zip(batch, self.sampler(logits, [r.row for r in batch])):
+            if sample.error is not None:
+                result.failed[r.item.seq.seq_id] = sample.error
+            else:
+                result.samples[r.item.seq.seq_id] = sample
 
     def _prompt_logprobs(self, req: StepRequest, hidden: Tensor, result: StepResult) -> None:
         # hidden: [Q, C] for positions start .. start+Q-1; position p predicts token p+1

@@ -9,10 +9,17 @@ reproducible in any batch and in any engine built on the same op.
 
 Logprobs (and their ranks, 1 = most likely) always come from the raw model
 log-softmax, before any processing.
+
+One row never fails the others: when the batched call raises, each row is sampled
+alone and those that still raise fail (``SampleResult.error``); so does a row whose
+processed logits have no finite maximum (NaN, +inf, or every token masked), and a row
+whose parameters are no float32 the kernels can take (engine v1 refuses those when it
+fills the request's row, with the same message).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +28,8 @@ from torch import Tensor
 
 from tandem.core.inputs import SamplingSpec
 from tandem.core.logprobs import TopEntry, entries, top_logprobs
+from tandem.core.outputs import error_text
+from tandem.core.validate import FLOAT32_MAX
 from tandem.kernels.sampling import apply_penalties, choose_tokens, greedy_with_logprob
 
 
@@ -50,6 +59,26 @@ class SampleResult:
     logprob: float  # raw model logprob of token_id
     rank: int
     tops: list[TopEntry] | None = None  # the sampled token, then the top k (when asked)
+    error: str | None = None  # why this row could not be sampled (then the rest is junk)
+
+
+INVALID = "ValueError: the sampler got no valid distribution (NaN or infinite logits)"
+FLOATS = (
+    "temperature",
+    "top_p",
+    "min_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+)
+
+
+def check_units(spec: SamplingSpec) -> None:
+    """Raise ValueError when a parameter is no float32 the kernels can take."""
+    for name in FLOATS:
+        value = getattr(spec, name)
+        if math.isnan(value) or (math.isfinite(value) and abs(value) > FLOAT32_MAX):
+            raise ValueError(f"{name}={value!r} is not a float32 the sampler can use")
 
 
 def _column(values: list[float] | list[int], dtype: torch.dtype, device: torch.device) -> Tensor:
@@ -65,7 +94,10 @@ def _plain_greedy(row: SamplingRow) -> bool:
 def _greedy(logits: Tensor) -> list[SampleResult]:
     """Argmax rows: rank 1 by definition, with the raw logprob of the argmax."""
     tokens, picked = greedy_with_logprob(logits)  # [B], [B]
-    return [SampleResult(t, lp, 1) for t, lp in zip(tokens.tolist(), picked.tolist())]
+    return [
+        SampleResult(t, lp, 1, error=None if math.isfinite(lp) else INVALID)
+        for t, lp in zip(tokens.tolist(), picked.tolist())
+    ]
 
 
 class Sampler:
@@ -79,17 +111,34 @@ class Sampler:
             )
         if not rows:
             return []
+        try:
+            return self._sample(logits.float(), rows)
+        except Exception:
+            return [self._alone(logits[b : b + 1].float(), row) for b, row in enumerate(rows)]
+
+    def _alone(self, logits: Tensor, row: SamplingRow) -> SampleResult:
+        try:
+            return self._sample(logits, [row])[0]
+        except Exception as exc:
+            return SampleResult(-1, 0.0, 0, error=error_text(exc))
+
+    def _sample(self, logits: Tensor, rows: Sequence[SamplingRow]) -> list[SampleResult]:
+        # logits: [B, V] float32
+        for row in rows:
+            check_units(row.spec)
         if all(_plain_greedy(row) for row in rows):
-            return _greedy(logits.float())
-        raw = logits.float().log_softmax(dim=-1)  # [B, V]
-        x = self._process(logits.float().clone(), rows)
+            return _greedy(logits)
+        raw = logits.log_softmax(dim=-1)  # [B, V]
+        x = self._process(logits.clone(), rows)
         tokens = self._choose(x, rows)  # [B]
+        valid = torch.isfinite(x.amax(dim=-1)).tolist()  # [B]
         keep = [row.spec.logprobs or 0 for row in rows]
         tops = entries(*top_logprobs(raw, tokens, max(keep)), keep)
         out = []
-        for row, top in zip(rows, tops):
+        for row, top, ok in zip(rows, tops, valid):
             tok, lp, rank = top[0]
-            out.append(SampleResult(tok, lp, rank, top if row.spec.logprobs is not None else None))
+            wanted = top if row.spec.logprobs is not None else None
+            out.append(SampleResult(tok, lp, rank, wanted, None if ok else INVALID))
         return out
 
     def _process(self, x: Tensor, rows: Sequence[SamplingRow]) -> Tensor:
@@ -129,7 +178,8 @@ class Sampler:
         return choose_tokens(
             x,
             _column([r.spec.temperature for r in rows], f32, dev),
-            _column([r.spec.top_k for r in rows], i64, dev),
+            # a k past the vocabulary keeps every token; below 0 stays invalid for the kernel
+            _column([max(min(r.spec.top_k, x.shape[1]), -1) for r in rows], i64, dev),
             _column([r.spec.top_p for r in rows], f32, dev),
             _column([r.spec.min_p for r in rows], f32, dev),
             _column([r.seed for r in rows], i64, dev),

@@ -99,6 +99,7 @@ class Request:
     prompt_logprobs: list[dict[int, Any] | None] | None = None
     # prompt positions whose logprobs are computed (position 0 never has any)
     num_prompt_logprobs_done: int = 1
+    error: str | None = None  # why it failed inside the engine (finish_reason "error")
 
     @property
     def request_id(self) -> str:

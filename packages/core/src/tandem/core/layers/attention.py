@@ -13,15 +13,28 @@ class PagedAttention(nn.Module):
 
     The first ``num_prefill_tokens`` tokens go through varlen prefill attention (which
     also sees any context already cached: chunked prefill, prefix hits); the rest are
-    one token per decoding sequence.
+    one token per decoding sequence. ``window`` (a query sees its last ``window`` keys)
+    and ``softcap`` (scores capped by ``softcap * tanh(s / softcap)``) are this layer's.
     """
 
-    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, scale: float) -> None:
+    def __init__(
+        self,
+        num_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
+    ) -> None:
         super().__init__()
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim
         self.scale = scale
+        # the backends' spelling: 0 for none
+        self.extra = {"window": window or 0, "softcap": softcap or 0.0}
+        if not (window or softcap):
+            self.extra = {}
 
     def forward(
         self,
@@ -47,10 +60,17 @@ class PagedAttention(nn.Module):
                 meta.prefill_seq_lens,
                 meta.prefill_block_tables,
                 self.scale,
+                **self.extra,
             )
         if meta.num_prefills == 0:
             return backend.decode(
-                q, k_cache, v_cache, meta.decode_seq_lens, meta.decode_block_tables, self.scale
+                q,
+                k_cache,
+                v_cache,
+                meta.decode_seq_lens,
+                meta.decode_block_tables,
+                self.scale,
+                **self.extra,
             )
         out = q.new_empty(q.shape)
         out[:p] = backend.prefill(
@@ -63,8 +83,15 @@ class PagedAttention(nn.Module):
             meta.prefill_seq_lens,
             meta.prefill_block_tables,
             self.scale,
+            **self.extra,
         )
         out[p:] = backend.decode(
-            q[p:], k_cache, v_cache, meta.decode_seq_lens, meta.decode_block_tables, self.scale
+            q[p:],
+            k_cache,
+            v_cache,
+            meta.decode_seq_lens,
+            meta.decode_block_tables,
+            self.scale,
+            **self.extra,
         )
         return out

@@ -1,4 +1,4 @@
-"""Rotary position embedding with the rope scalings of the Llama family."""
+"""Rotary position embedding: the rope scalings of the supported families, partial rotary."""
 
 from __future__ import annotations
 
@@ -11,13 +11,21 @@ from torch import Tensor, nn
 from tandem.kernels import ops
 
 if TYPE_CHECKING:  # models imports layers: keep this edge type-only
-    from tandem.core.models.spec import RopeSpec
+    from tandem.core.models.rope_config import RopeSpec
 
 
-def inv_freq(head_dim: int, rope: RopeSpec) -> Tensor:
-    """Inverse frequencies [D/2] in fp32, after the rope scaling."""
-    exponent = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim
-    freq = 1.0 / (rope.theta**exponent)  # [D/2]
+def inv_freq(rotary_dim: int, rope: RopeSpec) -> Tensor:
+    """Inverse frequencies [R/2] in fp32, after the rope scaling (R: the rotated dims)."""
+    exponent = torch.arange(0, rotary_dim, 2, dtype=torch.int64).float() / rotary_dim
+    if rope.type == "longrope":
+        factors = torch.tensor(rope.ext_factors, dtype=torch.float32)
+        if factors.shape[0] != exponent.shape[0]:
+            raise ValueError(
+                f"longrope factors must number rotary_dim / 2 = {exponent.shape[0]}, "
+                f"got {factors.shape[0]}"
+            )
+        return 1.0 / (factors * rope.theta**exponent)
+    freq = 1.0 / (rope.theta**exponent)  # [R/2]
     if rope.type == "linear":
         return freq / rope.factor
     if rope.type == "llama3":
@@ -38,32 +46,45 @@ def _llama3(freq: Tensor, rope: RopeSpec) -> Tensor:
     return torch.where(medium, smoothed, scaled)
 
 
-def cos_sin_cache(head_dim: int, max_position: int, rope: RopeSpec) -> Tensor:
-    """[max_position, D] fp32: cos of the angles in the first half, sin in the second."""
-    freq = inv_freq(head_dim, rope)  # [D/2]
+def cos_sin_cache(rotary_dim: int, max_position: int, rope: RopeSpec) -> Tensor:
+    """[max_position, R] fp32: cos of the angles in the first half, sin in the second."""
+    freq = inv_freq(rotary_dim, rope)  # [R/2]
     angles = torch.arange(max_position, dtype=torch.float32)[:, None] * freq[None, :]
-    return torch.cat((angles.cos(), angles.sin()), dim=-1)
+    table = torch.cat((angles.cos(), angles.sin()), dim=-1)
+    return table * rope.attention_factor if rope.attention_factor != 1.0 else table
 
 
 class RotaryEmbedding(nn.Module):
     """Applies rope to q and k; the table is built lazily on the device it is used on.
 
     The table is not a parameter or buffer, so a model built on the meta device and
-    moved with ``to_empty`` never carries an uninitialised copy of it.
+    moved with ``to_empty`` never carries an uninitialised copy of it. Where only the
+    leading ``rotary_dim`` of each head rotates (partial rotary), the rest passes through.
     """
 
     def __init__(self, head_dim: int, max_position: int, rope: RopeSpec) -> None:
         super().__init__()
         self.head_dim = head_dim
+        self.rotary_dim = rope.rotary_dim(head_dim)
+        if self.rotary_dim % 2 or self.rotary_dim <= 0:
+            raise ValueError(
+                f"the rotary dims (head_dim * partial_rotary_factor) must be even and > 0, "
+                f"got {self.rotary_dim}"
+            )
         self.max_position = max_position
         self.rope = rope
         self._table: Tensor | None = None
 
     def table(self, device: torch.device) -> Tensor:
         if self._table is None or self._table.device != device:
-            self._table = cos_sin_cache(self.head_dim, self.max_position, self.rope).to(device)
+            self._table = cos_sin_cache(self.rotary_dim, self.max_position, self.rope).to(device)
         return self._table
 
     def forward(self, positions: Tensor, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         # positions: [T]; q: [T, H, D]; k: [T, KVH, D]
-        return ops.rotary_embedding(positions, q, k, self.table(q.device))
+        table = self.table(q.device)
+        r = self.rotary_dim
+        if r == self.head_dim:
+            return ops.rotary_embedding(positions, q, k, table)
+        q_rot, k_rot = ops.rotary_embedding(positions, q[..., :r], k[..., :r], table)
+        return torch.cat((q_rot, q[..., r:]), dim=-1), torch.cat((k_rot, k[..., r:]), dim=-1)

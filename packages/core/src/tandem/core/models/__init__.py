@@ -1,25 +1,27 @@
-"""Model implementations, selected by the ``architectures`` entry of config.json."""
+"""Model implementations, selected by the ``architectures`` entry of config.json.
+
+Every architecture is the same :class:`~tandem.core.models.causal_lm.CausalLM` under the
+architecture's own class name, which picks its spec and weight names.
+"""
 
 from __future__ import annotations
 
-from torch import nn
+from tandem.core.models.architectures import ARCHITECTURES
+from tandem.core.models.causal_lm import CausalLM
 
-from tandem.core.models.llama import LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM
-
-_REGISTRY: dict[str, type[nn.Module]] = {
-    "LlamaForCausalLM": LlamaForCausalLM,
-    "MistralForCausalLM": MistralForCausalLM,
-    "Qwen2ForCausalLM": Qwen2ForCausalLM,
+_CLASSES: dict[str, type[CausalLM]] = {
+    name: type(name, (CausalLM,), {"__module__": __name__, "__doc__": f"{name} (a CausalLM)."})
+    for name in ARCHITECTURES
 }
 
 
 def supported_architectures() -> list[str]:
-    return sorted(_REGISTRY)
+    return sorted(_CLASSES)
 
 
-def get_model_class(architecture: str) -> type[nn.Module]:
+def get_model_class(architecture: str) -> type[CausalLM]:
     """The class implementing ``architecture`` (a config.json ``architectures`` entry)."""
-    cls = _REGISTRY.get(architecture) if isinstance(architecture, str) else None
+    cls = _CLASSES.get(architecture) if isinstance(architecture, str) else None
     if cls is None:
         raise ValueError(
             f"architecture must be one of {', '.join(supported_architectures())}, "
@@ -28,4 +30,4 @@ def get_model_class(architecture: str) -> type[nn.Module]:
     return cls
 
 
-__all__ = ["get_model_class", "supported_architectures"]
+__all__ = ["CausalLM", "get_model_class", "supported_architectures"]

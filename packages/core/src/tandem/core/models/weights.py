@@ -1,4 +1,9 @@
-"""Copying Hugging Face-named tensors into a model whose projections are fused."""
+"""Copying checkpoint tensors into a model whose modules are named and fused its own way.
+
+An architecture's name map says, for each checkpoint module inside a layer, where its
+tensors land: a module of ours (renamed, or the same name), rows of a fused module (q, k
+and v in one projection), or one expert's slice of a stacked expert weight.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from tandem.core.models.spec import ModelSpec
-
 # Tensors some checkpoints carry that are derived state, not weights.
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 _LISTED = 8
@@ -17,35 +20,35 @@ _LISTED = 8
 
 @dataclass(frozen=True, slots=True)
 class Shard:
-    """A checkpoint tensor that fills rows ``[offset, offset + size)`` of a fused parameter."""
+    """Where a checkpoint module's tensors land in ours: ``target`` (a module path inside
+    a layer), rows ``[offset, offset + size)`` of it (``size`` None: all rows), along
+    ``expert``'s slice first where the target stacks experts."""
 
     target: str
-    offset: int
-    size: int
+    offset: int = 0
+    size: int | None = None
+    expert: int | None = None
 
 
-def fused_shards(spec: ModelSpec) -> dict[str, Shard]:
-    """Checkpoint module name (inside a layer) -> where it lands in the fused module."""
-    q = spec.num_heads * spec.head_dim
-    kv = spec.num_kv_heads * spec.head_dim
-    inter = spec.intermediate_size
-    return {
-        "self_attn.q_proj": Shard("self_attn.qkv_proj", 0, q),
-        "self_attn.k_proj": Shard("self_attn.qkv_proj", q, kv),
-        "self_attn.v_proj": Shard("self_attn.qkv_proj", q + kv, kv),
-        "mlp.gate_proj": Shard("mlp.gate_up_proj", 0, inter),
-        "mlp.up_proj": Shard("mlp.gate_up_proj", inter, inter),
-    }
+NameMap = Mapping[str, Shard]
 
 
-def expected_names(
-    model: nn.Module, shards: Mapping[str, Shard]
-) -> dict[str, tuple[nn.Parameter, Shard | None]]:
-    """Every checkpoint name the model needs -> (parameter, shard or None for a whole copy)."""
+def fused(parts: Iterable[tuple[str, int]], target: str, expert: int | None = None) -> NameMap:
+    """Checkpoint modules ``(name, rows)`` stacked in this order into ``target``."""
+    out: dict[str, Shard] = {}
+    offset = 0
+    for name, rows in parts:
+        out[name] = Shard(target, offset, rows, expert)
+        offset += rows
+    return out
+
+
+def expected_names(model: nn.Module, shards: NameMap) -> dict[str, tuple[nn.Parameter, Shard]]:
+    """Every checkpoint name the model needs -> (parameter, where in it)."""
     by_target: dict[str, list[tuple[str, Shard]]] = {}
     for source, shard in shards.items():
         by_target.setdefault(shard.target, []).append((source, shard))
-    names: dict[str, tuple[nn.Parameter, Shard | None]] = {}
+    names: dict[str, tuple[nn.Parameter, Shard]] = {}
     for name, param in model.named_parameters():
         module, _, leaf = name.rpartition(".")
         for target, sources in by_target.items():
@@ -55,14 +58,21 @@ def expected_names(
                     names[f"{prefix}{source}.{leaf}"] = (param, shard)
                 break
         else:
-            names[name] = (param, None)
+            names[name] = (param, Shard(module))
     return names
+
+
+def _destination(param: nn.Parameter, shard: Shard) -> Tensor:
+    dest = param if shard.expert is None else param[shard.expert]
+    if shard.size is None:
+        return dest
+    return dest[shard.offset : shard.offset + shard.size]
 
 
 def load_named(
     model: nn.Module,
     weights: Iterable[tuple[str, Tensor]],
-    shards: Mapping[str, Shard],
+    shards: NameMap,
     skip: Iterable[str] = (),
 ) -> None:
     """Load every expected tensor exactly once; raise on missing, unexpected or misshaped."""
@@ -77,8 +87,7 @@ def load_named(
                 if name not in skipped and not name.endswith(_IGNORED_SUFFIXES):
                     unexpected.append(name)
                 continue
-            param, shard = entry
-            dest = param if shard is None else param[shard.offset : shard.offset + shard.size]
+            dest = _destination(*entry)
             if tuple(tensor.shape) != tuple(dest.shape):
                 raise ValueError(
                     f"weight {name!r} has shape {list(tensor.shape)} but the model expects "

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from tandem.core import envs
+from tandem.core.testing.archs import DENSE_ARCHS, MOE_ARCHS, TWEAKS
 from tandem.core.testing.tokenizer import make_tokenizer
 
 FORMAT_VERSION = 2  # 2: the tokenizer has a chat template
@@ -81,6 +82,8 @@ ARCHS: dict[str, tuple[str, dict[str, Any]]] = {
             "rms_norm_eps": 1e-6,
         },
     ),
+    **DENSE_ARCHS,
+    **MOE_ARCHS,
 }
 
 
@@ -202,6 +205,8 @@ def _write(directory: Path, spec: dict[str, Any]) -> None:
         torch.manual_seed(spec["seed"])
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
         _perturb(model)
+        if spec["arch"] in TWEAKS:
+            TWEAKS[spec["arch"]](model)
         if spec.get("train_steps"):
             from tandem.core.testing.train import train
 

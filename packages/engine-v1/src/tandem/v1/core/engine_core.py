@@ -1,7 +1,9 @@
 """The engine core: schedule -> execute -> update_from_output, one step at a time.
 
 Runs in the core child process (or in the caller's process with the in-process
-client). It knows token ids only; text and stop strings are the detokenizer's job.
+client). It knows token ids only; text and stop strings are the detokenizer's job. The
+worker is handed in (anything that runs a :class:`~tandem.v1.core.step.SchedulerOutput`),
+so the core never imports it: whoever starts a core builds both.
 """
 
 from __future__ import annotations
@@ -9,23 +11,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tandem.core.inputs import EngineRequest
+from tandem.core.outputs import error_text
 from tandem.kernels.sampling import derive_seed
+from tandem.v1 import messages as m
 from tandem.v1.core.kv_cache_manager import KVCacheManager
 from tandem.v1.core.request import Request
 from tandem.v1.core.scheduler import Scheduler
-from tandem.v1.proc import messages as m
-from tandem.v1.worker.model_runner import ModelRunner
 
 if TYPE_CHECKING:
     from tandem.core.config import EngineConfig
+    from tandem.v1.core.step import Executor
 
 
 class EngineCore:
-    def __init__(self, config: EngineConfig) -> None:
-        config.configure_process()
+    def __init__(self, config: EngineConfig, runner: Executor) -> None:
         self.config = config
-        self.runner = ModelRunner(config)
-        self.num_kv_blocks = self.runner.num_kv_blocks
+        self.runner = runner
+        self.num_kv_blocks = runner.num_kv_blocks
         sc = config.scheduler
         self.kv = KVCacheManager(
             self.num_kv_blocks, config.cache.block_size, sc.enable_prefix_caching
@@ -54,35 +56,45 @@ class EngineCore:
     # -- requests ------------------------------------------------------------------
     def handle(self, msg: m.AddRequest | m.Abort) -> list[m.CoreOutput]:
         if isinstance(msg, m.AddRequest):
-            self.add(msg.request)
-            return []
+            return self.add(msg.request)
         if isinstance(msg, m.Abort):
             return self.scheduler.abort(msg.request_ids, msg.samples)
         raise TypeError(f"EngineCore.handle: expected AddRequest or Abort, got {msg!r}")
 
-    def add(self, request: EngineRequest) -> None:
-        """Queue the request's n samples (it was checked by the front door)."""
-        if request.request_id in self.scheduler.samples:
-            raise ValueError(f"request_id {request.request_id!r} is already running")
-        for i in range(request.n):
-            self.scheduler.add(
+    def add(self, request: EngineRequest) -> list[m.CoreOutput]:
+        """Queue the request's n samples (it was checked by the front door); a request
+        the core cannot take fails alone: an ``"error"`` output per sample."""
+        rid = request.request_id
+        if rid in self.scheduler.samples:
+            raise ValueError(f"request_id {rid!r} is already running")
+        try:
+            samples = [
                 Request(
-                    key=f"{i}/{request.request_id}",
-                    request_id=request.request_id,
+                    key=f"{i}/{rid}",
+                    request_id=rid,
                     index=i,
                     prompt_token_ids=list(request.prompt_token_ids),
                     sampling=request.sampling,
                     stop=request.stop,
                     seed=derive_seed(request.sampling.seed, i),
-                    arrival=self.arrivals,
+                    arrival=self.arrivals + i,
                 )
-            )
-            self.arrivals += 1
+                for i in range(request.n)
+            ]
+        except Exception as exc:
+            why = error_text(exc)
+            return [
+                m.CoreOutput(rid, i, [], finish_reason="error", error=why) for i in range(request.n)
+            ]
+        for sample in samples:
+            self.scheduler.add(sample)
+        self.arrivals += len(samples)
+        return []
 
     # -- one step ------------------------------------------------------------------
     def step(self) -> list[m.CoreOutput]:
         sched = self.scheduler.schedule()
-        if not sched.requests:
+        if not sched.scheduled:
             return []
-        result = self.runner.execute(sched, self.kv)
+        result = self.runner.execute(sched)
         return self.scheduler.update_from_output(sched, result)

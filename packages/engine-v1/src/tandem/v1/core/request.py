@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass, field
 
 from tandem.core.inputs import SamplingSpec, StopRules
+from tandem.v1.core.step import PromptLogprobs
 
 
 class Status(enum.Enum):
@@ -63,3 +64,15 @@ class Request:
     @property
     def is_finished(self) -> bool:
         return self.status is Status.FINISHED
+
+    def take_prompt_logprobs(self, start: int, n: int) -> PromptLogprobs | None:
+        """The prompt positions that computing ``n`` tokens from ``start`` scores, marked
+        as sent: each is scored once, also when a preempted request computes it again."""
+        k = self.sampling.prompt_logprobs
+        sent = self.prompt_logprobs_sent
+        if k is None or start + n <= sent or start >= self.num_prompt_tokens:
+            return None
+        first = max(start, sent - 1 if sent else 0)
+        end = min(start + n, self.num_prompt_tokens - 1)  # >= first
+        self.prompt_logprobs_sent = max(end + 1, 1)
+        return PromptLogprobs(first, end, k, lead=not sent)

@@ -6,39 +6,26 @@ allows (a chunk, when chunked prefill is on). When blocks run out, the most rece
 admitted running request is preempted: its blocks are freed and it goes back to the
 front of the waiting queue to be recomputed later.
 
-After the model ran, :meth:`Scheduler.update_from_output` retires what it scheduled: it
-counts the computed tokens, appends each sampled token, applies the token stop rules
-(:func:`tandem.core.stopping.token_stop`) and turns the step into ``CoreOutput``s. Keys
-of requests that left (finished, aborted, preempted) travel with the next step's
-``SchedulerOutput``, so the worker drops their rows before it lays out that step.
+A step is handed to the worker as plain data (:mod:`tandem.v1.core.step`): each
+scheduled request's key, positions, block table and what its draw needs; the state of
+a request the worker does not hold yet; the keys of requests that left (finished,
+aborted, preempted), so the worker drops their rows before it lays out the step.
+After the model ran, :meth:`Scheduler.update_from_output` retires the step: it counts
+the computed tokens, appends each sampled token, applies the token stop rules
+(:func:`tandem.core.stopping.token_stop`), fails the requests the worker could not
+serve, and turns the step into ``CoreOutput``s.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from tandem.core.logprobs import TopEntry
 from tandem.core.stopping import token_stop
+from tandem.v1 import messages as m
 from tandem.v1.core.kv_cache_manager import KVCacheManager
 from tandem.v1.core.request import Request, Status
-from tandem.v1.proc import messages as m
-
-if TYPE_CHECKING:
-    from tandem.v1.worker.model_runner import StepResult
-
-
-@dataclass(slots=True)
-class SchedulerOutput:
-    # request key -> number of tokens computed for it this step, in scheduling order
-    num_tokens: dict[str, int] = field(default_factory=dict)
-    requests: list[Request] = field(default_factory=list)
-    preempted: list[Request] = field(default_factory=list)
-    dropped: list[str] = field(default_factory=list)  # keys whose rows the worker must drop
-
-    @property
-    def total_tokens(self) -> int:
-        return sum(self.num_tokens.values())
+from tandem.v1.core.step import NewRequest, ScheduledRequest, SchedulerOutput, StepOutput
 
 
 class Scheduler:
@@ -64,6 +51,7 @@ class Scheduler:
         self.num_preemptions = 0
         self.num_cached_finished = 0  # prefix-cache hit tokens of samples that left
         self._dropped: list[str] = []
+        self._placed: set[str] = set()  # keys whose state the worker holds
 
     # -- queue changes -------------------------------------------------------------
     def add(self, req: Request) -> None:
@@ -86,7 +74,7 @@ class Scheduler:
         req.status = Status.FINISHED
         req.finish_reason = reason
         req.stop_reason = stop_reason
-        self._dropped.append(req.key)
+        self._drop(req)
         if all(r.is_finished for r in self.samples.get(req.request_id, ())):
             self.samples.pop(req.request_id, None)
 
@@ -102,15 +90,7 @@ class Scheduler:
             if req.is_finished:
                 continue
             self.finish(req, "abort")
-            outs.append(
-                m.CoreOutput(
-                    req.request_id,
-                    req.index,
-                    [],
-                    finish_reason="abort",
-                    num_cached_tokens=max(req.num_cached_tokens, 0),
-                )
-            )
+            outs.append(_output(req, reason="abort"))
         return outs
 
     def has_work(self) -> bool:
@@ -120,6 +100,7 @@ class Scheduler:
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput()
         budget = self.budget
+        preempted = self.num_preemptions
         kept: list[Request] = []
         queue = list(self.running)
         while queue and budget > 0:
@@ -131,9 +112,9 @@ class Scheduler:
             while not self.kv.allocate(req, n):
                 victim = queue.pop() if queue else None
                 if victim is None:
-                    self._preempt(req, out)
+                    self._preempt(req)
                     break
-                self._preempt(victim, out)
+                self._preempt(victim)
             else:
                 kept.append(req)
                 self._take(req, n, out)
@@ -141,9 +122,9 @@ class Scheduler:
         kept.extend(queue)
         self.running = kept
 
-        if not out.preempted:
+        if self.num_preemptions == preempted:
             budget = self._admit(budget, out)
-        if out.requests:
+        if out.scheduled:
             out.dropped, self._dropped = self._dropped, []
         return out
 
@@ -175,50 +156,87 @@ class Scheduler:
         return min(remaining, budget)
 
     def _take(self, req: Request, n: int, out: SchedulerOutput) -> None:
-        out.num_tokens[req.key] = n
-        out.requests.append(req)
+        """Describe ``n`` tokens of ``req`` for the worker (its blocks are allocated)."""
+        if req.key not in self._placed:
+            self._placed.add(req.key)
+            out.new.append(
+                NewRequest(
+                    req.key, req.all_token_ids, req.num_prompt_tokens, req.sampling, req.seed
+                )
+            )
+        start = req.num_computed_tokens
+        counter = len(req.output_token_ids)
+        sample = start + n == req.num_tokens
+        banned = req.stop.banned if sample and counter < req.stop.min_tokens else []
+        row = ScheduledRequest(req.key, start, n, self.kv.table(req.key), sample, counter, banned)
+        row.prompt_logprobs = req.take_prompt_logprobs(start, n)
+        out.scheduled.append(row)
 
-    def _preempt(self, req: Request, out: SchedulerOutput) -> None:
+    def _preempt(self, req: Request) -> None:
         self.kv.release(req)
         req.num_computed_tokens = 0
         req.status = Status.PREEMPTED
         self.waiting.appendleft(req)
-        out.preempted.append(req)
-        self._dropped.append(req.key)
+        self._drop(req)
         self.num_preemptions += 1
 
+    def _drop(self, req: Request) -> None:
+        """The worker lets go of the request's state before the next step it runs."""
+        if req.key in self._placed:
+            self._placed.discard(req.key)
+            self._dropped.append(req.key)
+
     # -- after the model ran -------------------------------------------------------
-    def update_from_output(self, out: SchedulerOutput, result: StepResult) -> list[m.CoreOutput]:
-        """Retire a step: computed tokens counted, sampled tokens appended, stops applied."""
-        for req in out.requests:
-            if req.status is Status.RUNNING:
-                req.num_computed_tokens += out.num_tokens[req.key]
-                self.kv.cache_full_blocks(req)  # newly full blocks join the prefix cache
+    def update_from_output(self, step: SchedulerOutput, result: StepOutput) -> list[m.CoreOutput]:
+        """Retire a step: computed tokens counted, sampled tokens appended, stops applied,
+        the requests the worker failed finished with ``"error"``."""
         outs = []
-        for req in out.requests:
-            tok = result.sampled.get(req.key)
-            plp = result.prompt_logprobs.get(req.key)
-            if tok is None and plp is None:
+        for row in step.scheduled:
+            req = self.requests.get(row.key)
+            if req is None:
                 continue
-            verdict = None
-            if tok is not None:
-                req.output_token_ids.append(tok)
-                verdict = token_stop(req.stop, tok, len(req.output_token_ids))
-            lps = result.logprobs.get(req.key)
-            reason, stop_reason = verdict if verdict is not None else (None, None)
-            outs.append(
-                m.CoreOutput(
-                    req.request_id,
-                    req.index,
-                    [tok] if tok is not None else [],
-                    new_logprobs=[result.sampled_logprob[req.key]] if tok is not None else [],
-                    logprobs=[lps] if lps is not None else None,
-                    prompt_logprobs=plp,
-                    finish_reason=reason,
-                    stop_reason=stop_reason,
-                    num_cached_tokens=max(req.num_cached_tokens, 0),
-                )
-            )
+            error = result.failed.get(row.key)
+            if error is not None:
+                self.finish(req, "error")
+                outs.append(_output(req, reason="error", error=error))
+                continue
+            req.num_computed_tokens += row.num_tokens
+            self.kv.cache_full_blocks(req)  # newly full blocks join the prefix cache
+            tok = result.sampled.get(row.key)
+            plp = result.prompt_logprobs.get(row.key)
+            if tok is None:
+                if plp is not None:
+                    outs.append(_output(req, plp=plp))
+                continue
+            req.output_token_ids.append(tok)
+            reason, stop = token_stop(req.stop, tok, len(req.output_token_ids)) or (None, None)
+            tops = result.logprobs.get(row.key)
+            lp = result.sampled_logprob[row.key]
+            outs.append(_output(req, [tok], [lp], [tops] if tops else None, plp, reason, stop))
             if reason is not None:
-                self.finish(req, reason, stop_reason)
+                self.finish(req, reason, stop)
         return outs
+
+
+def _output(
+    req: Request,
+    new: list[int] | None = None,
+    lps: list[float] | None = None,
+    tops: list[list[TopEntry]] | None = None,
+    plp: list[list[TopEntry]] | None = None,
+    reason: str | None = None,
+    stop: int | str | None = None,
+    error: str | None = None,
+) -> m.CoreOutput:
+    return m.CoreOutput(
+        req.request_id,
+        req.index,
+        new or [],
+        new_logprobs=lps or [],
+        logprobs=tops,
+        prompt_logprobs=plp,
+        finish_reason=reason,
+        stop_reason=stop,
+        num_cached_tokens=max(req.num_cached_tokens, 0),
+        error=error,
+    )

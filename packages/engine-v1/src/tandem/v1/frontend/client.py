@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from tandem.core.tokenizer import Tokenizer
+from tandem.v1 import messages as m
 from tandem.v1.errors import EngineDeadError, EngineStartupError
-from tandem.v1.proc import messages as m
 from tandem.v1.proc.ipc import endpoint, write_payload
 from tandem.v1.proc.payload import core_config, detokenizer_setup
 from tandem.v1.proc.procs import describe_exit, launch, stop
@@ -69,6 +69,7 @@ class MPClient:
         self._finalizer = weakref.finalize(self, res.close)
         self.dead: str | None = None
         self.num_kv_blocks = 0
+        self.attention_backend = ""  # the core's, as its Ready message says
         # the core's counts as of the latest Results seen (cheap, possibly a step old)
         self.last_stats: m.CoreStats | None = None
         self._pending: list[m.Result] = []  # results read while waiting for a StatsReply
@@ -137,6 +138,7 @@ class MPClient:
                 waiting.discard(msg.who)
                 if msg.who == "core":
                     self.num_kv_blocks = msg.num_kv_blocks
+                    self.attention_backend = msg.attention_backend
             elif isinstance(msg, m.Failed):
                 raise EngineStartupError(self._failure_text(msg))
 

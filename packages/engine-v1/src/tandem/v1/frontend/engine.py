@@ -17,9 +17,9 @@ from tandem.core.outputs import RequestOutput
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.stats import EngineStats
 from tandem.core.tokenizer import load_tokenizer
+from tandem.v1 import messages as m
 from tandem.v1.errors import EngineDeadError
 from tandem.v1.frontend.streams import RequestStream
-from tandem.v1.proc import messages as m
 
 if TYPE_CHECKING:
     from tandem.core.config import EngineArgs, EngineConfig
@@ -134,19 +134,31 @@ class LLMEngine:
         return EngineStats(**{f: getattr(snap, f) for f in snap.__struct_fields__})
 
     def step(self) -> list[RequestOutput]:
+        """Outputs of the requests that progressed, each of its request's kind: a delta,
+        the final output, or (cumulative) one whole output per request."""
         self._usable()
         if not self._streams:
             return []
-        touched: dict[str, RequestStream] = {}
+        outs: list[RequestOutput] = []
+        whole: dict[str, RequestStream] = {}  # cumulative: one output once all is read
         for res in self.client.results(block=True):
             stream = self._streams.get(res.request_id)
-            if stream is not None:  # else aborted: late results are dropped
-                stream.apply(res)
-                touched[res.request_id] = stream
-        for rid, stream in touched.items():
+            if stream is None:
+                continue  # aborted: late results are dropped
+            out = stream.apply(res)
+            if out is None:
+                whole[res.request_id] = stream
+            else:
+                outs.append(out)
             if stream.finished:
-                del self._streams[rid]
-        return [stream.output() for stream in touched.values()]
+                del self._streams[res.request_id]
+        return outs + [stream.output() for stream in whole.values()]
+
+    @property
+    def attention_backend(self) -> str:
+        """The attention backend the engine core runs (``TANDEM_ATTENTION_BACKEND``, or
+        the device's default), as the core process chose it."""
+        return self.client.attention_backend
 
     # -- life cycle -------------------------------------------------------------------
     @property

@@ -1,12 +1,14 @@
-"""The engine core and the output processor in the caller's process (tests, debugging)."""
+"""The engine core, its worker and the detokenizer logic in the caller's process (tests,
+debugging): the same parts the child processes run, called directly."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tandem.v1 import messages as m
 from tandem.v1.core.engine_core import EngineCore
-from tandem.v1.frontend.output_processor import OutputProcessor
-from tandem.v1.proc import messages as m
+from tandem.v1.detokenizer.processor import OutputProcessor
+from tandem.v1.worker.model_runner import ModelRunner
 
 if TYPE_CHECKING:
     from tandem.core.config import EngineConfig
@@ -15,25 +17,34 @@ if TYPE_CHECKING:
 
 class InprocClient:
     def __init__(self, config: EngineConfig, tokenizer: Tokenizer) -> None:
-        self.core = EngineCore(config)
+        runner = ModelRunner(config)
+        self.core = EngineCore(config, runner)
         self.outputs = OutputProcessor(tokenizer)
         self.num_kv_blocks = self.core.num_kv_blocks
+        self.attention_backend = runner.attention_backend
         self.dead: str | None = None
+        self._pending: list[m.Result] = []  # requests the detokenizer logic refused
 
     def send(self, msg: m.AddRequest | m.Abort) -> None:
         if isinstance(msg, m.AddRequest):
-            self.outputs.add(msg)
+            failed = self.outputs.add(msg)
+            if failed is not None:
+                self._pending.append(failed)
+                return
         else:
             self.outputs.abort(msg.request_ids)
-        self.core.handle(msg)  # an abort's outputs are dropped: the streams are gone
+        done = self.core.handle(msg)
+        if isinstance(msg, m.AddRequest) and done:  # refused by the core
+            self._pending += self.outputs.process(done)[0]
 
     def results(self, block: bool) -> list[m.Result]:
+        out, self._pending = self._pending, []
         if not self.core.has_work():
-            return []
+            return out
         results, stopped = self.outputs.process(self.core.step())
         if stopped:
             self.core.handle(m.Abort([], stopped))
-        return results
+        return out + results
 
     def stats(self) -> m.CoreStats:
         return self.core.stats()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import zmq
 
-from tandem.v1.proc import messages as m
+from tandem.v1 import messages as m
 from tandem.v1.proc.ipc import endpoint, read_payload
 from tandem.v1.proc.procs import Terminate
 
@@ -34,16 +34,19 @@ def run(ipc_dir: str) -> int:
         try:
             # the heavy imports run while the client is still resolving the config
             from tandem.v1.core.engine_core import EngineCore
+            from tandem.v1.worker.model_runner import ModelRunner
 
             payload = read_payload(sys.stdin.buffer)
             if payload is None:  # the client gave up before sending the config
                 return 0
-            core = EngineCore(payload["config"])
+            config = payload["config"]
+            core = EngineCore(config, ModelRunner(config))
         except Exception:
             linger = 2000
             out.send(m.encode(m.Failed("core", os.getpid(), traceback.format_exc(), True)))
             return 1
-        out.send(m.encode(m.Ready("core", os.getpid(), core.num_kv_blocks)))
+        backend = core.runner.attention_backend
+        out.send(m.encode(m.Ready("core", os.getpid(), core.num_kv_blocks, backend)))
         try:
             loop(core, inp, out)
         except Exception:

@@ -1,2 +1,3 @@
 """The worker of v1: the model runner, its persistent input batch and the batched sampler.
-It knows scheduled requests and tensors; never the front end or the processes."""
+It runs the steps it is handed as plain data (``tandem.v1.core.step``) and knows nothing
+else of the core, nor the front end, the detokenizer or the processes."""

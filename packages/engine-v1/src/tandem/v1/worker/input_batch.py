@@ -1,18 +1,41 @@
 """The persistent input batch: per-request rows kept between steps.
 
-A request gets a row when it is scheduled and keeps it until it finishes or is
-preempted; each step only appends the new tokens of its rows. Sampling parameters
-live in ``[rows]`` tensors, penalty state (prompt mask, output counts) in ``[rows, V]``
-tensors, so the sampler gathers a step's rows with one index instead of per-request
-Python.
+A request gets a row when the scheduler first hands it over (a
+:class:`~tandem.v1.core.step.NewRequest`) and keeps it until the scheduler drops its
+key (finished, aborted or preempted); each step only appends the tokens it sampled.
+Sampling parameters live in ``[rows]`` tensors, penalty state (prompt mask, output
+counts) in ``[rows, V]`` tensors, so the sampler gathers a step's rows with one index
+instead of per-request Python.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
-from tandem.v1.core.request import Request
+from tandem.core.inputs import SamplingSpec
+from tandem.core.validate import FLOAT32_MAX
+from tandem.v1.core.step import NewRequest
+
+FLOATS = (
+    "temperature",
+    "top_p",
+    "min_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+)
+
+
+def check_units(spec: SamplingSpec) -> None:
+    """Raise ValueError when a parameter is no float32 the kernels can take (engine v0's
+    sampler refuses the same, with the same message)."""
+    for name in FLOATS:
+        value = getattr(spec, name)
+        if math.isnan(value) or (math.isfinite(value) and abs(value) > FLOAT32_MAX):
+            raise ValueError(f"{name}={value!r} is not a float32 the sampler can use")
 
 
 class InputBatch:
@@ -34,43 +57,51 @@ class InputBatch:
         self.seeds = torch.zeros(max_rows, dtype=torch.int64)
         self.prompt_mask = torch.zeros((max_rows, vocab_size), dtype=torch.bool)
         self.output_counts = torch.zeros((max_rows, vocab_size), dtype=torch.int32)
-        self.requests: list[Request | None] = [None] * max_rows
+        self.specs: list[SamplingSpec | None] = [None] * max_rows
 
-    def row(self, req: Request) -> int:
-        """The request's row, creating it (and filling its state) when new."""
-        row = self.rows.get(req.key)
-        if row is not None:
-            return row
+    def add(self, new: NewRequest) -> int:
+        """Give the request a row and fill its state; on bad values, raise and keep none."""
+        if new.key in self.rows:
+            raise ValueError(f"request {new.key!r} already has a row")
         if not self.free_rows:
             raise RuntimeError(f"input batch is full ({self.max_rows} rows)")
         row = self.free_rows.pop()
-        self.rows[req.key] = row
-        self.requests[row] = req
-        tokens = req.all_token_ids
-        self.token_ids[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.int64)
+        self.rows[new.key] = row
+        try:
+            self._fill(row, new)
+        except BaseException:
+            self.remove(new.key)
+            raise
+        return row
+
+    def _fill(self, row: int, new: NewRequest) -> None:
+        check_units(new.sampling)
+        tokens = torch.tensor(new.token_ids, dtype=torch.int64)
+        self.token_ids[row, : len(tokens)] = tokens
         self.num_tokens[row] = len(tokens)
-        s = req.sampling
+        s = new.sampling
+        self.specs[row] = s
         self.temperature[row] = s.temperature
         self.top_p[row] = s.top_p
-        self.top_k[row] = s.top_k
+        # a k past the vocabulary keeps every token; below 0 stays invalid for the kernel
+        self.top_k[row] = max(min(s.top_k, self.vocab_size), -1)
         self.min_p[row] = s.min_p
         self.presence[row] = s.presence_penalty
         self.frequency[row] = s.frequency_penalty
         self.repetition[row] = s.repetition_penalty
-        self.seeds[row] = req.seed
+        self.seeds[row] = new.seed
         self.prompt_mask[row].zero_()
         self.output_counts[row].zero_()
-        ids = torch.tensor(req.prompt_token_ids, dtype=torch.int64).clamp(0, self.vocab_size - 1)
-        self.prompt_mask[row, ids] = True
-        if req.output_token_ids:
-            out = torch.tensor(req.output_token_ids, dtype=torch.int64)
+        prompt = tokens[: new.num_prompt_tokens].clamp(0, self.vocab_size - 1)
+        self.prompt_mask[row, prompt] = True
+        out = tokens[new.num_prompt_tokens :]
+        if out.numel():
             self.output_counts[row].scatter_add_(0, out, torch.ones_like(out, dtype=torch.int32))
-        return row
 
     def remove(self, key: str) -> None:
         row = self.rows.pop(key, None)
         if row is not None:
-            self.requests[row] = None
+            self.specs[row] = None
             self.free_rows.append(row)
 
     def append(self, rows: Tensor, tokens: Tensor) -> None:

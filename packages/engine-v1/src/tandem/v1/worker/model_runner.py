@@ -3,43 +3,44 @@
 Rows are laid out prefills first (whole prompts, chunks, recomputes), then decodes,
 as the attention metadata requires. Only requests whose every known token is computed
 after this step are sampled; a partial chunk only fills the cache.
+
+A failure fails the requests it concerns, never the step's others: a request whose
+state does not fit the batch, or whose draw or prompt logprobs fail, fails alone; a
+forward that raises fails the requests of that step. The scheduler finishes them with
+``"error"`` and the engine goes on.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
+from tandem.core.attention_backend import select_attention_backend
 from tandem.core.attention_metadata import build_metadata
+from tandem.core.inputs import SamplingSpec
 from tandem.core.kv_cache import allocate_kv_caches
 from tandem.core.loader import load_model
 from tandem.core.logprobs import TopEntry, entries, top_logprobs
-from tandem.v1.core.request import Request
+from tandem.core.outputs import error_text
+from tandem.v1.core.step import ScheduledRequest, SchedulerOutput, StepOutput
 from tandem.v1.worker.input_batch import InputBatch
 from tandem.v1.worker.sampler import Sampler, SamplingBatch
 
 if TYPE_CHECKING:
     from tandem.core.config import EngineConfig
-    from tandem.v1.core.kv_cache_manager import KVCacheManager
-    from tandem.v1.core.scheduler import SchedulerOutput
-
-
-@dataclass(slots=True)
-class StepResult:
-    sampled: dict[str, int]  # request key -> new token
-    sampled_logprob: dict[str, float]  # request key -> raw logprob of the new token
-    logprobs: dict[str, list[TopEntry]]  # request key -> sampled token first, then top-k
-    prompt_logprobs: dict[str, list[list[TopEntry]]]  # request key -> new prompt positions
 
 
 class ModelRunner:
     def __init__(self, config: EngineConfig, sampler: Sampler | None = None) -> None:
+        config.configure_process()
         self.config = config
         mc = config.model
         self.device = config.device
+        # what TANDEM_ATTENTION_BACKEND (or the default) gives this process; the model
+        # asks the same cached selector at every forward
+        self.attention_backend = select_attention_backend(self.device.type)
         self.model = load_model(mc, config.device, config.dtype, config.quantization)
         self.block_size = config.cache.block_size
         self.num_kv_blocks = config.cache.resolve_num_blocks(config.kv_bytes_per_block)
@@ -56,40 +57,73 @@ class ModelRunner:
         self.sampler = sampler if sampler is not None else Sampler()
 
     @torch.inference_mode()
-    def execute(self, sched: SchedulerOutput, kv: KVCacheManager) -> StepResult:
-        for key in sched.dropped:  # requests that left since the last step free their rows
+    def execute(self, step: SchedulerOutput) -> StepOutput:
+        result = StepOutput()
+        for key in step.dropped:  # requests that left since the last step free their rows
             self.batch.remove(key)
-        reqs = sorted(sched.requests, key=lambda r: self._is_decode(r, sched))
-        query_lens = [sched.num_tokens[r.key] for r in reqs]
-        starts = [r.num_computed_tokens for r in reqs]
-        seq_lens = [a + n for a, n in zip(starts, query_lens)]
-        rows = [self.batch.row(r) for r in reqs]
-        tables = [kv.table(r.key) for r in reqs]
-        meta = build_metadata(query_lens, seq_lens, tables, self.block_size, self.device)
-        input_ids, pos = self._gather_inputs(rows, starts, query_lens)  # [T], [T]
-        hidden = self.model(input_ids, pos, self.kv_caches, meta)  # [T, C]
-
-        ends = torch.tensor(query_lens).cumsum(0) - 1  # [B] last token of each row
-        done = [i for i, r in enumerate(reqs) if seq_lens[i] == r.num_tokens]
-        result = StepResult({}, {}, {}, {})
-        self._prompt_logprobs(reqs, query_lens, hidden, result)
-        if not done:
+        for new in step.new:
+            try:
+                self.batch.add(new)
+            except Exception as exc:
+                result.failed[new.key] = error_text(exc)
+        rows = sorted(
+            (r for r in step.scheduled if r.key not in result.failed), key=lambda r: r.is_decode
+        )
+        if not rows:
             return result
-        chosen = [reqs[i] for i in done]
-        logits = self.model.compute_logits(hidden[ends[done].to(self.device)])  # [B, V]
-        sb = self._sampling_batch(chosen)
-        out = self.sampler(logits, self.batch, sb)
-        tokens = out.tokens.cpu()
-        self.batch.append(sb.rows, tokens)
-        token_list = tokens.tolist()
-        for req, tok in zip(chosen, token_list):
-            result.sampled[req.key] = tok
-        keep = [req.sampling.logprobs or 0 for req in chosen]
-        for req, tops in zip(chosen, entries(out.logprobs, out.token_ids, out.ranks, keep)):
-            result.sampled_logprob[req.key] = tops[0][1]
-            if req.sampling.logprobs is not None:
-                result.logprobs[req.key] = tops
+        try:
+            hidden = self._forward(rows)  # [T, C]
+        except Exception as exc:
+            why = error_text(exc)
+            result.failed.update((r.key, why) for r in rows)
+            return result
+        self._prompt_logprobs(rows, hidden, result)
+        self._sample(rows, hidden, result)
         return result
+
+    def _forward(self, rows: list[ScheduledRequest]) -> Tensor:
+        query_lens = [r.num_tokens for r in rows]
+        starts = [r.start for r in rows]
+        seq_lens = [r.start + r.num_tokens for r in rows]
+        tables = [r.block_table for r in rows]
+        meta = build_metadata(query_lens, seq_lens, tables, self.block_size, self.device)
+        batch_rows = [self.batch.rows[r.key] for r in rows]
+        input_ids, pos = self._gather_inputs(batch_rows, starts, query_lens)  # [T], [T]
+        return self.model(input_ids, pos, self.kv_caches, meta)  # [T, C]
+
+    def _sample(self, rows: list[ScheduledRequest], hidden: Tensor, result: StepOutput) -> None:
+        ends = torch.tensor([r.num_tokens for r in rows]).cumsum(0) - 1  # [B] last tokens
+        done = [i for i, r in enumerate(rows) if r.sample and r.key not in result.failed]
+        if not done:
+            return
+        chosen = [rows[i] for i in done]
+        try:
+            logits = self.model.compute_logits(hidden[ends[done].to(self.device)])  # [B, V]
+        except Exception as exc:
+            why = error_text(exc)
+            result.failed.update((r.key, why) for r in chosen)
+            return
+        specs = [self.batch.specs[self.batch.rows[r.key]] for r in chosen]
+        sb = self._sampling_batch(chosen, specs)
+        out = self.sampler(logits, self.batch, sb)
+        for i, why in out.failed.items():
+            result.failed[chosen[i].key] = why
+        ok = [i for i in range(len(chosen)) if i not in out.failed]
+        if not ok:
+            return
+        tensors = (out.tokens.cpu(), out.logprobs, out.token_ids, out.ranks)
+        if out.failed:
+            keep = torch.tensor(ok, dtype=torch.int64)
+            tensors = tuple(t[keep.to(t.device)] for t in tensors)
+        tokens, lps, ids, ranks = tensors
+        self.batch.append(sb.rows[ok] if out.failed else sb.rows, tokens)
+        asked = [specs[i].logprobs or 0 for i in ok]
+        for i, tok, tops in zip(ok, tokens.tolist(), entries(lps, ids, ranks, asked)):
+            key = chosen[i].key
+            result.sampled[key] = tok
+            result.sampled_logprob[key] = tops[0][1]
+            if specs[i].logprobs is not None:
+                result.logprobs[key] = tops
 
     def _gather_inputs(
         self, rows: list[int], starts: list[int], counts: list[int]
@@ -107,50 +141,43 @@ class ModelRunner:
             row = row.repeat_interleave(n)  # [T]
         return self.batch.token_ids[row, pos].to(self.device), pos.to(self.device)
 
-    @staticmethod
-    def _is_decode(req: Request, sched: SchedulerOutput) -> bool:
-        return sched.num_tokens[req.key] == 1 and req.num_computed_tokens > 0
-
-    def _sampling_batch(self, reqs: list[Request]) -> SamplingBatch:
-        rows = torch.tensor([self.batch.rows[r.key] for r in reqs], dtype=torch.int64)
-        counters = torch.tensor([len(r.output_token_ids) for r in reqs], dtype=torch.int64)
+    def _sampling_batch(
+        self, rows: list[ScheduledRequest], specs: list[SamplingSpec]
+    ) -> SamplingBatch:
         mask_rows: list[int] = []
         mask_tokens: list[int] = []
-        for i, r in enumerate(reqs):
-            if len(r.output_token_ids) < r.stop.min_tokens:
-                mask_rows += [i] * len(r.stop.banned)
-                mask_tokens += r.stop.banned
-        asked = [r.sampling.logprobs for r in reqs if r.sampling.logprobs is not None]
+        for i, r in enumerate(rows):
+            mask_rows += [i] * len(r.banned)
+            mask_tokens += r.banned
+        asked = [s.logprobs for s in specs if s.logprobs is not None]
         return SamplingBatch(
-            rows=rows,
-            counters=counters,
+            rows=torch.tensor([self.batch.rows[r.key] for r in rows], dtype=torch.int64),
+            counters=torch.tensor([r.counter for r in rows], dtype=torch.int64),
             mask_rows=torch.tensor(mask_rows, dtype=torch.int64),
             mask_tokens=torch.tensor(mask_tokens, dtype=torch.int64),
             max_logprobs=max(asked, default=-1),
-            any_penalties=any(r.sampling.has_penalties for r in reqs),
-            any_sampling=any(not r.sampling.greedy for r in reqs),
+            any_penalties=any(s.has_penalties for s in specs),
+            any_sampling=any(not s.greedy for s in specs),
         )
 
     def _prompt_logprobs(
-        self, reqs: list[Request], query_lens: list[int], hidden: Tensor, result: StepResult
+        self, rows: list[ScheduledRequest], hidden: Tensor, result: StepOutput
     ) -> None:
         offset = 0
-        for req, n in zip(reqs, query_lens):
-            lo = offset
-            offset += n
-            k = req.sampling.prompt_logprobs
-            start = req.num_computed_tokens
-            plen = req.num_prompt_tokens
-            if k is None or start + n <= req.prompt_logprobs_sent or start >= plen:
+        for r in rows:
+            lo, offset = offset, offset + r.num_tokens
+            span = r.prompt_logprobs
+            if span is None:
                 continue
-            rows: list[list[TopEntry]] = [] if req.prompt_logprobs_sent else [[]]
-            # positions p in [start, end) predict prompt token p + 1
-            first = max(start, req.prompt_logprobs_sent - 1 if req.prompt_logprobs_sent else 0)
-            end = min(start + n, plen - 1)
-            if end > first:
-                h = hidden[lo + first - start : lo + end - start]
-                lp = self.model.compute_logits(h).float().log_softmax(dim=-1)  # [P, V]
-                target = torch.tensor(req.prompt_token_ids[first + 1 : end + 1], device=lp.device)
-                rows += entries(*top_logprobs(lp, target, k), [k] * (end - first))
-            req.prompt_logprobs_sent = max(end + 1, 1)
-            result.prompt_logprobs[req.key] = rows
+            out: list[list[TopEntry]] = [[]] if span.lead else []
+            try:
+                if span.end > span.first:
+                    h = hidden[lo + span.first - r.start : lo + span.end - r.start]  # [P, C]
+                    lp = self.model.compute_logits(h).float().log_softmax(dim=-1)  # [P, V]
+                    ids = self.batch.token_ids[self.batch.rows[r.key]]
+                    target = ids[span.first + 1 : span.end + 1].to(lp.device)  # [P]
+                    out += entries(*top_logprobs(lp, target, span.k), [span.k] * len(target))
+            except Exception as exc:
+                result.failed[r.key] = error_text(exc)
+                continue
+            result.prompt_logprobs[r.key] = out

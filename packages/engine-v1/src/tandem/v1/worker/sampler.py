@@ -4,18 +4,27 @@ Order (shared with engine v0, so seeded draws agree token for token): min-tokens
 mask, penalties, temperature, top-k, top-p, min-p, then greedy argmax or a seeded draw
 whose counter is the index of the output token being sampled. Logprobs come from the
 raw log-softmax, before any processing.
+
+One row never fails the others: when the batched call raises, the rows are sampled
+again one at a time and those that still raise fail alone; a row whose logits come out
+of processing with no finite maximum (NaN, +inf, or every token masked) fails too.
+Every row's draw depends on that row only, so a row sampled alone gets the token it
+would have got in the batch.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
 from tandem.core.logprobs import top_logprobs
+from tandem.core.outputs import error_text
 from tandem.kernels.sampling import apply_penalties, choose_tokens, greedy_with_logprob
 from tandem.v1.worker.input_batch import InputBatch
+
+INVALID = "ValueError: the sampler got no valid distribution (NaN or infinite logits)"
 
 
 @dataclass(slots=True)
@@ -28,6 +37,19 @@ class SamplingBatch:
     any_penalties: bool
     any_sampling: bool
 
+    def pick(self, i: int) -> SamplingBatch:
+        """Row ``i`` alone, with the batch's flags (so its draw is the batch's)."""
+        mine = self.mask_rows == i
+        return SamplingBatch(
+            self.rows[i : i + 1],
+            self.counters[i : i + 1],
+            torch.zeros_like(self.mask_rows[mine]),
+            self.mask_tokens[mine],
+            self.max_logprobs,
+            self.any_penalties,
+            self.any_sampling,
+        )
+
 
 @dataclass(slots=True)
 class SamplerOutput:
@@ -35,49 +57,91 @@ class SamplerOutput:
     logprobs: Tensor  # [B, 1 + k] raw logprob of the sampled token, then of the top k
     token_ids: Tensor  # [B, 1 + k]
     ranks: Tensor  # [B, 1 + k]
+    failed: dict[int, str] = field(default_factory=dict)  # row -> why (its values are junk)
 
 
 class Sampler:
     def __call__(self, logits: Tensor, batch: InputBatch, sb: SamplingBatch) -> SamplerOutput:
         # logits: [B, V]
-        logits = logits.float()
-        if (
-            not (sb.any_sampling or sb.any_penalties or sb.mask_rows.numel())
-            and sb.max_logprobs < 0
-        ):
-            return _greedy(logits)
-        raw = logits.log_softmax(dim=-1)  # [B, V]
-        rows = sb.rows
-        x = logits
-        if sb.mask_rows.numel():
-            x = x.index_put((sb.mask_rows, sb.mask_tokens), torch.tensor(float("-inf")))
-        if sb.any_penalties:
-            x = apply_penalties(
-                x,
-                batch.prompt_mask[rows],
-                batch.output_counts[rows],
-                batch.presence[rows],
-                batch.frequency[rows],
-                batch.repetition[rows],
-            )
-        if sb.any_sampling:
-            tokens = choose_tokens(
-                x,
-                batch.temperature[rows],
-                batch.top_k[rows],
-                batch.top_p[rows],
-                batch.min_p[rows],
-                batch.seeds[rows],
-                sb.counters,
-            )
-        else:
-            tokens = x.argmax(dim=-1)
-        lp, ids, ranks = top_logprobs(raw, tokens, max(sb.max_logprobs, 0))
-        return SamplerOutput(tokens, lp, ids, ranks)
+        try:
+            return _sample(logits.float(), batch, sb)
+        except Exception:
+            return _one_by_one(logits.float(), batch, sb)
+
+
+def _sample(logits: Tensor, batch: InputBatch, sb: SamplingBatch) -> SamplerOutput:
+    # logits: [B, V] float32
+    if not (sb.any_sampling or sb.any_penalties or sb.mask_rows.numel()) and sb.max_logprobs < 0:
+        return _greedy(logits)
+    raw = logits.log_softmax(dim=-1)  # [B, V]
+    rows = sb.rows
+    x = logits
+    if sb.mask_rows.numel():
+        x = x.index_put((sb.mask_rows, sb.mask_tokens), torch.tensor(float("-inf")))
+    if sb.any_penalties:
+        x = apply_penalties(
+            x,
+            batch.prompt_mask[rows],
+            batch.output_counts[rows],
+            batch.presence[rows],
+            batch.frequency[rows],
+            batch.repetition[rows],
+        )
+    if sb.any_sampling:
+        tokens = choose_tokens(
+            x,
+            batch.temperature[rows],
+            batch.top_k[rows],
+            batch.top_p[rows],
+            batch.min_p[rows],
+            batch.seeds[rows],
+            sb.counters,
+        )
+    else:
+        tokens = x.argmax(dim=-1)
+    lp, ids, ranks = top_logprobs(raw, tokens, max(sb.max_logprobs, 0))
+    return SamplerOutput(tokens, lp, ids, ranks, _invalid(x.amax(dim=-1)))
 
 
 def _greedy(logits: Tensor) -> SamplerOutput:
     """All rows greedy, nothing masked, no top logprobs: the argmax (rank 1 by
     definition) and its raw logprob in one pass."""
     tokens, picked = greedy_with_logprob(logits)  # [B], [B]
-    return SamplerOutput(tokens, picked[:, None], tokens[:, None], torch.ones_like(tokens)[:, None])
+    ranks = torch.ones_like(tokens)[:, None]
+    return SamplerOutput(tokens, picked[:, None], tokens[:, None], ranks, _invalid(picked))
+
+
+def _invalid(values: Tensor) -> dict[int, str]:
+    """Rows whose value is not finite. values: [B]."""
+    bad = ~torch.isfinite(values)
+    if not bool(bad.any()):
+        return {}
+    return {i: INVALID for i in bad.nonzero().flatten().tolist()}
+
+
+def _one_by_one(logits: Tensor, batch: InputBatch, sb: SamplingBatch) -> SamplerOutput:
+    """Each row alone; a row that raises fails with what it raised."""
+    parts: list[SamplerOutput] = []
+    failed: dict[int, str] = {}
+    for i in range(logits.shape[0]):
+        try:
+            part = _sample(logits[i : i + 1], batch, sb.pick(i))
+        except Exception as exc:
+            failed[i] = error_text(exc)
+            part = _placeholder(logits, min(max(sb.max_logprobs, 0), logits.shape[1]))
+        if part.failed:
+            failed[i] = part.failed[0]
+        parts.append(part)
+    return SamplerOutput(
+        torch.cat([p.tokens for p in parts]),
+        torch.cat([p.logprobs for p in parts]),
+        torch.cat([p.token_ids for p in parts]),
+        torch.cat([p.ranks for p in parts]),
+        failed,
+    )
+
+
+def _placeholder(logits: Tensor, k: int) -> SamplerOutput:
+    """The shape of one row's output, for a row that failed."""
+    ids = torch.zeros((1, 1 + k), dtype=torch.int64, device=logits.device)
+    return SamplerOutput(ids[:, 0], torch.zeros((1, 1 + k), device=logits.device), ids, ids)

@@ -1,0 +1,1 @@
+"""Process isolation: the zygote, fresh children, the pipe between them, timeouts."""

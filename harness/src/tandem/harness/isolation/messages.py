@@ -1,0 +1,97 @@
+"""The messages on the pipes between the parent, the zygote and the children.
+
+Each is a small frozen dataclass; ``wire`` frames and pickles them (all three processes
+run the same interpreter and the same harness). A receiver matches on the type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+# parent -> child
+@dataclass(frozen=True)
+class Run:
+    """Run one test; ``next`` is the next test in this child (None: tear everything down)."""
+
+    nodeid: str
+    next: str | None
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Exit after the last test (its fixtures are torn down already)."""
+
+
+# child -> parent
+@dataclass(frozen=True)
+class Report:
+    """One phase's report, as ``pytest_report_to_serializable`` made it."""
+
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Warned:
+    """A warning a test raised; the parent records it as its own."""
+
+    message: str
+    category: str  # "module:qualname"
+    filename: str
+    lineno: int
+    nodeid: str
+
+
+@dataclass(frozen=True)
+class Done:
+    """The test ran to its end (every phase reported)."""
+
+    nodeid: str
+
+
+@dataclass(frozen=True)
+class Exit:
+    """``pytest.exit()`` in a test: the parent ends the run the same way."""
+
+    reason: str
+    returncode: int | None
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    """``KeyboardInterrupt`` in a test: ``where`` it was raised."""
+
+    where: str
+
+
+@dataclass(frozen=True)
+class ChildFailed:
+    """The child's own loop failed (a harness bug): its traceback."""
+
+    traceback: str
+
+
+# zygote -> parent
+@dataclass(frozen=True)
+class Forked:
+    pid: int
+
+
+@dataclass(frozen=True)
+class Exited:
+    pid: int
+    status: int  # as os.waitpid returned it
+
+
+@dataclass(frozen=True)
+class ForkRefused:
+    """The zygote may not fork (CUDA was initialised): why."""
+
+    reason: str
+
+
+ToChild = Run | Stop
+FromChild = Report | Warned | Done | Exit | Interrupted | ChildFailed
+FromZygote = Forked | Exited | ForkRefused
+Message = ToChild | FromChild | FromZygote

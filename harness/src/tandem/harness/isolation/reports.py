@@ -1,0 +1,53 @@
+"""Test reports and warnings as plain data, to cross from a child to its parent."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Any
+
+import pytest
+
+from .messages import Report, Warned
+
+
+def dump_report(config: pytest.Config, report: pytest.TestReport) -> Report:
+    """A report as plain data, through pytest's own serialisation hook."""
+    data = config.hook.pytest_report_to_serializable(config=config, report=report)
+    data["user_properties"] = [(str(k), _plain(v)) for k, v in report.user_properties]
+    return Report(data)
+
+
+def load_report(config: pytest.Config, message: Report) -> pytest.TestReport:
+    """The report ``dump_report`` wrote, rebuilt in this process."""
+    report = config.hook.pytest_report_from_serializable(config=config, data=message.data)
+    report.user_properties = list(message.data.get("user_properties", []))
+    return report
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return repr(value)
+
+
+def dump_warning(message: warnings.WarningMessage, nodeid: str) -> Warned:
+    category = message.category
+    return Warned(
+        message=str(message.message),
+        category=f"{category.__module__}:{category.__qualname__}",
+        filename=message.filename,
+        lineno=message.lineno,
+        nodeid=nodeid,
+    )
+
+
+def load_warning(data: Warned) -> warnings.WarningMessage:
+    """The ``warnings.WarningMessage`` that ``dump_warning`` sent (UserWarning if unknown)."""
+    module, _, name = data.category.partition(":")
+    category: Any = sys.modules.get(module)
+    for part in name.split("."):
+        category = getattr(category, part, None)
+    if not (isinstance(category, type) and issubclass(category, Warning)):
+        category = UserWarning
+    return warnings.WarningMessage(category(data.message), category, data.filename, data.lineno)

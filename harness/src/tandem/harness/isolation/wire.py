@@ -1,0 +1,84 @@
+"""Length-prefixed, pickled messages (``messages``) over pipes and sockets.
+
+``send`` writes any number of messages in one ``write``: a child that batches the
+reports of a test wakes its parent once. ``Reader`` buffers what one ``read`` brought,
+so several messages cost one system call.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import struct
+
+from .messages import Message
+
+_HEADER = struct.Struct("!I")
+
+
+def send(fd: int, *messages: Message) -> None:
+    """Write ``messages`` to ``fd``, all in one write where the pipe takes it."""
+    data = b"".join(_frame(m) for m in messages)
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _frame(message: Message) -> bytes:
+    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _HEADER.pack(len(body)) + body
+
+
+class Reader:
+    """Messages from one file descriptor, read in large chunks."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = bytearray()
+        self.closed = False
+
+    def _complete(self) -> bool:
+        if len(self.buffer) < _HEADER.size:
+            return False
+        return len(self.buffer) >= _HEADER.size + _HEADER.unpack_from(self.buffer)[0]
+
+    def ready(self, timeout: float | None) -> bool:
+        """Whether ``recv`` would return without blocking (a message, or end of file)."""
+        if self._complete() or self.closed:
+            return True
+        return bool(select.select([self.fd], [], [], timeout)[0])
+
+    def recv(self) -> Message | None:
+        """The next message; None at end of file."""
+        while not self._complete():
+            chunk = os.read(self.fd, 1 << 16)
+            if not chunk:
+                self.closed = True
+                return None
+            self.buffer += chunk
+        size = _HEADER.unpack_from(self.buffer)[0]
+        body = bytes(self.buffer[_HEADER.size : _HEADER.size + size])
+        del self.buffer[: _HEADER.size + size]
+        return pickle.loads(body)
+
+
+def recv(fd: int) -> Message | None:
+    """One message from ``fd`` with no read-ahead (a process that shares the fd)."""
+    head = _read_exact(fd, _HEADER.size)
+    if head is None:
+        return None
+    body = _read_exact(fd, _HEADER.unpack(head)[0])
+    return None if body is None else pickle.loads(body)
+
+
+def _read_exact(fd: int, size: int) -> bytes | None:
+    chunks = []
+    while size:
+        chunk = os.read(fd, size)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,114 @@
+"""Leak check: what the probe saw in Python child processes of the code under test.
+
+A patch made inside an engine's worker process (a fresh interpreter the test process
+started) is invisible to checks that look at the test process. So, while the harness
+isolates, every Python child gets the probe (``probe``): a folder on ``PYTHONPATH`` holds
+a ``sitecustomize.py`` that starts it (and then runs the ``sitecustomize`` it stands in
+front of, if there is one), and ``probe.ENV`` names the report folder and what to watch.
+After each test the reports are read and removed, and each problem fails the test,
+naming the child by its pid and command line. A test whose children reported nothing
+pays for one directory listing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import probe
+from .base import Leak
+
+SITECUSTOMIZE = '''\
+"""Written by tandem-harness: starts its probe in this Python process (see its README)."""
+import os
+import sys
+
+MARK = "tandem-harness-probe-site"
+
+
+def _tandem_harness_probe():
+    try:
+        from tandem.harness.leaks import probe
+    except Exception:  # another interpreter, without the harness: nothing to watch
+        probe = None
+    if probe is not None:
+        probe.start()
+    import importlib.machinery
+    import importlib.util
+
+    # every folder of this kind (an outer harness may have put its own) is passed over
+    rest = [p for p in sys.path if not os.path.exists(os.path.join(p or os.curdir, MARK))]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is not None and spec.loader is not None:  # the one this file stands in front of
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["sitecustomize"] = module
+        spec.loader.exec_module(module)
+
+
+_tandem_harness_probe()
+'''
+
+
+@dataclass(frozen=True)
+class Reports:
+    present: frozenset[str]  # report files waiting when the snapshot was taken
+    skip: frozenset[str] = frozenset()  # reports that belong to a wider fixture
+
+
+class ChildProbeCheck:
+    """Sets up the probe for this process's Python children; reads what they reported."""
+
+    def __init__(self, own: str, prefixes: tuple[str, ...], scratch: Path | None = None) -> None:
+        probe.stop()  # a probe inherited from an outer harness: this process checks itself
+        self.home = Path(tempfile.mkdtemp(prefix="tandem-harness-probe-", dir=scratch))
+        self.folder = self.home / "reports"
+        self.folder.mkdir()
+        site = self.home / "site"
+        site.mkdir()
+        (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        (site / "tandem-harness-probe-site").touch()  # the mark SITECUSTOMIZE looks for
+        path = os.environ.get("PYTHONPATH", "")
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), path) if p)
+        os.environ[probe.ENV] = "\n".join((str(self.folder), own, *prefixes))
+
+    def close(self) -> None:
+        """Remove the folders (the env vars stay: a late child finds nothing and moves on)."""
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def _names(self) -> frozenset[str]:
+        try:
+            return frozenset(n for n in os.listdir(self.folder) if n.endswith(".json"))
+        except OSError:
+            return frozenset()
+
+    def _read(self, names: frozenset[str], label: str = "") -> list[Leak]:
+        out = []
+        for name in sorted(names):
+            path = self.folder / name
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            with contextlib.suppress(OSError):
+                path.unlink()
+            who = f"Python child process {data.get('pid')} ({' '.join(data.get('argv', []))})"
+            out += [Leak(f"{who}{label}: {problem}") for problem in data.get("problems", [])]
+        return out
+
+    def snapshot(self) -> Reports:
+        return Reports(self._names())
+
+    def compare(self, before: Reports) -> list[Leak]:
+        names = self._names()
+        return self._read(names - before.skip) if names else []
+
+    def absorb(self, snap: Reports, start: Reports, end: Reports) -> Reports:
+        return Reports(snap.present, snap.skip | (end.present - start.present))
+
+    def left_over(self, start: Reports, end: Reports) -> list[Leak]:
+        return self._read((end.present - start.present) & self._names(), " it started")

@@ -1,0 +1,164 @@
+"""The role of the process that runs pytest's test loop (plain pytest, or an xdist worker).
+
+Each test goes to the child of its isolation unit (``isolation.runner``); a test whose
+unit is "none" runs here, as a child subreaper and under an alarm (no parent will kill
+it). SIGTERM ends the zygote and every child with this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..isolation import cuda
+from ..isolation.child import Channel, serve
+from ..isolation.runner import Driver, Placement
+from ..isolation.timeouts import Alarm
+from ..leaks import processes
+from ..settings import Settings
+from . import child, seeds
+from .markers import engine_of, isolation_of, timeout_of
+from .state import RunState
+
+ALARM = pytest.StashKey[Alarm]()
+
+
+def unit_of(item: pytest.Item, settings: Settings) -> Any:
+    """The isolation unit of an item (None: run in this process)."""
+    if settings.force_none:
+        return None
+    level = isolation_of(item, settings.isolation)
+    engine = engine_of(item)
+    if level == "none":
+        return None
+    if level == "test":
+        return ("test", item.nodeid)
+    if level == "module":
+        return ("module", item.nodeid.split("::")[0], engine)
+    return ("engine", engine)
+
+
+class LoopRole:
+    def __init__(self, config: pytest.Config, run: RunState) -> None:
+        self.config = config
+        self.run = run
+        self.session: pytest.Session | None = None
+        self.driver: Driver | None = None
+        settings = run.settings
+        if not settings.force_none or settings.find_polluter:
+            placement = Placement(
+                unit=lambda item: unit_of(item, settings),
+                engine=engine_of,
+                timeout=lambda item: timeout_of(item, settings.timeout),
+            )
+            self.driver = Driver(config, settings, run.seed, self._child_main, placement)
+            _end_children_on_sigterm(self.driver)
+
+    def _child_main(self, cmd_fd: int, res_fd: int, folder: Path) -> None:
+        """A forked child: it takes the child's roles and serves tests until told to stop."""
+        assert self.session is not None
+        channel = Channel(res_fd)
+        child.enter(self.config, channel)
+        serve(self.session, channel, cmd_fd, folder)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session: pytest.Session) -> None:
+        self.session = session
+        seeds.warm()  # before the zygote forks: every child inherits what reseeding needs
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
+        settings = self.run.settings
+        if not settings.find_polluter or self.driver is None:
+            return None
+        from .polluter import hunt
+
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+
+        def say(text: str) -> None:
+            if reporter is not None:
+                reporter.write_line(text)
+
+        self.run.polluter = hunt(self.driver, session.items, settings.find_polluter, say)
+        return True
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        if self.driver is None or unit_of(item, self.run.settings) is None:
+            self._in_process(item)
+            return None
+        ihook = item.ihook
+        ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        try:
+            self.driver.run(item, nextitem, lambda r: ihook.pytest_runtest_logreport(report=r))
+        except cuda.ForkUnsafe as exc:
+            pytest.exit(str(exc), returncode=pytest.ExitCode.TESTS_FAILED)
+        ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+        return True
+
+    def _in_process(self, item: pytest.Item) -> None:
+        """A test about to run here: adopt its orphans; time it here (no parent will)."""
+        processes.become_subreaper()
+        limit = timeout_of(item, self.run.settings.timeout)
+        if limit:
+            item.stash[ALARM] = Alarm(item.nodeid, limit)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        return (yield from _timed(item, "setup"))
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        return (yield from _timed(item, "call"))
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        return (yield from _timed(item, "teardown"))
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.driver is not None:
+            self.driver.shutdown(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+
+
+def _timed(item: pytest.Item, when: str) -> Generator[None, Any, Any]:
+    """Arm the in-process alarm around one phase (``Alarm`` explains why)."""
+    alarm = item.stash.get(ALARM, None)
+    if alarm is None:
+        return (yield)
+    if not Alarm.usable():
+        result = yield
+        if when == "setup":
+            raise pytest.fail.Exception(
+                f"timeout({alarm.limit:g}) cannot be enforced for {item.nodeid}: it runs "
+                "in-process off the main thread; isolate it (--isolate test) or set "
+                "--harness-timeout 0",
+                pytrace=False,
+            )
+        return result
+    if when == "teardown":  # teardown gets its own time, so fixtures are still torn down
+        alarm = item.stash[ALARM] = Alarm(item.nodeid, alarm.limit)
+    alarm.arm()
+    try:
+        return (yield)
+    finally:
+        alarm.disarm()
+
+
+def _end_children_on_sigterm(driver: Driver) -> None:
+    """SIGTERM ends the zygote and every test child, then this process, as it would have."""
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def on_term(signum: int, frame: Any) -> None:
+        driver.kill_all()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    with contextlib.suppress(ValueError):  # not the main thread
+        signal.signal(signal.SIGTERM, on_term)

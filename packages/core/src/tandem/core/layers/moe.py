@@ -1,0 +1,127 @@
+"""A mixture-of-experts MLP: a router, routed experts, an optional (gated) shared expert.
+
+The routed experts' weights are stacked, ``experts.gate_up.weight`` [E, 2I, C] (gate rows,
+then up) and ``experts.down.weight`` [E, C, I]; a step's tokens are grouped by expert and
+each expert runs as one matmul pair over its tokens (:mod:`tandem.kernels.ops.moe`). On
+the CPU each expert's matrices go through the same packed kernels as the dense layers
+(or int8 after :meth:`SparseMoE.quantize`); elsewhere through ``tandem::torch_fused_moe``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor, nn
+
+from tandem.core.layers.linear import Linear, cpu_copy, packed_kernel, packed_linear
+from tandem.core.layers.mlp import GatedMLP
+from tandem.kernels import ops as kernel_ops
+from tandem.kernels.ops.linear import Int8Weight, PackedWeight, linear_int8
+from tandem.kernels.ops.moe import gate_and_mul, run_grouped, topk_route
+
+if TYPE_CHECKING:  # models imports layers: keep this edge type-only
+    from tandem.core.models.spec import MLPSpec
+
+
+class Stacked(nn.Module):
+    """One weight per expert, stacked: ``weight`` [E, N, K] (filled by the loader)."""
+
+    def __init__(self, experts: int, rows: int, cols: int, dtype: torch.dtype | None) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(experts, rows, cols, dtype=dtype), False)
+
+
+class Experts(nn.Module):
+    def __init__(
+        self, experts: int, hidden: int, inter: int, activation: str, dtype: torch.dtype | None
+    ) -> None:
+        super().__init__()
+        self.num_experts = experts
+        self.activation = activation
+        self.gate_up = Stacked(experts, 2 * inter, hidden, dtype)
+        self.down = Stacked(experts, hidden, inter, dtype)
+        self.packs = [(PackedWeight(), PackedWeight()) for _ in range(experts)]
+        self.int8: list[tuple[Int8Weight, Int8Weight]] | None = None
+
+    def forward(self, x: Tensor, ids: Tensor, weights: Tensor) -> Tensor:
+        # x: [T, C]; ids, weights: [T, K] -> [T, C]
+        if x.device.type == "cpu" and self.int8 is not None:
+            return run_grouped(x, ids, weights, self.num_experts, self._int8_expert)
+        if x.device.type == "cpu" and packed_kernel() is not None:
+            return run_grouped(x, ids, weights, self.num_experts, self._packed_expert)
+        w13, w2 = self.gate_up.weight, self.down.weight
+        return kernel_ops.fused_moe(x, w13, w2, ids, weights, self.activation)
+
+    def _packed_expert(self, e: int, rows: Tensor) -> Tensor:
+        # rows: [n, C] -> [n, 2I] -> [n, I] -> [n, C], on expert e's packed weights
+        up_pack, down_pack = self.packs[e]
+        h = packed_linear(rows, self.gate_up.weight[e], None, up_pack)
+        return packed_linear(gate_and_mul(h, self.activation), self.down.weight[e], None, down_pack)
+
+    def _int8_expert(self, e: int, rows: Tensor) -> Tensor:
+        assert self.int8 is not None
+        up, down = self.int8[e]
+        h = linear_int8(rows, up).to(rows.dtype)
+        return linear_int8(gate_and_mul(h, self.activation), down).to(rows.dtype)
+
+    def prepare(self) -> None:
+        if self.int8 is None:
+            for e, (up, down) in enumerate(self.packs):
+                cpu_copy(self.gate_up.weight[e], up)
+                cpu_copy(self.down.weight[e], down)
+
+    def quantize(self) -> int:
+        packed = [
+            (Int8Weight.pack(self.gate_up.weight[e]), Int8Weight.pack(self.down.weight[e]))
+            for e in range(self.num_experts)
+        ]
+        if any(up is None or down is None for up, down in packed):
+            return 0
+        self.int8 = packed  # type: ignore[assignment]
+        return 2 * self.num_experts
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Experts:
+        for up, down in self.packs:  # .to() / .float(): packed again from the new weights
+            up.clear()
+            down.clear()
+        self.int8 = None
+        return super()._apply(fn, recurse)
+
+
+class SparseMoE(nn.Module):
+    def __init__(self, hidden: int, spec: MLPSpec, dtype: torch.dtype | None) -> None:
+        super().__init__()
+        moe = spec.moe
+        assert moe is not None
+        self.top_k = moe.top_k
+        self.normalize = moe.norm_topk_prob
+        self.gate = Linear(hidden, moe.num_experts, bias=False, dtype=dtype)  # the router
+        self.experts = Experts(
+            moe.num_experts, hidden, moe.intermediate_size, spec.activation, dtype
+        )
+        self.shared_expert: GatedMLP | None = None
+        self.shared_expert_gate: Linear | None = None
+        if moe.shared_intermediate_size:
+            inter = moe.shared_intermediate_size
+            self.shared_expert = GatedMLP(hidden, inter, spec.activation, dtype=dtype)
+            if moe.shared_gate:
+                self.shared_expert_gate = Linear(hidden, 1, bias=False, dtype=dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        # x: [T, C] -> [T, C]
+        weights, ids = topk_route(self.gate(x), self.top_k, self.normalize)  # [T, K] each
+        out = self.experts(x, ids, weights)
+        if self.shared_expert is not None:
+            shared = self.shared_expert(x)
+            if self.shared_expert_gate is not None:  # [T, 1] in (0, 1)
+                shared = shared * torch.sigmoid(self.shared_expert_gate(x))
+            out = out + shared
+        return out
+
+    def quantize(self) -> int:
+        """The experts (routed and shared) in int8; the router stays as it is."""
+        done = self.experts.quantize()
+        if self.shared_expert is not None:
+            done += self.shared_expert.quantize()
+        return done

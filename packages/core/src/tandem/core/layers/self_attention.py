@@ -1,0 +1,71 @@
+"""Self-attention of a decoder layer: one fused q/k/v projection, optional q/k norms, rope,
+paged attention (windowed or soft-capped where the spec says), the output projection."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor, nn
+
+from tandem.core.attention_metadata import AttentionMetadata
+from tandem.core.layers.attention import PagedAttention
+from tandem.core.layers.linear import Linear
+from tandem.core.layers.norm import RMSNorm
+from tandem.core.layers.rotary import RotaryEmbedding
+from tandem.kernels.backends import AttentionBackend
+
+if TYPE_CHECKING:  # models imports layers: keep this edge type-only
+    from tandem.core.models.spec import AttentionSpec
+
+KVCache = tuple[Tensor, Tensor]
+
+
+class SelfAttention(nn.Module):
+    def __init__(
+        self,
+        spec: AttentionSpec,
+        hidden_size: int,
+        rotary: RotaryEmbedding,
+        eps: float,
+        window: int | None,
+        dtype: torch.dtype | None,
+    ) -> None:
+        super().__init__()
+        h, kvh, d = spec.num_heads, spec.num_kv_heads, spec.head_dim
+        self.sizes = (h * d, kvh * d, kvh * d)
+        self.shape = (h, kvh, d)
+        self.qk_norm = spec.qk_norm
+        self.qkv_proj = Linear(hidden_size, sum(self.sizes), bias=spec.qkv_bias, dtype=dtype)
+        self.o_proj = Linear(h * d, hidden_size, bias=spec.o_bias, dtype=dtype)
+        if spec.qk_norm != "none":  # over each head, or over the whole projection
+            per_head = spec.qk_norm == "head"
+            self.q_norm = RMSNorm(d if per_head else h * d, eps, dtype)
+            self.k_norm = RMSNorm(d if per_head else kvh * d, eps, dtype)
+        self.rotary = rotary
+        self.attn = PagedAttention(h, kvh, d, spec.scale, window, spec.softcap)
+
+    def forward(
+        self,
+        positions: Tensor,
+        x: Tensor,
+        cache: KVCache,
+        meta: AttentionMetadata,
+        backend: AttentionBackend,
+    ) -> Tensor:
+        # x: [T, C]
+        t = x.shape[0]
+        h, kvh, d = self.shape
+        q, k, v = self.qkv_proj(x).split(self.sizes, dim=-1)
+        if self.qk_norm == "proj":  # q: [T, H*D]
+            q, _ = self.q_norm(q.contiguous())
+            k, _ = self.k_norm(k.contiguous())
+        q, k = q.reshape(t, h, d), k.reshape(t, kvh, d)
+        if self.qk_norm == "head":  # q: [T, H, D]
+            q, _ = self.q_norm(q.contiguous())
+            k, _ = self.k_norm(k.contiguous())
+        # without q/k norms these are views into the fused projection: rotary reads them in place
+        q, k = self.rotary(positions, q, k)
+        v = v.reshape(t, kvh, d)
+        out = self.attn(q, k, v, cache[0], cache[1], meta, backend)  # [T, H, D]
+        return self.o_proj(out.reshape(t, h * d))

@@ -1,0 +1,123 @@
+"""Mixtures of experts: Mixtral, Qwen2-MoE (sigmoid-gated shared expert), Qwen3-MoE."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from tandem.core.models.architectures.common import attention, llama_like, split_qkv_gate_up
+from tandem.core.models.fields import flag, optional_int, positive_int
+from tandem.core.models.spec import MLPSpec, ModelSpec, MoESpec
+from tandem.core.models.weights import NameMap, Shard, fused
+
+
+def _experts(cfg: Any) -> int:
+    count = getattr(cfg, "num_experts", None) or getattr(cfg, "num_local_experts", None)
+    if not isinstance(count, int) or count <= 0:
+        raise ValueError(f"config.num_experts (or num_local_experts) must be > 0, got {count!r}")
+    return count
+
+
+def _moe_layers(spec: ModelSpec, moe: MLPSpec, sparse: list[bool]) -> ModelSpec:
+    layers = tuple(
+        replace(layer, mlp=moe) if is_sparse else layer
+        for layer, is_sparse in zip(spec.layers, sparse)
+    )
+    return replace(spec, layers=layers)
+
+
+def _top_k(cfg: Any, experts: int) -> int:
+    k = positive_int(cfg, "num_experts_per_tok")
+    if k > experts:
+        raise ValueError(f"config.num_experts_per_tok must be <= num_experts ({experts}), got {k}")
+    return k
+
+
+def mixtral(cfg: Any, arch: str, max_model_len: int | None) -> ModelSpec:
+    """Every layer routes to top-k of ``num_local_experts``, weights renormalised."""
+    spec = llama_like(cfg, arch, max_model_len)
+    experts = _experts(cfg)
+    moe = MoESpec(experts, _top_k(cfg, experts), spec.mlp.intermediate_size, True)
+    return _moe_layers(spec, replace(spec.mlp, moe=moe), [True] * spec.num_layers)
+
+
+def _qwen2_moe_sliding(cfg: Any) -> Any:
+    """Qwen2-MoE's rule where ``layer_types`` is left out: every other layer below
+    ``max_window_layers`` (not Qwen2's "from max_window_layers on")."""
+    below = optional_int(cfg, "max_window_layers", 28) or 0
+    return lambda i: bool((i + 1) % 2) and i < below
+
+
+def _qwen_moe(
+    cfg: Any, arch: str, max_model_len: int | None, sliding: Any, **attn: Any
+) -> ModelSpec:
+    spec = llama_like(cfg, arch, max_model_len, attention(cfg, **attn), sliding)
+    experts = _experts(cfg)
+    shared = optional_int(cfg, "shared_expert_intermediate_size") or 0
+    moe = MoESpec(
+        num_experts=experts,
+        top_k=_top_k(cfg, experts),
+        intermediate_size=positive_int(cfg, "moe_intermediate_size"),
+        norm_topk_prob=flag(cfg, "norm_topk_prob"),
+        shared_intermediate_size=shared,
+        shared_gate=bool(shared),
+    )
+    dense_only = set(getattr(cfg, "mlp_only_layers", None) or [])
+    step = optional_int(cfg, "decoder_sparse_step", 1) or 1
+    sparse = [i not in dense_only and (i + 1) % step == 0 for i in range(spec.num_layers)]
+    return _moe_layers(spec, replace(spec.mlp, moe=moe), sparse)
+
+
+def qwen2_moe(cfg: Any, arch: str, max_model_len: int | None) -> ModelSpec:
+    """q/k/v biases from ``qkv_bias``; a shared expert scaled by sigmoid(x . w)."""
+    bias = flag(cfg, "qkv_bias", True)
+    return _qwen_moe(cfg, arch, max_model_len, _qwen2_moe_sliding(cfg), qkv_bias=bias, o_bias=False)
+
+
+def qwen3_moe(cfg: Any, arch: str, max_model_len: int | None) -> ModelSpec:
+    """Per-head q/k norms; dense MLPs on the layers of ``mlp_only_layers``."""
+    return _qwen_moe(cfg, arch, max_model_len, None, qk_norm="head")
+
+
+def _moe_spec(spec: ModelSpec) -> MoESpec | None:
+    return next((layer.mlp.moe for layer in spec.layers if layer.mlp and layer.mlp.moe), None)
+
+
+def expert_names(spec: ModelSpec, prefix: str, parts: tuple[str, str, str]) -> NameMap:
+    """Each expert's gate, up and down checkpoint modules (``parts``, under ``prefix``)
+    into the stacked ``mlp.experts`` weights."""
+    moe = _moe_spec(spec)
+    if moe is None:
+        return {}
+    inter = moe.intermediate_size
+    gate, up, down = parts
+    out: dict[str, Shard] = {}
+    for e in range(moe.num_experts):
+        base = f"{prefix}.experts.{e}"
+        out.update(
+            fused([(f"{base}.{gate}", inter), (f"{base}.{up}", inter)], "mlp.experts.gate_up", e)
+        )
+        out[f"{base}.{down}"] = Shard("mlp.experts.down", expert=e)
+    return out
+
+
+def mixtral_names(spec: ModelSpec) -> NameMap:
+    """``block_sparse_moe.experts.{e}.w1/w3/w2`` (gate, up, down) and its router."""
+    return {
+        **split_qkv_gate_up(spec),
+        **expert_names(spec, "block_sparse_moe", ("w1", "w3", "w2")),
+        "block_sparse_moe.gate": Shard("mlp.gate"),
+    }
+
+
+def qwen_moe_names(spec: ModelSpec) -> NameMap:
+    moe = _moe_spec(spec)
+    names = {
+        **split_qkv_gate_up(spec),
+        **expert_names(spec, "mlp", ("gate_proj", "up_proj", "down_proj")),
+    }
+    if moe is not None and moe.shared_intermediate_size:
+        rows = moe.shared_intermediate_size
+        parts = [("mlp.shared_expert.gate_proj", rows), ("mlp.shared_expert.up_proj", rows)]
+        names.update(fused(parts, "mlp.shared_expert.gate_up_proj"))
+    return names

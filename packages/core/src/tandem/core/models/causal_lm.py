@@ -1,0 +1,160 @@
+"""A causal LM of any supported architecture: the decoder stack and its logits.
+
+The architecture (the class's name, one per entry of
+:data:`tandem.core.models.architectures.ARCHITECTURES`) chooses the spec and the weight
+names; everything else is the same code for all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from tandem.core.attention_backend import get_attention_backend, select_attention_backend
+from tandem.core.attention_metadata import AttentionMetadata
+from tandem.core.layers.linear import Linear, cpu_copy, packed_linear
+from tandem.core.layers.norm import RMSNorm
+from tandem.core.layers.self_attention import KVCache
+from tandem.core.models.architectures import architecture
+from tandem.core.models.decoder import DecoderModel
+from tandem.core.models.spec import ModelSpec
+from tandem.core.models.weights import load_named
+from tandem.kernels.backends import AttentionBackend
+from tandem.kernels.ops.linear import Int8Weight, PackedWeight, linear_int8
+
+
+class CausalLM(nn.Module):
+    """``forward`` -> hidden states; ``compute_logits`` -> fp32 logits. No sampler here."""
+
+    def __init__(
+        self, hf_config: Any, dtype: torch.dtype | None = None, max_model_len: int | None = None
+    ) -> None:
+        super().__init__()
+        arch = type(self).__name__
+        self.spec = ModelSpec.from_hf(hf_config, arch, max_model_len)
+        self.model = DecoderModel(self.spec, dtype)
+        self.lm_head: Linear | None = None
+        if not self.spec.tie_word_embeddings:
+            self.lm_head = Linear(
+                self.spec.hidden_size, self.spec.vocab_size, bias=False, dtype=dtype
+            )
+        self._tied_pack = PackedWeight()  # the embedding's packed copy, for tied logits
+        self._tied_int8: Int8Weight | None = None  # its int8 copy, after quantize("int8")
+        self.attention_backend: str | None = None
+        self._backends: dict[str, AttentionBackend] = {}
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        positions: Tensor,
+        kv_caches: list[KVCache],
+        attn_metadata: AttentionMetadata,
+    ) -> Tensor:
+        # input_ids, positions: [T] long -> hidden [T, C]
+        self._check_inputs(input_ids, positions, kv_caches, attn_metadata)
+        backend = self._get_attention_backend(input_ids.device.type)
+        return self.model(input_ids, positions, kv_caches, attn_metadata, backend)
+
+    def compute_logits(self, hidden: Tensor) -> Tensor:
+        # hidden: [N, C] -> [N, V] fp32
+        if hidden.dim() != 2 or hidden.shape[-1] != self.spec.hidden_size:
+            raise ValueError(
+                f"hidden must have shape [N, {self.spec.hidden_size}], got {list(hidden.shape)}"
+            )
+        if self.lm_head is not None:
+            logits = self.lm_head(hidden).float()
+        elif self._tied_int8 is not None and hidden.device.type == "cpu":
+            logits = linear_int8(hidden, self._tied_int8)
+        else:
+            weight = self.model.embed_tokens.weight
+            logits = packed_linear(hidden, weight, None, self._tied_pack).float()
+        spec = self.spec
+        if spec.logits_divisor != 1.0:
+            logits = logits.div_(spec.logits_divisor)
+        if spec.final_softcap is not None:
+            logits = logits.div_(spec.final_softcap).tanh_().mul_(spec.final_softcap)
+        return logits
+
+    def prepare(self) -> None:
+        """Pack every linear weight for its CPU kernel now: the engines call this while
+        loading, where it overlaps the front's own start-up, instead of in the first
+        step (0.3-1.3 s for SmolLM2's 121 layers)."""
+        for module in self.modules():
+            if hasattr(module, "prepare") and module is not self:
+                module.prepare()
+        if self.lm_head is None and self._tied_int8 is None:
+            cpu_copy(self.model.embed_tokens.weight, self._tied_pack)
+
+    def quantize(self, method: str) -> int:
+        """Switch the MLP projections (experts included), the attention output projection
+        and the LM head to ``method`` ("int8"): int8 weights per output channel,
+        activations quantized per token, outlier activations in fp32. The q/k/v
+        projection stays as it is: on SmolLM2 int8 there took greedy agreement with
+        float32 from ~97% to ~95% (256 positions; tests/models/test_int8.py checks >= 95%
+        on 768). Returns how many layers were switched."""
+        if method != "int8":
+            raise ValueError(f"quantization must be one of int8, got {method!r}")
+        done = sum(layer.mlp.quantize() for layer in self.model.layers)
+        done += sum(layer.self_attn.o_proj.quantize() for layer in self.model.layers)
+        if not done:
+            raise ValueError("quantization='int8' needs torch._int_mm (torch >= 2.2 on the CPU)")
+        if self.lm_head is not None:
+            done += self.lm_head.quantize()
+        else:
+            self._tied_int8 = Int8Weight.pack(self.model.embed_tokens.weight)
+            done += self._tied_int8 is not None
+        return done
+
+    def _apply(self, fn: Any, recurse: bool = True) -> CausalLM:
+        self._tied_int8 = None  # .to() / .float(): float weights again, as Linear does
+        return super()._apply(fn, recurse)
+
+    def load_weights(self, weights: Iterable[tuple[str, Tensor]]) -> None:
+        """Copy checkpoint-named tensors in; errors name missing/unexpected/misshaped ones."""
+        skip = {"lm_head.weight"} if self.lm_head is None else set()
+        names = architecture(self.spec.architecture).names(self.spec)
+        load_named(self, weights, names, skip=skip)
+        if self.spec.norm_offset:  # the checkpoint stores each norm's offset from 1
+            with torch.no_grad():
+                for module in self.modules():
+                    if isinstance(module, RMSNorm):
+                        module.weight.add_(self.spec.norm_offset)
+
+    def _get_attention_backend(self, device_type: str) -> AttentionBackend:
+        name = select_attention_backend(device_type)
+        backend = self._backends.get(name)
+        if backend is None:
+            backend = self._backends[name] = get_attention_backend(name)
+        self.attention_backend = name
+        return backend
+
+    def _check_inputs(
+        self,
+        input_ids: Tensor,
+        positions: Tensor,
+        kv_caches: list[KVCache],
+        meta: AttentionMetadata,
+    ) -> None:
+        if input_ids.dim() != 1 or input_ids.dtype != torch.long:
+            raise ValueError(
+                f"input_ids must be a 1-D long tensor [T], got "
+                f"{input_ids.dtype} of shape {list(input_ids.shape)}"
+            )
+        if positions.shape != input_ids.shape:
+            raise ValueError(
+                f"positions must have the shape of input_ids "
+                f"{list(input_ids.shape)}, got {list(positions.shape)}"
+            )
+        if len(kv_caches) != self.spec.num_layers:
+            raise ValueError(
+                f"kv_caches must hold one (k_cache, v_cache) per layer "
+                f"({self.spec.num_layers}), got {len(kv_caches)}"
+            )
+        if meta.num_tokens != input_ids.shape[0]:
+            raise ValueError(
+                f"attn_metadata covers {meta.num_tokens} tokens but input_ids "
+                f"has {input_ids.shape[0]}"
+            )

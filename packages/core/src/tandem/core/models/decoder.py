@@ -1,0 +1,124 @@
+"""The decoder stack built from a :class:`ModelSpec`: embedding, layers, final norm.
+
+A layer's input is carried as ``(x, residual)`` whose sum is the hidden state (the
+residual is None before the first layer), so a norm that follows a residual add runs as
+one fused add-and-norm kernel, as in the Llama family's pre-norm layers.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from tandem.core.attention_metadata import AttentionMetadata
+from tandem.core.layers.mlp import GatedMLP
+from tandem.core.layers.no_init import Embedding
+from tandem.core.layers.norm import RMSNorm
+from tandem.core.layers.rotary import RotaryEmbedding
+from tandem.core.layers.self_attention import KVCache, SelfAttention
+from tandem.core.models.spec import MLPSpec, ModelSpec
+from tandem.kernels.backends import AttentionBackend
+
+
+def build_mlp(spec: ModelSpec, mlp: MLPSpec, dtype: torch.dtype | None) -> nn.Module:
+    if mlp.moe is not None:
+        from tandem.core.layers.moe import SparseMoE
+
+        return SparseMoE(spec.hidden_size, mlp, dtype)
+    return GatedMLP(spec.hidden_size, mlp.intermediate_size, mlp.activation, mlp.bias, dtype)
+
+
+class DecoderLayer(nn.Module):
+    """Attention then MLP, with the norms where ``spec.norm`` puts them:
+
+    * ``pre``: norm -> block -> add (Llama);
+    * ``sandwich``: norm -> block -> norm -> add (Gemma);
+    * ``post``: block -> norm -> add (OLMo 2).
+
+    The norms keep the checkpoints' names (Llama's ``post_attention_layernorm`` is the
+    norm before its MLP; in the other two it follows the attention).
+    """
+
+    def __init__(
+        self, spec: ModelSpec, index: int, rotary: RotaryEmbedding, dtype: torch.dtype | None
+    ) -> None:
+        super().__init__()
+        c, eps = spec.hidden_size, spec.rms_norm_eps
+        window = spec.layers[index].window
+        self.placement = spec.norm
+        self.residual_scale = spec.residual_scale
+        self.self_attn = SelfAttention(spec.attention, c, rotary, eps, window, dtype)
+        self.mlp = build_mlp(spec, spec.layer_mlp(index), dtype)
+        if spec.norm in ("pre", "sandwich"):
+            self.input_layernorm = RMSNorm(c, eps, dtype)
+        self.post_attention_layernorm = RMSNorm(c, eps, dtype)
+        if spec.norm == "sandwich":
+            self.pre_feedforward_layernorm = RMSNorm(c, eps, dtype)
+        if spec.norm in ("sandwich", "post"):
+            self.post_feedforward_layernorm = RMSNorm(c, eps, dtype)
+
+    def forward(
+        self,
+        positions: Tensor,
+        x: Tensor,
+        residual: Tensor | None,
+        cache: KVCache,
+        meta: AttentionMetadata,
+        backend: AttentionBackend,
+    ) -> tuple[Tensor, Tensor]:
+        # x, residual: [T, C] -> the block output and the residual it is to be added to
+        if self.placement == "pre":
+            x, residual = self.input_layernorm(x, residual)
+            x = self._scaled(self.self_attn(positions, x, cache, meta, backend))
+            x, residual = self.post_attention_layernorm(x, residual)
+            return self._scaled(self.mlp(x)), residual
+        if self.placement == "sandwich":
+            x, residual = self.input_layernorm(x, residual)
+            x, _ = self.post_attention_layernorm(self.self_attn(positions, x, cache, meta, backend))
+            x, residual = self.pre_feedforward_layernorm(self._scaled(x), residual)
+            x, _ = self.post_feedforward_layernorm(self.mlp(x))
+            return self._scaled(x), residual
+        hidden = x if residual is None else x + residual
+        x, _ = self.post_attention_layernorm(
+            self.self_attn(positions, hidden, cache, meta, backend)
+        )
+        hidden = hidden + self._scaled(x)
+        x, _ = self.post_feedforward_layernorm(self.mlp(hidden))
+        return self._scaled(x), hidden
+
+    def _scaled(self, x: Tensor) -> Tensor:
+        return x if self.residual_scale == 1.0 else x.mul_(self.residual_scale)
+
+
+class DecoderModel(nn.Module):
+    def __init__(self, spec: ModelSpec, dtype: torch.dtype | None) -> None:
+        super().__init__()
+        self.embedding_scale = spec.embedding_scale
+        self.embed_tokens = Embedding(spec.vocab_size, spec.hidden_size, dtype=dtype)
+        # One rope table per distinct rope (not a parameter, see RotaryEmbedding).
+        ropes: dict[object, RotaryEmbedding] = {}
+        for layer in spec.layers:
+            if layer.rope not in ropes:
+                ropes[layer.rope] = RotaryEmbedding(spec.head_dim, spec.max_position, layer.rope)
+        self.layers = nn.ModuleList(
+            DecoderLayer(spec, i, ropes[layer.rope], dtype) for i, layer in enumerate(spec.layers)
+        )
+        self.norm = RMSNorm(spec.hidden_size, spec.rms_norm_eps, dtype)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        positions: Tensor,
+        kv_caches: list[KVCache],
+        meta: AttentionMetadata,
+        backend: AttentionBackend,
+    ) -> Tensor:
+        # input_ids, positions: [T] long -> hidden [T, C]
+        x = self.embed_tokens(input_ids)  # [T, C]
+        if self.embedding_scale != 1.0:  # the scale rounded to the weights' dtype (Gemma)
+            x = x * torch.tensor(self.embedding_scale, dtype=x.dtype)
+        residual = None
+        for layer, cache in zip(self.layers, kv_caches):
+            x, residual = layer(positions, x, residual, cache, meta, backend)
+        x, _ = self.norm(x, residual)
+        return x

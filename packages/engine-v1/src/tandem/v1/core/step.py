@@ -1,0 +1,87 @@
+"""One step of engine v1 as plain data: what the scheduler hands the worker, and back.
+
+The worker never holds the KV cache manager nor a scheduler's live request: a
+:class:`SchedulerOutput` says all it needs (the rows to compute, their blocks, what to
+sample and how) and a :class:`StepOutput` carries all it found (tokens, logprobs, the
+requests that failed). :meth:`tandem.v1.core.scheduler.Scheduler.update_from_output`
+applies the result. This module is the one part of ``core`` the worker imports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tandem.core.inputs import SamplingSpec
+from tandem.core.logprobs import TopEntry
+
+
+@dataclass(slots=True)
+class NewRequest:
+    """A request the worker holds nothing of yet: first scheduled, or back after a
+    preemption (its state was dropped with its blocks)."""
+
+    key: str
+    token_ids: list[int]  # every known token: the prompt, then the output so far
+    num_prompt_tokens: int
+    sampling: SamplingSpec
+    seed: int  # this sample's seed
+
+
+@dataclass(slots=True)
+class PromptLogprobs:
+    """Prompt positions to score this step: position p predicts prompt token p + 1."""
+
+    first: int
+    end: int  # one past the last position scored (may equal first: nothing to score)
+    k: int  # top entries per position
+    lead: bool  # the list starts with position 0's entry, empty (nothing predicts it)
+
+
+@dataclass(slots=True)
+class ScheduledRequest:
+    key: str
+    start: int  # computed tokens so far: the position of this step's first token
+    num_tokens: int  # tokens computed this step
+    block_table: list[int]  # the request's KV blocks, in order
+    sample: bool  # this step computes the last known token, so one token is drawn
+    counter: int  # index of the output token drawn (its output tokens so far)
+    banned: list[int] = field(default_factory=list)  # masked for the draw (min_tokens)
+    prompt_logprobs: PromptLogprobs | None = None
+
+    @property
+    def is_decode(self) -> bool:
+        return self.num_tokens == 1 and self.start > 0
+
+
+@dataclass(slots=True)
+class SchedulerOutput:
+    scheduled: list[ScheduledRequest] = field(default_factory=list)  # scheduling order
+    new: list[NewRequest] = field(default_factory=list)  # state the worker builds first
+    dropped: list[str] = field(default_factory=list)  # keys whose state goes, before all
+
+    @property
+    def num_tokens(self) -> dict[str, int]:
+        return {r.key: r.num_tokens for r in self.scheduled}
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(r.num_tokens for r in self.scheduled)
+
+
+@dataclass(slots=True)
+class StepOutput:
+    sampled: dict[str, int] = field(default_factory=dict)  # key -> new token
+    sampled_logprob: dict[str, float] = field(default_factory=dict)  # raw logprob of it
+    logprobs: dict[str, list[TopEntry]] = field(default_factory=dict)  # sampled first, top-k
+    prompt_logprobs: dict[str, list[list[TopEntry]]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)  # key -> why it failed this step
+
+
+class Executor(Protocol):
+    """The worker as the engine core drives it."""
+
+    num_kv_blocks: int
+    attention_backend: str
+
+    def execute(self, step: SchedulerOutput) -> StepOutput: ...
