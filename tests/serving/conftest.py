@@ -10,10 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from servhelpers import MAX_MODEL_LEN, MODEL_NAME
 
 pytestmark = pytest.mark.engines("v0", "v1")
-MAX_MODEL_LEN = 128
-MODEL_NAME = "tiny"
 
 
 @pytest.fixture(scope="module")

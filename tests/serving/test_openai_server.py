@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest import MAX_MODEL_LEN, MODEL_NAME
+from servhelpers import MAX_MODEL_LEN, MODEL_NAME
 
 openai = pytest.importorskip("openai")
 

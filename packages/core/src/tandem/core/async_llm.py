@@ -17,13 +17,15 @@ import os
 import queue
 import threading
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from tandem.core.engines import Engine
-from tandem.core.inputs import EngineRequest
+from tandem.core.inputs import EngineRequest, OutputKind
 from tandem.core.llm import LLM
-from tandem.core.outputs import RequestOutput
+from tandem.core.outputs import RequestOutput, error_text
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.stats import EngineStats
 from tandem.core.tokenizer import Tokenizer
@@ -51,9 +53,8 @@ class EngineStopped(RuntimeError):
 
 
 def _summary(exc: BaseException) -> str:
-    """The first line of an engine failure, without tracebacks or file paths."""
-    first = next((line for line in str(exc).splitlines() if line.strip()), "")
-    return f"the engine failed ({type(exc).__name__}: {first[:200]})"
+    """One line on an engine failure, without tracebacks or file paths."""
+    return f"the engine failed ({error_text(exc)})"
 
 
 class AsyncLLM:
@@ -98,13 +99,14 @@ class AsyncLLM:
         request_id: str | None = None,
         strict: bool = False,
         where: str | None = None,
+        output_kind: OutputKind = OutputKind.CUMULATIVE,
     ) -> EngineRequest:
         """Check and tokenize one request (a ``RequestError`` naming the field), without
         queueing it; ``strict``: a ``max_tokens`` that does not fit is refused."""
         self._check_usable()
         rid = request_id if request_id is not None else f"async-{next(self._ids)}"
         with self._lock:
-            return self.llm.engine.inputs.process(rid, prompt, params, where, strict)
+            return self.llm.engine.inputs.process(rid, prompt, params, where, strict, output_kind)
 
     async def generate(
         self,
@@ -112,29 +114,40 @@ class AsyncLLM:
         params: Any = None,
         request_id: str | None = None,
         delta: bool = False,
+        final_only: bool = False,
     ) -> AsyncIterator[RequestOutput]:
         """Yield the request's ``RequestOutput`` after each step that advanced it.
 
         Each output is cumulative (as ``LLM.generate`` returns), or with ``delta=True``
-        holds only what is new since the previous one. Leaving the loop early (break,
-        cancellation) aborts the request.
+        holds only what is new since the previous one; ``final_only=True`` yields the
+        finished output alone. The engine makes the kind asked for, so a stream costs
+        O(tokens). Leaving the loop early (break, cancellation) aborts the request.
         """
-        request = (
-            prompt
-            if isinstance(prompt, EngineRequest)
-            else self.process(prompt, params, request_id)
+        if delta and final_only:
+            raise TypeError("generate: delta and final_only exclude each other")
+        kind = (
+            OutputKind.DELTA
+            if delta
+            else OutputKind.FINAL_ONLY
+            if final_only
+            else OutputKind.CUMULATIVE
         )
+        if isinstance(prompt, EngineRequest):
+            request = prompt
+            if request.output_kind != kind:
+                request = msgspec.structs.replace(request, output_kind=kind)
+        else:
+            request = self.process(prompt, params, request_id, output_kind=kind)
         sink = _Sink(asyncio.Queue(), asyncio.get_running_loop())
         self._send("add", request, sink)
         finished = False
-        seen: dict[int, tuple[int, int, int]] = {}
         try:
             while True:
                 item = await sink.queue.get()
                 if isinstance(item, BaseException):
                     raise item
                 finished = item.finished
-                yield _delta(item, seen) if delta else item
+                yield item
                 if finished:
                     return
         finally:
@@ -247,21 +260,3 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_exception(error)
     else:
         future.set_result(result)
-
-
-def _delta(out: RequestOutput, seen: dict[int, tuple[int, int, int]]) -> RequestOutput:
-    """``out`` with each completion cut to what is new since the previous call."""
-    outputs = []
-    for comp in out.outputs:
-        text_at, tokens_at, lps_at = seen.get(comp.index, (0, 0, 0))
-        lps = comp.logprobs
-        outputs.append(
-            replace(
-                comp,
-                text=comp.text[text_at:],
-                token_ids=comp.token_ids[tokens_at:],
-                logprobs=lps[lps_at:] if lps is not None else None,
-            )
-        )
-        seen[comp.index] = (len(comp.text), len(comp.token_ids), len(lps or ()))
-    return replace(out, outputs=outputs)

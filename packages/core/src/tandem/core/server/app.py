@@ -21,7 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
 from tandem.core.async_llm import AsyncLLM, EngineStopped
-from tandem.core.outputs import RequestOutput
+from tandem.core.outputs import RequestOutput, error_text
 from tandem.core.server.metrics import Metrics
 from tandem.core.server.protocol import ChatCompletionRequest, CompletionRequest, error_body
 from tandem.core.server.responses import ChatShape, CompletionShape
@@ -32,8 +32,7 @@ LOGGER = logging.getLogger("tandem")
 
 def _failure(exc: BaseException) -> str:
     """One line for the client about an unexpected failure (the log has the rest)."""
-    first = next((line for line in str(exc).splitlines() if line.strip()), "")
-    return f"the request failed: {type(exc).__name__}: {first[:200]}"
+    return f"the request failed: {error_text(exc)}"
 
 
 def _param(exc: Exception, fallback: str | None) -> str | None:
@@ -136,7 +135,7 @@ class Service:
             return self.error(str(exc), _param(exc, shape.prompt_param))
         self.loop = asyncio.get_running_loop()
         rid, now = f"{shape.prefix}-{uuid.uuid4().hex[:24]}", int(time.time())
-        streams = [self.llm.generate(r, delta=stream) for r in reqs]
+        streams = [self.llm.generate(r, delta=stream, final_only=not stream) for r in reqs]
         if stream:
             body = self.counted(self.events(streams, shape, rid, now, params.n, usage))
             return StreamingResponse(body, media_type="text/event-stream")
