@@ -172,3 +172,25 @@ def test_parent_watch_ends_a_child_stuck_after_its_parent_died(tmp_path: Path) -
     pid = int(parent.stdout.split()[0])
     assert gone(pid, 10), "the orphaned child is still running"
     assert marker.exists()
+
+
+def test_a_second_sigterm_does_not_interrupt_the_clean_up() -> None:
+    """The first SIGTERM unwinds the child; one more (the parent-death signal after the
+    parent's own stop) must not raise again inside the clean-up it started."""
+    script = textwrap.dedent(
+        """
+        import os, signal
+        from tandem.v1.proc.procs import Terminate, install_signal_handlers
+        install_signal_handlers()
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+        except Terminate:
+            pass
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives during the clean-up
+            print("cleaned up", flush=True)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "cleaned up", done.stderr
+    assert "Terminate" not in done.stderr

@@ -53,6 +53,10 @@ SIGNALLED = threading.Event()
 
 
 def _raise_terminate(signum: int, frame: object) -> None:
+    # once: a second SIGTERM (the parent-death signal, then the parent watch, or a parent
+    # that signals twice) would otherwise land in the clean-up the first one started
+    if SIGNALLED.is_set():
+        return
     SIGNALLED.set()
     raise Terminate(signal.Signals(signum).name)
 
