@@ -281,10 +281,6 @@ def test_sigterm_with_a_stream_in_flight_is_clean(tiny_model, engine: str) -> No
 @pytest.mark.slow
 @pytest.mark.engines("v1")
 def test_serve_exits_when_the_engine_dies(tiny_model) -> None:
-    import json
-    import urllib.error
-    import urllib.request
-
     import psutil
 
     port = _free_port()
@@ -292,20 +288,12 @@ def test_serve_exits_when_the_engine_dies(tiny_model) -> None:
     try:
         _wait_healthy(proc, port)
         core = [c for c in psutil.Process(proc.pid).children() if "core" in c.cmdline()]
-        core[0].kill()
-        data = json.dumps({"prompt": "a b", "max_tokens": 3}).encode()
-        req = urllib.request.Request(
-            f"http://127.0.0.1:{port}/v1/completions", data, {"Content-Type": "application/json"}
-        )
-        with pytest.raises(urllib.error.HTTPError) as info:
-            urllib.request.urlopen(req, timeout=60)
-        assert info.value.code == 503
-        message = json.loads(info.value.read())["error"]["message"]
-        assert "died" in message and "Traceback" not in message and "/" not in message
+        core[0].kill()  # no request in flight: the idle server notices by itself
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 1, err
-    assert "tandem serve: exiting: the engine failed" in err
+    assert "tandem serve: exiting: the engine failed" in err and "killed by SIGKILL" in err
+    assert "Traceback" not in err
     assert _wait_gone(proc.pid) == []

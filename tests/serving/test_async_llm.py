@@ -118,3 +118,22 @@ def test_shutdown_ends_waiters_and_refuses_new_work(tiny_model, engine):
         asyncio.run(main())
     finally:
         llm.shutdown()
+
+
+@pytest.mark.engines("v1")
+def test_an_engine_that_dies_while_idle_is_noticed(tiny_model) -> None:
+    """No request needed: the idle engine thread checks its engine, so a server's health
+    check and its supervisor learn of the death at once; callers get one clean line."""
+    import psutil
+
+    from tandem.v1 import EngineDeadError
+
+    with AsyncLLM(tiny_model, engine="v1", max_model_len=64) as llm:
+        core = llm.llm.engine.client.pids["core"]
+        psutil.Process(core).kill()
+        assert llm.stopped.wait(15), "the death of the core process went unnoticed"
+        assert isinstance(llm.failure, EngineDeadError) and not llm.is_alive
+        with pytest.raises(EngineStopped) as info:
+            llm.process("a b")
+        message = str(info.value)
+        assert f"pid {core}" in message and "\n" not in message and "Traceback" not in message

@@ -31,6 +31,7 @@ from tandem.core.stats import EngineStats
 from tandem.core.tokenizer import Tokenizer
 
 LOGGER = logging.getLogger("tandem")
+IDLE_CHECK_S = 1.0  # how often an idle engine thread checks that its engine lives
 
 
 @dataclass(slots=True)
@@ -215,11 +216,15 @@ class AsyncLLM:
             self.stopped.set()
 
     def _drain(self, engine: Engine, block: bool) -> bool:
-        """Apply every queued command (waiting for one when idle); False on stop."""
+        """Apply every queued command (waiting for one when idle, and meanwhile checking
+        that the engine still lives); False on stop."""
         while True:
             try:
-                command = self._commands.get(block=block)
+                command = self._commands.get(block=block, timeout=IDLE_CHECK_S if block else None)
             except queue.Empty:
+                if block:  # idle: a dead engine is found now, not at the next request
+                    engine.check_health()
+                    continue
                 return True
             block = False
             kind = command[0]

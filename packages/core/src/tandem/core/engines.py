@@ -61,6 +61,10 @@ class Engine(Protocol):
     @property
     def is_dead(self) -> bool: ...
 
+    def check_health(self) -> None:
+        """Raise when the engine can serve nothing more (called while it is idle)."""
+        ...
+
     def shutdown(self) -> None: ...
 
 
@@ -74,6 +78,7 @@ ENGINE_METHODS = (
     "has_unfinished_requests",
     "stats",
     "is_dead",
+    "check_health",
     "shutdown",
 )
 

@@ -215,6 +215,10 @@ class LLMEngine:
         """Always False: nothing outside this process can take a v0 engine down."""
         return False
 
+    def check_health(self) -> None:
+        """Nothing can fail outside this process: a v0 engine is healthy while open."""
+        self._check_open()
+
     def shutdown(self) -> None:
         """Drop every request and free the model and caches. Safe to call twice."""
         if self._closed:

@@ -185,6 +185,11 @@ class MPClient:
                 self._watch()
                 self._out.poll(POLL_MS, zmq.POLLOUT)
 
+    def check(self) -> None:
+        """EngineDeadError when a child has died (or already had), else nothing."""
+        self._alive()
+        self._watch()
+
     def _watch(self) -> None:
         try:
             self._check_procs()

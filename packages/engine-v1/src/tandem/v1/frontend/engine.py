@@ -165,6 +165,11 @@ class LLMEngine:
     def is_dead(self) -> bool:
         return self.client.dead is not None
 
+    def check_health(self) -> None:
+        """EngineDeadError when a child process has died, even while no request runs."""
+        self._usable()
+        self.client.check()
+
     def shutdown(self) -> None:
         """Stop the children, close the sockets, remove the socket dir; idempotent."""
         if self._closed:

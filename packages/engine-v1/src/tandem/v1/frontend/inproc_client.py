@@ -46,6 +46,9 @@ class InprocClient:
             self.core.handle(m.Abort([], stopped))
         return out + results
 
+    def check(self) -> None:
+        """Nothing to watch: the core runs in this process."""
+
     def stats(self) -> m.CoreStats:
         return self.core.stats()
 
