@@ -116,3 +116,32 @@ def test_one_expert_is_a_dense_mlp():
     x, w13, w2, ids, weights = _case(4, 6, 1, 1, 16, 8)
     dense = F.linear(F.silu(F.linear(x, w13[0, :8])) * F.linear(x, w13[0, 8:]), w2[0])
     torch.testing.assert_close(ops.fused_moe(x, w13, w2, ids, weights), dense)
+
+
+@PROPS
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    tokens=st.integers(1, 12),
+    shape=st.sampled_from([(8, 2, 1, 2), (8, 4, 2, 3), (16, 4, 2, 4), (6, 3, 3, 2), (4, 1, 1, 4)]),
+    normalize=st.booleans(),
+    with_bias=st.booleans(),
+    scaling=st.sampled_from([1.0, 2.5]),
+)
+def test_grouped_routing_matches_per_token_reference(
+    seed, tokens, shape, normalize, with_bias, scaling
+):
+    experts, n_group, topk_group, top_k = shape
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(tokens, experts, generator=g) * 2
+    bias = torch.randn(experts, generator=g) * 0.5 if with_bias else None
+    args = (top_k, n_group, topk_group, bias, normalize, scaling)
+    weights, ids = ops.grouped_route(logits, *args)
+    want_w, want_ids = reference.grouped_route(logits, *args)
+    # the same experts (any order: topk's own order is not part of the contract)
+    order, want_order = ids.sort(dim=-1), want_ids.sort(dim=-1)
+    assert torch.equal(order.values, want_order.values)
+    torch.testing.assert_close(
+        weights.gather(1, order.indices), want_w.gather(1, want_order.indices), atol=1e-6, rtol=1e-6
+    )
+    size = experts // n_group
+    assert all(len({e // size for e in row}) <= topk_group for row in ids.tolist())

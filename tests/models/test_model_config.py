@@ -135,8 +135,8 @@ def test_forward_rejects_bad_inputs(tandem_models):
         ),
         (
             "Gemma3ForCausalLM",
-            {"rope_parameters": {"full_attention": {"rope_type": "yarn", "rope_theta": 1.0}}},
-            r"rope_type must be one of default, linear, llama3, longrope, got 'yarn'",
+            {"rope_parameters": {"full_attention": {"rope_type": "dynamic", "rope_theta": 1.0}}},
+            r"rope_type must be one of default, linear, llama3, longrope, yarn, got 'dynamic'",
         ),
         (
             "Qwen2ForCausalLM",

@@ -179,3 +179,29 @@ def test_a_long_delta_stream_costs_linear_work(processor, tokenizer) -> None:
     )
     assert crossed == n
     assert sum(size(o) for o in cumul) > 500 * n  # the cumulative kind: quadratic by nature
+
+
+def test_late_outputs_of_a_stopped_sample_never_reach_a_reused_id(processor, tokenizer) -> None:
+    """The core runs ahead of the detokenizer: outputs of a sample a stop string ended (or
+    the client aborted) can arrive after a new request took its id."""
+    ids = tokens_of("hello world", tokenizer)
+    for how in ("stop string", "abort"):
+        detok = OutputProcessor(tokenizer)
+        old = processor.process("r", [5], SamplingParams(stop=["wor"], max_tokens=20))
+        detok.add(m.AddRequest(old))
+        if how == "abort":
+            detok.abort(["r"])
+        else:
+            stopped = [detok.process([m.CoreOutput("r", 0, [t], [-0.1])])[1] for t in ids]
+            assert ("r", 0) in [s for step in stopped for s in step]
+        new = processor.process(
+            "r", [6], SamplingParams(max_tokens=3), output_kind=OutputKind.DELTA
+        )
+        detok.add(m.AddRequest(new))
+        late = [
+            m.CoreOutput("r", 0, [ids[0]], [-0.1]),
+            m.CoreOutput("r", 0, [], [], None, None, "abort"),
+        ]
+        assert detok.process(late) == ([], [])  # the old sample's last words, dropped
+        (res,), _ = detok.process([m.CoreOutput("r", 0, [ids[1]], [-0.2])])
+        assert res.outputs[0].new_token_ids == [ids[1]] and not res.finished

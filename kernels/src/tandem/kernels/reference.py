@@ -165,6 +165,30 @@ def decode_attention(
     return out
 
 
+def latent_attention(
+    q: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    cu_seqlens_q: Tensor,
+    seq_lens: Tensor,
+    block_tables: Tensor,
+    scale: float,
+    rank: int,
+) -> Tensor:
+    """Latent attention (MLA): each token's cached row is its K half then its V half, W
+    values; queries q [T, H, W] attend causally to the rows (one KV head), and the output
+    is the weighted sum of the rows' first ``rank`` values: [T, H, rank]."""
+    out = q.new_empty(*q.shape[:2], rank)
+    for b in range(seq_lens.shape[0]):
+        lo, hi = int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1])
+        L = int(seq_lens[b])
+        k = gather_kv(k_cache, block_tables[b], L)
+        v = gather_kv(v_cache, block_tables[b], L)
+        rows = torch.cat((k, v), dim=-1)  # [L, 1, W]
+        out[lo:hi] = causal_attention(q[lo:hi], rows, rows, scale)[..., :rank]
+    return out
+
+
 # --- mixture of experts ------------------------------------------------------------
 
 
@@ -177,6 +201,36 @@ def topk_route(logits: Tensor, top_k: int, normalize: bool) -> tuple[Tensor, Ten
         chosen = sorted(range(len(probs)), key=lambda e: (-probs[e], e))[:top_k]
         w = torch.tensor([probs[e] for e in chosen])
         weights.append(w / w.sum() if normalize else w)
+        ids.append(torch.tensor(chosen))
+    return torch.stack(weights), torch.stack(ids)
+
+
+def grouped_route(
+    logits: Tensor,
+    top_k: int,
+    n_group: int,
+    topk_group: int,
+    bias: Tensor | None,
+    normalize: bool,
+    scaling: float,
+) -> tuple[Tensor, Tensor]:
+    """Per token: sigmoid scores; groups ranked by the sum of their two best (score + bias);
+    the best top_k experts (by score + bias, lowest index first among equals) of the
+    topk_group best groups; weights = their scores (renormalised if asked) x scaling."""
+    weights, ids = [], []
+    E = logits.shape[1]
+    size = E // n_group
+    for row in logits.float():
+        score = row.sigmoid().tolist()
+        choice = [s + (0.0 if bias is None else float(bias[e])) for e, s in enumerate(score)]
+        worth = [sum(sorted(choice[g * size : (g + 1) * size])[-2:]) for g in range(n_group)]
+        groups = sorted(range(n_group), key=lambda g: (-worth[g], g))[:topk_group]
+        pool = [e for g in groups for e in range(g * size, (g + 1) * size)]
+        chosen = sorted(pool, key=lambda e: (-choice[e], e))[:top_k]
+        w = torch.tensor([score[e] for e in chosen], dtype=torch.float64)
+        if normalize:
+            w = w / (w.sum() + 1e-20)
+        weights.append((w * scaling).float())
         ids.append(torch.tensor(chosen))
     return torch.stack(weights), torch.stack(ids)
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from tandem.kernels.ops.activation import gelu_tanh_and_mul, silu_and_mul
 from tandem.kernels.ops.attention import decode_attention, prefill_attention
 from tandem.kernels.ops.cache import write_kv_cache
+from tandem.kernels.ops.latent import latent_decode, latent_prefill
 from tandem.kernels.ops.library import OP_NAMESPACE, registered_op_names
-from tandem.kernels.ops.moe import fused_moe, topk_route
+from tandem.kernels.ops.moe import fused_moe, grouped_route, topk_route
 from tandem.kernels.ops.norm import fused_add_rms_norm, rms_norm
 from tandem.kernels.ops.rotary import rotary_embedding
 from tandem.kernels.ops.sampling import sample_seeded
@@ -21,6 +22,9 @@ __all__ = [
     "fused_add_rms_norm",
     "fused_moe",
     "gelu_tanh_and_mul",
+    "grouped_route",
+    "latent_decode",
+    "latent_prefill",
     "prefill_attention",
     "registered_op_names",
     "rms_norm",

@@ -147,3 +147,35 @@ def topk_route(logits: Tensor, top_k: int, normalize: bool) -> tuple[Tensor, Ten
     if normalize:
         weights = weights / weights.sum(dim=-1, keepdim=True)
     return weights, ids
+
+
+def grouped_route(
+    logits: Tensor,
+    top_k: int,
+    n_group: int,
+    topk_group: int,
+    bias: Tensor | None,
+    normalize: bool,
+    scaling: float,
+) -> tuple[Tensor, Tensor]:
+    """Sigmoid routing limited to the best groups (DeepSeek-V3): logits [T, E] ->
+    (weights [T, K] fp32, expert ids [T, K] int64).
+
+    Scores are sigmoid(logits) in fp32; the choice adds ``bias`` [E] to them. The experts
+    form ``n_group`` equal groups, a group's worth is the sum of its two best choice
+    scores, only the ``topk_group`` best groups stay eligible, and the ``top_k`` best
+    eligible experts are chosen. Their weights are the plain scores, renormalised if
+    ``normalize`` (over the chosen ones), times ``scaling``.
+    """
+    T, E = logits.shape
+    scores = logits.float().sigmoid()
+    choice = scores if bias is None else scores + bias.float()
+    per_group = choice.view(T, n_group, E // n_group)
+    worth = per_group.topk(min(2, E // n_group), dim=-1).values.sum(dim=-1)  # [T, G]
+    keep = torch.zeros_like(worth).scatter_(1, worth.topk(topk_group, dim=-1).indices, 1.0)
+    eligible = keep.bool()[:, :, None].expand_as(per_group).reshape(T, E)
+    ids = choice.masked_fill(~eligible, float("-inf")).topk(top_k, dim=-1).indices
+    weights = scores.gather(1, ids)
+    if normalize:
+        weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
+    return weights * scaling, ids

@@ -44,7 +44,16 @@ class ModelConfig:
         return int(self.hf_config.num_attention_heads)
 
     @property
+    def latent_row(self) -> int | None:
+        """Latent attention (DeepSeek): the values a token's cache row holds, else None."""
+        rank = getattr(self.hf_config, "kv_lora_rank", None)
+        return None if rank is None else int(rank) + int(self.hf_config.qk_rope_head_dim)
+
+    @property
     def num_kv_heads(self) -> int:
+        """KV heads of the cache (latent attention: one)."""
+        if self.latent_row is not None:
+            return 1
         kv = getattr(self.hf_config, "num_key_value_heads", None)
         return int(kv) if kv is not None else self.num_heads
 
@@ -54,6 +63,9 @@ class ModelConfig:
 
     @property
     def head_dim(self) -> int:
+        """Head size of the cache (latent attention: half a latent row in K, half in V)."""
+        if self.latent_row is not None:
+            return self.latent_row // 2
         dim = getattr(self.hf_config, "head_dim", None)
         return int(dim) if dim is not None else self.hidden_size // self.num_heads
 

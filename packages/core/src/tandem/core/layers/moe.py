@@ -18,7 +18,7 @@ from tandem.core.layers.linear import Linear, cpu_copy, packed_kernel, packed_li
 from tandem.core.layers.mlp import GatedMLP
 from tandem.kernels import ops as kernel_ops
 from tandem.kernels.ops.linear import Int8Weight, PackedWeight, linear_int8
-from tandem.kernels.ops.moe import gate_and_mul, run_grouped, topk_route
+from tandem.kernels.ops.moe import gate_and_mul, grouped_route, run_grouped, topk_route
 
 if TYPE_CHECKING:  # models imports layers: keep this edge type-only
     from tandem.core.models.spec import MLPSpec
@@ -94,9 +94,11 @@ class SparseMoE(nn.Module):
         super().__init__()
         moe = spec.moe
         assert moe is not None
-        self.top_k = moe.top_k
-        self.normalize = moe.norm_topk_prob
+        self.moe = moe
         self.gate = Linear(hidden, moe.num_experts, bias=False, dtype=dtype)  # the router
+        if moe.score_bias:  # added to the scores for the choice of experts only
+            bias = torch.empty(moe.num_experts, dtype=torch.float32)
+            self.gate.e_score_correction_bias = nn.Parameter(bias, requires_grad=False)
         self.experts = Experts(
             moe.num_experts, hidden, moe.intermediate_size, spec.activation, dtype
         )
@@ -108,9 +110,25 @@ class SparseMoE(nn.Module):
             if moe.shared_gate:
                 self.shared_expert_gate = Linear(hidden, 1, bias=False, dtype=dtype)
 
+    def route(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        # x: [T, C] -> (weights [T, K] fp32, expert ids [T, K])
+        moe, logits = self.moe, self.gate(x)
+        if moe.scoring == "softmax":
+            return topk_route(logits, moe.top_k, moe.norm_topk_prob)
+        bias = getattr(self.gate, "e_score_correction_bias", None)
+        return grouped_route(
+            logits,
+            moe.top_k,
+            moe.n_group,
+            moe.topk_group,
+            bias,
+            moe.norm_topk_prob,
+            moe.routed_scaling,
+        )
+
     def forward(self, x: Tensor) -> Tensor:
         # x: [T, C] -> [T, C]
-        weights, ids = topk_route(self.gate(x), self.top_k, self.normalize)  # [T, K] each
+        weights, ids = self.route(x)  # [T, K] each
         out = self.experts(x, ids, weights)
         if self.shared_expert is not None:
             shared = self.shared_expert(x)

@@ -30,7 +30,29 @@ def inv_freq(rotary_dim: int, rope: RopeSpec) -> Tensor:
         return freq / rope.factor
     if rope.type == "llama3":
         return _llama3(freq, rope)
+    if rope.type == "yarn":
+        return _yarn(freq, rotary_dim, rope)
     return freq
+
+
+def _yarn(freq: Tensor, dim: int, rope: RopeSpec) -> Tensor:
+    """YaRN: frequencies that turn fewer than ``beta_slow`` times over the original context
+    are slowed by ``factor``, those turning more than ``beta_fast`` times kept, a linear ramp
+    between (in the frequency index)."""
+
+    def index_of(turns: float) -> float:  # the frequency index that turns `turns` times
+        ratio = rope.original_max_position / (turns * 2 * math.pi)
+        return dim * math.log(ratio) / (2 * math.log(rope.theta))
+
+    low, high = index_of(rope.beta_fast), index_of(rope.beta_slow)
+    if rope.truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = ((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
+    keep = 1 - ramp  # 1: the frequency as it is, 0: slowed by factor
+    return freq / rope.factor * (1 - keep) + freq * keep
 
 
 def _llama3(freq: Tensor, rope: RopeSpec) -> Tensor:

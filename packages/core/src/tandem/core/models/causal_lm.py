@@ -21,7 +21,7 @@ from tandem.core.layers.self_attention import KVCache
 from tandem.core.models.architectures import architecture
 from tandem.core.models.decoder import DecoderModel
 from tandem.core.models.spec import ModelSpec
-from tandem.core.models.weights import load_named
+from tandem.core.models.weights import drop_layers_from, load_named
 from tandem.kernels.backends import AttentionBackend
 from tandem.kernels.ops.linear import Int8Weight, PackedWeight, linear_int8
 
@@ -115,8 +115,13 @@ class CausalLM(nn.Module):
     def load_weights(self, weights: Iterable[tuple[str, Tensor]]) -> None:
         """Copy checkpoint-named tensors in; errors name missing/unexpected/misshaped ones."""
         skip = {"lm_head.weight"} if self.lm_head is None else set()
-        names = architecture(self.spec.architecture).names(self.spec)
-        load_named(self, weights, names, skip=skip)
+        arch = architecture(self.spec.architecture)
+        if arch.extra_layers:  # e.g. DeepSeek-V3's multi-token-prediction layer
+            weights = drop_layers_from(weights, self.spec.num_layers)
+        load_named(self, weights, arch.names(self.spec), skip=skip)
+        for module in self.modules():
+            if module is not self and hasattr(module, "finish_loading"):
+                module.finish_loading()
         if self.spec.norm_offset:  # the checkpoint stores each norm's offset from 1
             with torch.no_grad():
                 for module in self.modules():

@@ -47,7 +47,12 @@ class DecoderLayer(nn.Module):
         window = spec.layers[index].window
         self.placement = spec.norm
         self.residual_scale = spec.residual_scale
-        self.self_attn = SelfAttention(spec.attention, c, rotary, eps, window, dtype)
+        if spec.attention.latent is not None:
+            from tandem.core.layers.latent_attention import LatentAttention
+
+            self.self_attn = LatentAttention(spec.attention, c, rotary, eps, dtype)
+        else:
+            self.self_attn = SelfAttention(spec.attention, c, rotary, eps, window, dtype)
         self.mlp = build_mlp(spec, spec.layer_mlp(index), dtype)
         if spec.norm in ("pre", "sandwich"):
             self.input_layernorm = RMSNorm(c, eps, dtype)
@@ -99,7 +104,8 @@ class DecoderModel(nn.Module):
         ropes: dict[object, RotaryEmbedding] = {}
         for layer in spec.layers:
             if layer.rope not in ropes:
-                ropes[layer.rope] = RotaryEmbedding(spec.head_dim, spec.max_position, layer.rope)
+                dim = spec.attention.rope_dim
+                ropes[layer.rope] = RotaryEmbedding(dim, spec.max_position, layer.rope)
         self.layers = nn.ModuleList(
             DecoderLayer(spec, i, ropes[layer.rope], dtype) for i, layer in enumerate(spec.layers)
         )

@@ -22,6 +22,16 @@ def optional_int(hf_config: Any, name: str, default: int | None = None) -> int |
     return value
 
 
+def count(hf_config: Any, name: str, default: int = 0) -> int:
+    """A non-negative integer (null: ``default``)."""
+    value = getattr(hf_config, name, None)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"config.{name} must be an integer >= 0, got {value!r}")
+    return value
+
+
 def number(hf_config: Any, name: str, default: float) -> float:
     value = getattr(hf_config, name, None)
     if value is None:

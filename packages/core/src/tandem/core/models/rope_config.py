@@ -14,7 +14,7 @@ from typing import Any
 
 from tandem.core.models.fields import positive_int
 
-ROPE_TYPES = ("default", "linear", "llama3", "longrope")
+ROPE_TYPES = ("default", "linear", "llama3", "longrope", "yarn")
 LAYER_TYPES = ("full_attention", "sliding_attention")
 
 
@@ -28,7 +28,11 @@ class RopeSpec:
     original_max_position: int = 8192
     partial: float = 1.0  # the leading fraction of each head that rotates (Phi-3: 0.75)
     ext_factors: tuple[float, ...] = ()  # longrope: per-frequency divisors (short or long)
-    attention_factor: float = 1.0  # cos and sin are multiplied by it (longrope)
+    attention_factor: float = 1.0  # cos and sin are multiplied by it (longrope, yarn)
+    beta_fast: float = 32.0  # yarn: the ramp between interpolated and kept frequencies
+    beta_slow: float = 1.0
+    truncate: bool = True
+    mscale_all_dim: float = 0.0  # yarn (DeepSeek): the softmax scale's own correction
 
     def rotary_dim(self, head_dim: int) -> int:
         return int(head_dim * self.partial)
@@ -81,6 +85,8 @@ def read_rope(
         original = positive_int(hf_config, "max_position_embeddings")
     if rope_type == "longrope":
         return _longrope(hf_config, params, base, int(original), max_model_len)
+    if rope_type == "yarn":
+        return _yarn(hf_config, params, base, int(original))
     factor = float(params.get("factor", 1.0))
     if factor <= 0:
         raise ValueError(f"rope factor must be > 0, got {factor}")
@@ -129,4 +135,36 @@ def _longrope(
         original_max_position=original,
         ext_factors=tuple(float(f) for f in factors),
         attention_factor=float(attention),
+    )
+
+
+def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
+    """YaRN's magnitude correction for a context ``factor`` times the original."""
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+
+def _yarn(hf_config: Any, params: dict[str, Any], base: dict[str, Any], original: int) -> RopeSpec:
+    factor = params.get("factor")
+    if factor is None:
+        factor = positive_int(hf_config, "max_position_embeddings") / original
+    factor = float(factor)
+    if factor <= 0:
+        raise ValueError(f"rope factor must be > 0, got {factor}")
+    mscale, mscale_all = params.get("mscale"), params.get("mscale_all_dim")
+    attention = params.get("attention_factor")
+    if attention is None:
+        if mscale and mscale_all:
+            attention = yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all)
+        else:
+            attention = yarn_mscale(factor)
+    return RopeSpec(
+        **base,
+        type="yarn",
+        factor=factor,
+        original_max_position=original,
+        attention_factor=float(attention),
+        beta_fast=float(params.get("beta_fast") or 32),
+        beta_slow=float(params.get("beta_slow") or 1),
+        truncate=bool(params.get("truncate", True)),
+        mscale_all_dim=float(mscale_all or 0.0),
     )

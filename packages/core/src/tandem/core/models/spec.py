@@ -20,15 +20,35 @@ ACTIVATIONS = ("silu", "gelu_tanh")
 
 
 @dataclass(frozen=True, slots=True)
+class LatentSpec:
+    """Multi-head latent attention (DeepSeek): K and V come from a per-token latent of
+    ``kv_lora_rank`` values (plus a shared rotated key of ``qk_rope_head_dim``), which is
+    all the KV cache keeps."""
+
+    q_lora_rank: int | None  # None: q projected straight from the hidden state
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    interleaved: bool = True  # the checkpoint's rotary dims come in (x0, x1) pairs
+
+
+@dataclass(frozen=True, slots=True)
 class AttentionSpec:
     num_heads: int
-    num_kv_heads: int
-    head_dim: int
+    num_kv_heads: int  # of the KV cache (latent attention: 1)
+    head_dim: int  # of the KV cache (latent attention: half the latent row, see ops.latent)
     scale: float  # multiplies q.k (head_dim ** -0.5 unless the family says otherwise)
     qkv_bias: bool = False
     o_bias: bool = False
     qk_norm: str = "none"  # "head": RMSNorm over each head; "proj": over the whole projection
     softcap: float | None = None  # scores -> softcap * tanh(scores / softcap)
+    latent: LatentSpec | None = None
+
+    @property
+    def rope_dim(self) -> int:
+        """The head size rope works on (before any partial rotary factor)."""
+        return self.latent.qk_rope_head_dim if self.latent else self.head_dim
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +59,11 @@ class MoESpec:
     norm_topk_prob: bool  # renormalise the chosen experts' weights to sum to 1
     shared_intermediate_size: int = 0  # 0: no shared expert
     shared_gate: bool = False  # the shared expert's output scaled by sigmoid(x . w)
+    scoring: str = "softmax"  # or "sigmoid": DeepSeek's group-limited sigmoid routing
+    n_group: int = 1  # sigmoid: experts in n_group groups, the topk_group best kept
+    topk_group: int = 1
+    routed_scaling: float = 1.0  # sigmoid: the routed experts' weights are scaled by it
+    score_bias: bool = False  # sigmoid: a per-expert correction added for the choice only
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +141,7 @@ __all__ = [
     "NORM_PLACEMENTS",
     "QK_NORMS",
     "AttentionSpec",
+    "LatentSpec",
     "LayerSpec",
     "MLPSpec",
     "MoESpec",

@@ -43,6 +43,18 @@ def fused(parts: Iterable[tuple[str, int]], target: str, expert: int | None = No
     return out
 
 
+def drop_layers_from(
+    weights: Iterable[tuple[str, Tensor]], num_layers: int
+) -> Iterable[tuple[str, Tensor]]:
+    """The tensors of layers ``0 .. num_layers - 1`` and outside the layers: a checkpoint's
+    extra layers (DeepSeek-V3's multi-token prediction) are not part of the decoder."""
+    for name, tensor in weights:
+        parts = name.split(".")
+        if len(parts) > 2 and parts[:2] == ["model", "layers"] and int(parts[2]) >= num_layers:
+            continue
+        yield name, tensor
+
+
 def expected_names(model: nn.Module, shards: NameMap) -> dict[str, tuple[nn.Parameter, Shard]]:
     """Every checkpoint name the model needs -> (parameter, where in it)."""
     by_target: dict[str, list[tuple[str, Shard]]] = {}

@@ -141,6 +141,78 @@ MOE_ARCHS: dict[str, tuple[str, dict[str, Any]]] = {
     ),
 }
 
+# latent attention (DeepSeek): the KV cache keeps one latent row per token
+LATENT_ARCHS: dict[str, tuple[str, dict[str, Any]]] = {
+    "deepseek_v3": (
+        "DeepseekV3Config",
+        {  # latent attention (q through its own latent, yarn scaling, interleaved rope);
+            # layer 0 dense; top-3 of 8 experts in 4 groups, 2 kept; a shared expert
+            "num_attention_heads": 4,
+            "num_key_value_heads": 4,
+            "q_lora_rank": 48,
+            "kv_lora_rank": 40,
+            "qk_nope_head_dim": 16,
+            "qk_rope_head_dim": 8,
+            "v_head_dim": 12,
+            "n_routed_experts": 8,
+            "num_experts_per_tok": 3,
+            "n_group": 4,
+            "topk_group": 2,
+            "n_shared_experts": 1,
+            "moe_intermediate_size": 24,
+            "first_k_dense_replace": 1,
+            "routed_scaling_factor": 2.5,
+            "rope_interleave": True,
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "rope_theta": 10000.0,
+                "factor": 4.0,
+                "original_max_position_embeddings": 128,
+                "mscale": 1.0,
+                "mscale_all_dim": 1.0,
+                "beta_fast": 32,
+                "beta_slow": 1,
+            },
+        },
+    ),
+    "deepseek_v3_plain": (
+        "DeepseekV3Config",
+        {  # the other branches: q straight from the hidden state, rope in halves, no
+            # scaling; every layer sparse, one group, weights unnormalised; biases
+            "num_attention_heads": 3,
+            "num_key_value_heads": 3,
+            "q_lora_rank": None,
+            "kv_lora_rank": 20,
+            "qk_nope_head_dim": 12,
+            "qk_rope_head_dim": 8,
+            "v_head_dim": 16,
+            "n_routed_experts": 4,
+            "num_experts_per_tok": 2,
+            "n_group": 1,
+            "topk_group": 1,
+            "n_shared_experts": 2,
+            "moe_intermediate_size": 16,
+            "first_k_dense_replace": 0,
+            "norm_topk_prob": False,
+            "routed_scaling_factor": 1.5,
+            "rope_interleave": False,
+            "attention_bias": True,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+        },
+    ),
+}
+
+
+def _bias_router_scores(model: torch.nn.Module) -> None:
+    """DeepSeek's routing correction starts at 0: give it values that change the choice."""
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("e_score_correction_bias"):
+                param.normal_(0.0, 0.3)
+        for name, buf in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                buf.normal_(0.0, 0.3)
+
 
 def _tie_first_routers(model: torch.nn.Module) -> None:
     """Experts 0 and 1 get the same router row: equal scores, whose order decides."""
@@ -151,4 +223,8 @@ def _tie_first_routers(model: torch.nn.Module) -> None:
 
 
 # changes made to an architecture's random weights after they are drawn
-TWEAKS: dict[str, Callable[[torch.nn.Module], None]] = {"mixtral": _tie_first_routers}
+TWEAKS: dict[str, Callable[[torch.nn.Module], None]] = {
+    "mixtral": _tie_first_routers,
+    "deepseek_v3": _bias_router_scores,
+    "deepseek_v3_plain": _bias_router_scores,
+}

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from tandem.core import envs
-from tandem.core.testing.archs import DENSE_ARCHS, MOE_ARCHS, TWEAKS
+from tandem.core.testing.archs import DENSE_ARCHS, LATENT_ARCHS, MOE_ARCHS, TWEAKS
 from tandem.core.testing.tokenizer import make_tokenizer
 
 FORMAT_VERSION = 2  # 2: the tokenizer has a chat template
@@ -84,6 +84,7 @@ ARCHS: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     **DENSE_ARCHS,
     **MOE_ARCHS,
+    **LATENT_ARCHS,
 }
 
 

@@ -7,6 +7,12 @@ What it sends is what each request gained since its previous :class:`~tandem.v1.
 the new text, ids and logprobs of the samples that changed, never the whole output, so
 a stream of n tokens costs O(n) here. A request that asked for its output only once
 (``OutputKind.FINAL_ONLY``) gets one Result, when it finishes, holding all of it.
+
+A sample stopped here (a stop string) or aborted by the client may still have outputs
+on their way from the core, which runs ahead. They are dropped until the core's last
+word on the sample (an output with a finish reason: the abort, or its own stop), so
+that a new request reusing the id never receives them: the core answers an abort
+before it takes any request sent after it.
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ class OutputProcessor:
     def __init__(self, tokenizer: Tokenizer | TextDecoder) -> None:
         self.tokenizer = tokenizer
         self.requests: dict[str, _Tracked] = {}
+        self.closing: set[tuple[str, int]] = set()  # samples the core has not ended yet
 
     def add(self, req: m.AddRequest) -> m.Result | None:
         """Track a request; when its text cannot be set up, the request fails here: the
@@ -96,13 +103,20 @@ class OutputProcessor:
 
     def abort(self, request_ids: list[str]) -> None:
         for rid in request_ids:
-            self.requests.pop(rid, None)
+            tracked = self.requests.pop(rid, None)
+            if tracked is not None:
+                self.closing.update((rid, s.index) for s in tracked.samples if not s.finish_reason)
 
     def process(self, outputs: list[m.CoreOutput]) -> tuple[list[m.Result], list[tuple[str, int]]]:
         """Apply one step's outputs; returns (results, samples the core must stop)."""
         touched: dict[str, _Tracked] = {}
         stopped: list[tuple[str, int]] = []
         for out in outputs:
+            key = (out.request_id, out.index)
+            if key in self.closing:  # a late output of a sample stopped or aborted
+                if out.finish_reason is not None:
+                    self.closing.discard(key)
+                continue
             tracked = self.requests.get(out.request_id)
             if tracked is None or out.index >= len(tracked.samples):
                 continue  # aborted or already finished: late tokens are dropped
@@ -116,7 +130,8 @@ class OutputProcessor:
                 # every sample of an n > 1 request scores the same prompt: keep the first's
                 self._prompt_logprobs(tracked, out.prompt_logprobs)
             if self._update(sample, out):
-                stopped.append((out.request_id, out.index))
+                stopped.append(key)
+                self.closing.add(key)
             touched[out.request_id] = tracked
         results = []
         for rid, tracked in touched.items():

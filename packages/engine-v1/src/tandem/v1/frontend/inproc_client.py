@@ -33,9 +33,9 @@ class InprocClient:
                 return
         else:
             self.outputs.abort(msg.request_ids)
-        done = self.core.handle(msg)
-        if isinstance(msg, m.AddRequest) and done:  # refused by the core
-            self._pending += self.outputs.process(done)[0]
+        # an abort's outputs end the samples (the streams are gone); a refused request's
+        # outputs are its results
+        self._pending += self.outputs.process(self.core.handle(msg))[0]
 
     def results(self, block: bool) -> list[m.Result]:
         out, self._pending = self._pending, []
@@ -43,7 +43,7 @@ class InprocClient:
             return out
         results, stopped = self.outputs.process(self.core.step())
         if stopped:
-            self.core.handle(m.Abort([], stopped))
+            self.outputs.process(self.core.handle(m.Abort([], stopped)))
         return out + results
 
     def check(self) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tandem.core.models.architectures import gemma, llama, moe, phi3
+from tandem.core.models.architectures import deepseek, gemma, llama, moe, phi3
 from tandem.core.models.architectures.common import split_qkv_gate_up
 from tandem.core.models.fields import first_architecture
 from tandem.core.models.spec import ModelSpec
@@ -19,6 +19,7 @@ SpecBuilder = Callable[[Any, str, "int | None"], ModelSpec]
 class Architecture:
     spec: SpecBuilder
     names: Callable[[ModelSpec], NameMap] = split_qkv_gate_up
+    extra_layers: bool = False  # checkpoints carry layers past num_hidden_layers (unused)
 
 
 ARCHITECTURES: dict[str, Architecture] = {
@@ -34,6 +35,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     "MixtralForCausalLM": Architecture(moe.mixtral, moe.mixtral_names),
     "Qwen2MoeForCausalLM": Architecture(moe.qwen2_moe, moe.qwen_moe_names),
     "Qwen3MoeForCausalLM": Architecture(moe.qwen3_moe, moe.qwen_moe_names),
+    "DeepseekV3ForCausalLM": Architecture(deepseek.deepseek_v3, deepseek.names, True),
 }
 
 

@@ -1,0 +1,107 @@
+"""KV cache bytes per token: latent attention beside plain attention, and what a
+sliding-window model holds over a long generation.
+
+    python benchmarks/kv_bytes.py [--tokens 32768] [--measure 256]
+
+Part 1 is arithmetic on the architectures' real sizes (transformers' defaults, as
+``tandem.core.hf_defaults`` writes them down) and the cache shape the engines allocate
+(``ModelConfig.num_kv_heads`` x ``head_dim``, K and V, bf16): DeepSeek-V3's latent row
+beside the full K and V its 128 heads would cache. Part 2 adds the window-bounded size of
+the sliding-window models at ``--tokens``: what they would hold if the KV manager freed
+the blocks outside every layer's window (it does not yet: every block stays). Part 3
+measures it on the tiny windowed Mistral (window 8) with the v0 engine: blocks in use
+after generating ``--measure`` tokens, against the window's bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+from tandem.core.hf_defaults import DEFAULTS
+from tandem.core.model_config import ModelConfig
+from tandem.core.models.spec import ModelSpec
+
+BF16 = 2
+
+
+def cache_shape(arch: str) -> tuple[ModelConfig, ModelSpec]:
+    hf = SimpleNamespace(**DEFAULTS[arch], architectures=[arch])
+    if getattr(hf, "num_key_value_heads", None) is None:
+        hf.num_key_value_heads = hf.num_attention_heads
+    here = Path(".")
+    mc = ModelConfig(here, hf, arch, torch.bfloat16, hf.max_position_embeddings, [], here)
+    return mc, ModelSpec.from_hf(hf, arch)
+
+
+def per_token(mc: ModelConfig) -> int:
+    """Bytes one token takes in the cache, all layers, K and V."""
+    return mc.num_layers * mc.num_kv_heads * mc.head_dim * 2 * BF16
+
+
+def latent_table() -> None:
+    mc, spec = cache_shape("DeepseekV3ForCausalLM")
+    lat = spec.attention.latent
+    assert lat is not None
+    heads = spec.num_heads
+    plain = mc.num_layers * heads * (lat.qk_nope_head_dim + lat.qk_rope_head_dim + lat.v_head_dim)
+    ours = per_token(mc)
+    print("DeepSeek-V3 (61 layers, 128 heads), bf16, bytes per token:")
+    print(f"  latent row cached (512 + 64 values per layer): {ours:>10,}")
+    print(f"  full K and V of every head (128 x (192 + 128)): {plain * BF16:>9,}")
+    print(f"  ratio: {plain * BF16 / ours:.1f}x")
+
+
+def window_table(tokens: int) -> None:
+    print(f"\nsliding-window models at {tokens} tokens, bf16 (MiB):")
+    print(f"{'architecture':<22}{'held now':>12}{'window-bounded':>16}")
+    for arch in ("MistralForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM"):
+        mc, spec = cache_shape(arch)
+        layer = mc.num_kv_heads * mc.head_dim * 2 * BF16
+        now = layer * mc.num_layers * tokens
+        bounded = sum(layer * min(tokens, w or tokens) for w in spec.windows)
+        print(f"{arch:<22}{now / 2**20:>12.0f}{bounded / 2**20:>16.0f}")
+
+
+def measured(tokens: int) -> None:
+    from tandem.core.config import EngineArgs
+    from tandem.core.sampling_params import SamplingParams
+    from tandem.core.testing import make_model
+    from tandem.v0 import LLMEngine
+
+    path = make_model(arch="mistral_window")
+    args = EngineArgs(
+        model=str(path), dtype="float32", block_size=4, max_model_len=tokens + 8, num_kv_blocks=256
+    )
+    engine = LLMEngine.from_engine_args(args)
+    try:
+        params = SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True)
+        engine.add_request("r", [1, 5, 9, 13], params)
+        peak = 0
+        while engine.has_unfinished_requests():
+            engine.step()
+            stats = engine.stats()
+            peak = max(peak, stats.num_kv_blocks - stats.num_free_kv_blocks)
+    finally:
+        engine.shutdown()
+    bound = -(-8 // 4) + 1  # the window's 8 keys span at most 3 blocks of 4
+    print(f"\ntiny Mistral, window 8, blocks of 4: {tokens + 4} tokens used {peak} blocks")
+    print(f"  blocks a window-freeing KV manager would hold: {bound}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=32768)
+    parser.add_argument("--measure", type=int, default=256)
+    args = parser.parse_args()
+    latent_table()
+    window_table(args.tokens)
+    if args.measure:
+        measured(args.measure)
+
+
+if __name__ == "__main__":
+    main()

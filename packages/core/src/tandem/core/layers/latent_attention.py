@@ -1,0 +1,142 @@
+"""Multi-head latent attention (DeepSeek-V2/V3) over a paged cache of latents.
+
+Each token is reduced to a latent ``c`` (``kv_lora_rank`` values, after its RMSNorm) and
+one rotated position key ``k_pe`` shared by every head; the cache keeps that row and
+nothing else (:mod:`tandem.kernels.ops.latent`). Keys and values are never expanded:
+each head's non-rotary query is taken into the latent's basis through its slice of
+``kv_b_proj`` (q . (W_uk c) = (q W_uk) . c), and the attended latent is taken out to the
+head's value through the other slice.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor, nn
+
+from tandem.core.attention_metadata import AttentionMetadata
+from tandem.core.layers.linear import Linear
+from tandem.core.layers.norm import RMSNorm
+from tandem.core.layers.rotary import RotaryEmbedding
+from tandem.kernels import ops as kernel_ops
+from tandem.kernels.backends import AttentionBackend
+
+if TYPE_CHECKING:  # models imports layers: keep this edge type-only
+    from tandem.core.models.spec import AttentionSpec
+
+KVCache = tuple[Tensor, Tensor]
+
+
+class Matrix(nn.Module):
+    """A weight read in slices, never multiplied as a whole (no packed copy)."""
+
+    def __init__(self, rows: int, cols: int, dtype: torch.dtype | None) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(rows, cols, dtype=dtype), requires_grad=False)
+
+
+def deinterleave(weight: Tensor, start: int, dim: int, every: int) -> None:
+    """Reorder, in place, rows ``start .. start + dim`` of every block of ``every`` rows
+    from pairs (x0, x1), (x2, x3) ... to x0, x2, ..., x1, x3, ...: rotate-half rope on the
+    reordered rows is the pairwise rope of the checkpoint, and q . k is unchanged."""
+    perm = torch.cat((torch.arange(0, dim, 2), torch.arange(1, dim, 2)))
+    with torch.no_grad():
+        for base in range(0, weight.shape[0], every):
+            rows = weight[base + start : base + start + dim]
+            rows.copy_(rows[perm].clone())
+
+
+class LatentAttention(nn.Module):
+    def __init__(
+        self,
+        spec: AttentionSpec,
+        hidden_size: int,
+        rotary: RotaryEmbedding,
+        eps: float,
+        dtype: torch.dtype | None,
+    ) -> None:
+        super().__init__()
+        lat = spec.latent
+        assert lat is not None
+        h, n, p, v, r = (
+            spec.num_heads,
+            lat.qk_nope_head_dim,
+            lat.qk_rope_head_dim,
+            lat.v_head_dim,
+            lat.kv_lora_rank,
+        )
+        self.dims = (h, n, p, v, r)
+        self.scale = spec.scale
+        self.interleaved = lat.interleaved
+        bias = spec.qkv_bias
+        if lat.q_lora_rank is None:
+            self.q_proj = Linear(hidden_size, h * (n + p), bias=False, dtype=dtype)
+        else:
+            self.q_a_proj = Linear(hidden_size, lat.q_lora_rank, bias=bias, dtype=dtype)
+            self.q_a_layernorm = RMSNorm(lat.q_lora_rank, eps, dtype)
+            self.q_b_proj = Linear(lat.q_lora_rank, h * (n + p), bias=False, dtype=dtype)
+        self.kv_a_proj_with_mqa = Linear(hidden_size, r + p, bias=bias, dtype=dtype)
+        self.kv_a_layernorm = RMSNorm(r, eps, dtype)
+        self.kv_b_proj = Matrix(h * (n + v), r, dtype)
+        self.o_proj = Linear(h * v, hidden_size, bias=spec.o_bias, dtype=dtype)
+        self.rotary = rotary
+
+    def finish_loading(self) -> None:
+        """The checkpoint's rotary rows in pairs -> halves (see :func:`deinterleave`)."""
+        if not self.interleaved:
+            return
+        _, n, p, _, r = self.dims
+        q = self.q_proj if hasattr(self, "q_proj") else self.q_b_proj
+        deinterleave(q.weight, n, p, n + p)
+        kv = self.kv_a_proj_with_mqa
+        deinterleave(kv.weight, r, p, r + p)
+        if kv.bias is not None:
+            deinterleave(kv.bias[:, None], r, p, r + p)
+
+    def _query(self, x: Tensor) -> Tensor:
+        # x: [T, C] -> [T, H*(N+P)]
+        if hasattr(self, "q_proj"):
+            return self.q_proj(x)
+        q, _ = self.q_a_layernorm(self.q_a_proj(x))
+        return self.q_b_proj(q)
+
+    def forward(
+        self,
+        positions: Tensor,
+        x: Tensor,
+        cache: KVCache,
+        meta: AttentionMetadata,
+        backend: AttentionBackend,
+    ) -> Tensor:
+        # x: [T, C]
+        t = x.shape[0]
+        h, n, p, v, r = self.dims
+        q_nope, q_pe = self._query(x).view(t, h, n + p).split([n, p], dim=-1)
+        c, k_pe = self.kv_a_proj_with_mqa(x).split([r, p], dim=-1)
+        c, _ = self.kv_a_layernorm(c.contiguous())  # [T, R]
+        q_pe, k_pe = self.rotary(positions, q_pe.contiguous(), k_pe.reshape(t, 1, p).contiguous())
+        row = torch.cat((c, k_pe[:, 0]), dim=-1)  # [T, R+P]: what the cache keeps
+        half = (r + p) // 2
+        backend.write_kv_cache(
+            row[:, None, :half], row[:, None, half:], cache[0], cache[1], meta.slot_mapping
+        )
+        w = self.kv_b_proj.weight.view(h, n + v, r)
+        q_lat = torch.bmm(q_nope.transpose(0, 1), w[:, :n])  # [H, T, R]
+        q = torch.cat((q_lat.transpose(0, 1), q_pe), dim=-1)  # [T, H, R+P]
+        o_lat = self._attend(q, cache, meta)  # [T, H, R]
+        out = torch.bmm(o_lat.transpose(0, 1), w[:, n:].transpose(1, 2))  # [H, T, V]
+        return self.o_proj(out.transpose(0, 1).reshape(t, h * v))
+
+    def _attend(self, q: Tensor, cache: KVCache, meta: AttentionMetadata) -> Tensor:
+        # q: [T, H, W] (prefill tokens first, then one per decoding sequence) -> [T, H, R]
+        r = self.dims[4]
+        p = meta.num_prefill_tokens
+        out = q.new_empty(*q.shape[:2], r)
+        if meta.num_prefills:
+            tables = (meta.prefill_cu_seqlens_q, meta.prefill_seq_lens, meta.prefill_block_tables)
+            out[:p] = kernel_ops.latent_prefill(q[:p], *cache, *tables, self.scale, r)
+        if meta.num_decodes:
+            tables = (meta.decode_seq_lens, meta.decode_block_tables)
+            out[p:] = kernel_ops.latent_decode(q[p:], *cache, *tables, self.scale, r)
+        return out
