@@ -118,3 +118,20 @@ def test_specs_carry_the_traps(arch, traits):
             1e6,
             "linear",
         )
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_half_precision_runs_close_to_fp32(arch, dtype, paged_runner):
+    """Every architecture in bf16 and fp16 (weights, activations and KV cache): finite,
+    and the same top token as fp32 at most positions (greedy ties move in half precision)."""
+    path = make_model(arch=arch)
+    half, full = load_model(path, dtype=dtype), load_model(path)
+    (seq,) = prompts([20], seed=5)
+    runner = paged_runner(half)
+    runner.caches = [(k.to(dtype), v.to(dtype)) for k, v in runner.caches]
+    low = runner.step([(0, seq)])
+    high = paged_runner(full).step([(0, seq)])
+    assert torch.isfinite(low).all()
+    agree = (low.argmax(-1) == high.argmax(-1)).float().mean().item()
+    assert agree >= 0.75, f"{dtype}: top-1 agreement with fp32 {agree:.2f} < 0.75"

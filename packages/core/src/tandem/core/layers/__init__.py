@@ -1,1 +1,1 @@
-"""Building blocks of the Llama-family models: norms, rotary, attention, MLP."""
+"""Building blocks of the decoder: norms, rotary, attention (plain, latent), MLPs, experts."""

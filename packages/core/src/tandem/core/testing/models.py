@@ -1,4 +1,4 @@
-"""Deterministic Llama-family checkpoints made locally with transformers' own classes.
+"""Deterministic checkpoints of every architecture, made with transformers' own classes.
 
 ``make_model()`` writes a real Hugging Face checkpoint (config.json, safetensors,
 generation_config.json, tokenizer) and caches it under ``TANDEM_CACHE_DIR`` in a
