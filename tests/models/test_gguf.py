@@ -110,3 +110,44 @@ def test_smollm2_reads_as_transformers_reads_it(smollm2_gguf) -> None:
     assert set(ours) == set(theirs) - {"lm_head.weight"}  # tied: transformers lists it too
     worst = max(float((torch.from_numpy(ours[k]) - theirs[k]).abs().max()) for k in ours)
     assert worst < 1e-6, worst
+
+
+@pytest.mark.parametrize(
+    ("arch", "overrides", "outside"),
+    [
+        ("qwen2", {}, True),
+        ("qwen3", {}, False),  # head_dim 24: transformers' GGUF reader assumes 128
+        ("qwen3", {"head_dim": 128}, True),
+    ],
+)
+def test_qwen_files_read_back_and_as_transformers_reads_them(
+    arch, overrides, outside, tmp_path
+) -> None:
+    """Qwen's q/k rows stay as they are (its rope rotates halves); Qwen3's head size comes
+    from the key length. transformers' own GGUF reader, an outside reading of llama.cpp's
+    layout, must find the same weights in the file."""
+    import json
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    src = make_model(size="tiny", arch=arch, **overrides)
+    path = write_gguf(src, tmp_path / f"{arch}.gguf")
+    out = convert(path, tmp_path / "out")
+    a, b = load_file(str(src / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    assert set(a) == set(b)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    want = json.loads((src / "config.json").read_text())
+    got = json.loads((out / "config.json").read_text())
+    for key in ("architectures", "model_type", "num_attention_heads", "num_key_value_heads"):
+        assert got[key] == want[key], key
+    assert got["head_dim"] == (want.get("head_dim") or want["hidden_size"] // 4)
+    if not outside:
+        return
+    if importlib.util.find_spec("accelerate") is None:
+        pytest.skip("transformers reads GGUF only with accelerate installed")
+    theirs = AutoModelForCausalLM.from_pretrained(
+        str(tmp_path), gguf_file=path.name, dtype=torch.float32
+    ).state_dict()
+    for key, value in b.items():
+        assert torch.equal(torch.from_numpy(value), theirs[key]), key

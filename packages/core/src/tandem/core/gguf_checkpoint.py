@@ -24,7 +24,15 @@ from typing import Any
 
 STAMP = "tandem_gguf.json"
 FORMAT_VERSION = 1
-SUPPORTED = ("llama",)
+# GGUF architecture -> (the Hugging Face class, its model_type, whether llama.cpp's
+# converter interleaved the q/k rows: it does for Llama's rotary order; Qwen's rope
+# rotates halves, which llama.cpp runs as is)
+ARCHS: dict[str, tuple[str, str, bool]] = {
+    "llama": ("LlamaForCausalLM", "llama", True),
+    "qwen2": ("Qwen2ForCausalLM", "qwen2", False),
+    "qwen3": ("Qwen3ForCausalLM", "qwen3", False),
+}
+SUPPORTED = tuple(ARCHS)
 
 _LAYER = {
     "attn_norm": "input_layernorm",
@@ -36,6 +44,8 @@ _LAYER = {
     "ffn_gate": "mlp.gate_proj",
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
 }
 _TOP = {
     "token_embd": "model.embed_tokens",
@@ -57,7 +67,7 @@ def hf_name(name: str) -> str:
         return f"model.layers.{parts[1]}.{_LAYER[parts[2]]}.{parts[3]}"
     if len(parts) == 2 and parts[0] in _TOP:
         return f"{_TOP[parts[0]]}.{parts[1]}"
-    raise ValueError(f"GGUF tensor {name!r} has no Hugging Face Llama counterpart")
+    raise ValueError(f"GGUF tensor {name!r} has no Hugging Face counterpart here")
 
 
 def unpermute(w: Any, heads: int) -> Any:
@@ -86,7 +96,7 @@ def _f32(value: Any) -> float:
 
 
 def read_config(reader: Any) -> dict[str, Any]:
-    """The ``config.json`` fields of a Llama GGUF file, from its metadata."""
+    """The ``config.json`` fields of a GGUF file (one of :data:`ARCHS`), from its metadata."""
     arch = _field(reader, "general.architecture")
     if arch not in SUPPORTED:
         raise ValueError(
@@ -97,15 +107,19 @@ def read_config(reader: Any) -> dict[str, Any]:
     names = {t.name for t in reader.tensors}
     tokens = _field(reader, "tokenizer.ggml.tokens") or []
     vocab = int(_field(reader, f"{arch}.vocab_size", len(tokens)))
+    cls, model_type, _ = ARCHS[arch]
+    head_dim = _field(reader, f"{arch}.attention.key_length")  # Qwen3: not hidden / heads
+    if head_dim is None:
+        head_dim = _field(reader, f"{arch}.rope.dimension_count", hidden // heads)
     config = {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
+        "architectures": [cls],
+        "model_type": model_type,
         "hidden_size": hidden,
         "intermediate_size": int(_field(reader, f"{arch}.feed_forward_length")),
         "num_hidden_layers": int(_field(reader, f"{arch}.block_count")),
         "num_attention_heads": heads,
         "num_key_value_heads": int(_field(reader, f"{arch}.attention.head_count_kv", heads)),
-        "head_dim": int(_field(reader, f"{arch}.rope.dimension_count", hidden // heads)),
+        "head_dim": int(head_dim),
         "max_position_embeddings": int(_field(reader, f"{arch}.context_length")),
         "rms_norm_eps": _f32(_field(reader, f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)),
         "rope_theta": _f32(_field(reader, f"{arch}.rope.freq_base", 10000.0)),
@@ -126,12 +140,13 @@ def tensors(reader: Any, config: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     import numpy as np
     from gguf.quants import dequantize
 
+    permuted = any(entry[1] == config["model_type"] and entry[2] for entry in ARCHS.values())
     for t in reader.tensors:
         name = hf_name(t.name)
         w = np.array(dequantize(t.data, t.tensor_type), dtype=np.float32)  # a writable copy
-        if name.endswith("q_proj.weight"):
+        if permuted and name.endswith("q_proj.weight"):
             w = unpermute(w, config["num_attention_heads"])
-        elif name.endswith("k_proj.weight"):
+        elif permuted and name.endswith("k_proj.weight"):
             w = unpermute(w, config["num_key_value_heads"])
         yield name, w
 

@@ -1,8 +1,9 @@
-"""A GGUF file made from a Hugging Face Llama directory, as llama.cpp's converter lays it out.
+"""A GGUF file made from a Hugging Face Llama, Qwen2 or Qwen3 directory, as llama.cpp's
+converter lays it out.
 
 For tests of the GGUF reader without a download: float32 tensors under GGUF names,
-query/key rows in llama.cpp's interleaved rotary order, the BPE tokenizer's vocabulary and
-merges as ``gpt2`` tokenizer metadata.
+Llama's query/key rows in llama.cpp's interleaved rotary order (Qwen's as they are), the
+BPE tokenizer's vocabulary and merges as ``gpt2`` tokenizer metadata.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ _LAYER = {
     "mlp.gate_proj": "ffn_gate",
     "mlp.up_proj": "ffn_up",
     "mlp.down_proj": "ffn_down",
+    "self_attn.q_norm": "attn_q_norm",
+    "self_attn.k_norm": "attn_k_norm",
 }
 _TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 
@@ -48,14 +51,19 @@ def write_gguf(hf_dir: str | Path, out: str | Path) -> Path:
     cfg = json.loads((src / "config.json").read_text())
     tok = json.loads((src / "tokenizer.json").read_text())
     heads, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    w = gguf.GGUFWriter(str(out), "llama")
+    arch = cfg["model_type"]  # llama, qwen2 or qwen3: the GGUF architecture of the same name
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
+    w = gguf.GGUFWriter(str(out), arch)
     w.add_block_count(cfg["num_hidden_layers"])
     w.add_context_length(cfg["max_position_embeddings"])
     w.add_embedding_length(cfg["hidden_size"])
     w.add_feed_forward_length(cfg["intermediate_size"])
     w.add_head_count(heads)
     w.add_head_count_kv(kv)
-    w.add_rope_dimension_count(cfg.get("head_dim") or cfg["hidden_size"] // heads)
+    w.add_rope_dimension_count(head_dim)
+    if arch != "llama":
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
     rope = cfg.get("rope_parameters") or {}
     w.add_rope_freq_base(float(rope.get("rope_theta", cfg.get("rope_theta", 10000.0))))
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
@@ -75,9 +83,9 @@ def write_gguf(hf_dir: str | Path, out: str | Path) -> Path:
     w.add_add_bos_token(True)
     for name, t in load_file(str(src / "model.safetensors")).items():
         t = t.astype(np.float32)
-        if name.endswith("q_proj.weight"):
+        if arch == "llama" and name.endswith("q_proj.weight"):
             t = permute(t, heads)
-        elif name.endswith("k_proj.weight"):
+        elif arch == "llama" and name.endswith("k_proj.weight"):
             t = permute(t, kv)
         w.add_tensor(gguf_name(name), np.ascontiguousarray(t))
     w.write_header_to_file()
