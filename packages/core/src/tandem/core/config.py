@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 import os
 import sys
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from tandem.core.device import DEVICES, DTYPE_NAMES
+from tandem.core.parallel.config import ParallelConfig, check_splits
 from tandem.core.validate import check_bool, check_int
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ __all__ = [
     "CacheConfig",
     "EngineArgs",
     "EngineConfig",
+    "ParallelConfig",
     "SchedulerConfig",
     *_LAZY,
 ]
@@ -119,6 +121,7 @@ class EngineConfig:
     seed: int
     num_threads: int | None
     quantization: str | None = None  # None: the model's dtype; "int8": int8 linear layers
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
 
     def configure_process(self) -> None:
         """Process-wide settings of the process that runs the model: torch's CPU threads
@@ -132,8 +135,10 @@ class EngineConfig:
             keep_activations_in_heap()
 
     def thread_count(self) -> int:
-        """CPU threads an engine runs torch with: ``num_threads`` when given, else
-        ``TANDEM_NUM_THREADS``, else the cores this process may run on."""
+        """CPU threads a process that runs the model uses: ``num_threads`` when given,
+        else ``TANDEM_NUM_THREADS``, else the cores this process may run on, divided
+        among the processes that run a model (tensor-parallel ranks, data-parallel
+        replicas)."""
         if self.num_threads is not None:
             return self.num_threads
         from tandem.core import envs
@@ -144,18 +149,28 @@ class EngineConfig:
                 raise ValueError(f"TANDEM_NUM_THREADS must be an integer >= 1, got {value}")
             return value
         try:
-            return max(len(os.sched_getaffinity(0)), 1)
+            cores = len(os.sched_getaffinity(0))
         except AttributeError:  # not on Linux
-            return max(os.cpu_count() or 1, 1)
+            cores = os.cpu_count() or 1
+        return max(cores // self.parallel.processes, 1)
+
+    @property
+    def kv_heads_per_rank(self) -> int:
+        """KV heads one rank's cache holds (its share, or the one it shares)."""
+        from tandem.core.parallel.partition import kv_head_range
+
+        lo, hi = kv_head_range(self.model.num_kv_heads, self.parallel.tensor_parallel_size, 0)
+        return hi - lo
 
     @property
     def kv_bytes_per_block(self) -> int:
-        """Bytes of one KV block over all layers (K and V) at the model's dtype."""
+        """Bytes of one KV block over all layers (K and V) at the model's dtype, in one
+        rank's cache."""
         from tandem.core.kv_cache import kv_cache_bytes_per_block
 
         m = self.model
         return kv_cache_bytes_per_block(
-            m.num_layers, m.num_kv_heads, m.head_dim, self.cache.block_size, self.dtype
+            m.num_layers, self.kv_heads_per_rank, m.head_dim, self.cache.block_size, self.dtype
         )
 
 
@@ -176,6 +191,9 @@ class EngineArgs:
     enable_chunked_prefill: bool = True
     num_threads: int | None = None
     quantization: str | None = None
+    tensor_parallel_size: int = 1
+    data_parallel_size: int = 1
+    distributed_executor_backend: str = "mp"
 
     def __post_init__(self) -> None:
         self.validate()
@@ -231,6 +249,12 @@ class EngineArgs:
                 f"quantization must be one of {', '.join(map(str, QUANTIZATIONS))}, "
                 f"got {self.quantization!r}"
             )
+        self.parallel_config().validate()
+
+    def parallel_config(self) -> ParallelConfig:
+        return ParallelConfig(
+            self.tensor_parallel_size, self.data_parallel_size, self.distributed_executor_backend
+        )
 
     def create_config(self) -> EngineConfig:
         import torch
@@ -286,7 +310,10 @@ class EngineArgs:
             seed=self.seed,
             num_threads=self.num_threads,
             quantization=self.quantization,
+            parallel=self.parallel_config(),
         )
+        if self.tensor_parallel_size > 1:
+            check_splits(config.parallel, config.model, config.device)
         if self.quantization == "int8" and (device.type != "cpu" or model.dtype != torch.float32):
             raise ValueError(
                 "quantization='int8' runs on the CPU with dtype float32, "

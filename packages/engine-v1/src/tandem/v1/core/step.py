@@ -79,9 +79,16 @@ class StepOutput:
 
 
 class Executor(Protocol):
-    """The worker as the engine core drives it."""
+    """The worker as the engine core drives it: one model runner in the core's process,
+    or the ranks of a tensor-parallel group, each handed the same step."""
 
     num_kv_blocks: int
     attention_backend: str
 
     def execute(self, step: SchedulerOutput) -> StepOutput: ...
+
+    def check_health(self) -> None:
+        """Raise when a process of the executor has died (called while idle)."""
+
+    def shutdown(self) -> None:
+        """Stop whatever the executor started; idempotent."""

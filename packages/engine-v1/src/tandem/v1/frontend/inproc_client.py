@@ -1,5 +1,6 @@
 """The engine core, its worker and the detokenizer logic in the caller's process (tests,
-debugging): the same parts the child processes run, called directly."""
+debugging): the same parts the child processes run, called directly (a tensor-parallel
+group's ranks are still processes of their own, started from here)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import TYPE_CHECKING
 from tandem.v1 import messages as m
 from tandem.v1.core.engine_core import EngineCore
 from tandem.v1.detokenizer.processor import OutputProcessor
-from tandem.v1.worker.model_runner import ModelRunner
+from tandem.v1.proc.executors import make_executor
 
 if TYPE_CHECKING:
     from tandem.core.config import EngineConfig
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 class InprocClient:
     def __init__(self, config: EngineConfig, tokenizer: Tokenizer) -> None:
-        runner = ModelRunner(config)
+        self.runner = runner = make_executor(config)
         self.core = EngineCore(config, runner)
         self.outputs = OutputProcessor(tokenizer)
         self.num_kv_blocks = self.core.num_kv_blocks
@@ -47,10 +48,12 @@ class InprocClient:
         return out + results
 
     def check(self) -> None:
-        """Nothing to watch: the core runs in this process."""
+        """The core runs in this process; its executor may have processes to watch."""
+        self.runner.check_health()
 
     def stats(self) -> m.CoreStats:
         return self.core.stats()
 
     def shutdown(self) -> None:
+        self.runner.shutdown()
         self.core = None  # type: ignore[assignment]
