@@ -8,6 +8,12 @@ from typing import Any
 
 from tandem.core.named_models import DEFAULT, TINY
 
+PARALLEL_DEFAULTS = {
+    "tensor_parallel_size": 1,
+    "data_parallel_size": 1,
+    "distributed_executor_backend": "mp",
+}
+
 
 def _version() -> str:
     from importlib import metadata
@@ -68,6 +74,32 @@ def _engine_options(cmd: argparse.ArgumentParser, model_positional: bool = False
         choices=("int8",),
         default=None,
         help="int8: the MLP layers as int8 x int8 on the CPU (float32 models; default: none)",
+    )
+    _parallel_options(cmd)
+
+
+def _parallel_options(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "--tensor-parallel-size",
+        type=number(int, "--tensor-parallel-size", lo=1),
+        default=1,
+        metavar="N",
+        help="split each layer over N processes (engine v1; default: 1)",
+    )
+    cmd.add_argument(
+        "--data-parallel-size",
+        type=number(int, "--data-parallel-size", lo=1),
+        default=1,
+        metavar="N",
+        help="run N engine cores, each with the whole model, behind one front door "
+        "(engine v1; default: 1)",
+    )
+    cmd.add_argument(
+        "--distributed-executor-backend",
+        choices=("mp", "ray"),
+        default="mp",
+        help="how the tensor-parallel ranks run: mp (local processes, the default) or ray "
+        "(Ray actors: an existing cluster, else a local one)",
     )
 
 
@@ -154,6 +186,10 @@ def engine_args(args: argparse.Namespace, model: str) -> dict[str, Any]:
     out: dict[str, Any] = {"dtype": args.dtype}
     if args.quantization is not None:
         out["quantization"] = args.quantization
+    for name in ("tensor_parallel_size", "data_parallel_size", "distributed_executor_backend"):
+        value = getattr(args, name)
+        if value != PARALLEL_DEFAULTS[name]:  # left out: engine v0 takes the command too
+            out[name] = value
     out["max_model_len"] = (
         args.max_model_len if args.max_model_len is not None else default_len(model)
     )

@@ -60,10 +60,10 @@ def check_tensor_parallel(spec: ModelSpec, size: int) -> None:
             f"tensor_parallel_size={size}: {spec.architecture} normalises q and k over the "
             "whole projection, which is not split over ranks; use tensor_parallel_size=1"
         )
-    checks = [("num_attention_heads", attn.num_heads)]
+    _divides(size, "num_attention_heads", attn.num_heads)
     kv = attn.num_kv_heads
     if kv >= size:
-        checks.append(("num_key_value_heads", kv))
+        _divides(size, "num_key_value_heads", kv)
     elif size % kv:
         raise ValueError(
             f"tensor_parallel_size={size} must be a multiple of num_key_value_heads ({kv}) "
@@ -72,12 +72,14 @@ def check_tensor_parallel(spec: ModelSpec, size: int) -> None:
     for i in range(spec.num_layers):
         mlp = spec.layer_mlp(i)
         if mlp.moe is None:
-            checks.append(("intermediate_size", mlp.intermediate_size))
+            _divides(size, "intermediate_size", mlp.intermediate_size)
         elif mlp.moe.shared_intermediate_size:
-            checks.append(("shared_expert_intermediate_size", mlp.moe.shared_intermediate_size))
-    for name, value in checks:
-        if value % size:
-            raise ValueError(
-                f"tensor_parallel_size={size} must divide {name} ({value}); "
-                f"choose a divisor of {value}"
-            )
+            _divides(size, "shared_expert_intermediate_size", mlp.moe.shared_intermediate_size)
+
+
+def _divides(size: int, name: str, value: int) -> None:
+    if value % size:
+        raise ValueError(
+            f"tensor_parallel_size={size} must divide {name} ({value}); "
+            f"choose a divisor of {value}"
+        )
