@@ -1,0 +1,137 @@
+"""Fair admission: which engine request enters the engine next, round-robin by client.
+
+The engine serves what it holds first come, first served; a client that sends 16,000
+sequences at once would hold the engine until they are done. So the server keeps the
+requests itself and feeds the engine one engine request at a time while fewer than
+``window`` sequences are inside it, taking turns between clients (a client is an API key,
+else a remote address): a newcomer's request waits for at most one request of each
+other client to be let in ahead of it, and for the room that frees, not for everything
+queued before it.
+
+A request declares all its sequences on arrival (:meth:`Admission.enter`); past
+``max_waiting`` sequences waiting in all, it is refused with :class:`QueueFull` (a 429),
+and with :class:`Draining` once the server is stopping (a 503).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+
+class QueueFull(Exception):
+    """Too many sequences are waiting for the engine: come back later."""
+
+
+class Draining(Exception):
+    """The server is stopping: it takes no new requests."""
+
+
+@dataclass(slots=True)
+class _Waiter:
+    ticket: Ticket
+    n: int
+    future: asyncio.Future[None]
+
+
+@dataclass(slots=True)
+class Ticket:
+    """One HTTP request's place: the sequences it declared and has not yet let in."""
+
+    admission: Admission
+    client: str
+    waiting: int
+    closed: bool = field(default=False)
+
+    @contextlib.asynccontextmanager
+    async def admit(self, n: int) -> AsyncIterator[None]:
+        """Wait for the turn of ``n`` sequences (one engine request), hold their room in
+        the engine meanwhile, give it back on leaving."""
+        await self.admission._wait(self, n)
+        try:
+            yield
+        finally:
+            self.admission._leave(n)
+
+    def close(self) -> None:
+        """Give back what was declared and never let in (a refused or abandoned request)."""
+        if not self.closed:
+            self.closed = True
+            self.admission.waiting -= self.waiting
+            self.waiting = 0
+
+
+class Admission:
+    """The queue between the server and the engine (one per server, one event loop)."""
+
+    def __init__(self, window: int, max_waiting: int) -> None:
+        self.window = window
+        self.max_waiting = max_waiting
+        self.inside = 0  # sequences let into the engine and not yet done
+        self.waiting = 0  # sequences declared and not yet let in
+        self.draining = False
+        self._queues: dict[str, deque[_Waiter]] = {}  # clients in turn order
+
+    def enter(self, client: str, sequences: int) -> Ticket:
+        """Declare a request of ``sequences`` sequences; QueueFull or Draining refuse it."""
+        if self.draining:
+            raise Draining("the server is stopping and takes no new requests")
+        if self.waiting + sequences > self.max_waiting:
+            raise QueueFull(
+                f"the server is busy: {self.waiting} sequences wait for the engine and this "
+                f"request adds {sequences} (at most {self.max_waiting} wait); retry later"
+            )
+        self.waiting += sequences
+        return Ticket(self, client, sequences)
+
+    def clients_waiting(self) -> int:
+        return len(self._queues)
+
+    async def _wait(self, ticket: Ticket, n: int) -> None:
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(ticket, n, loop.create_future())
+        self._queues.setdefault(ticket.client, deque()).append(waiter)
+        self._pump()
+        try:
+            await waiter.future
+        except BaseException:
+            if waiter.future.done() and not waiter.future.cancelled():
+                self._leave(n)  # let in just as it was cancelled: give the room back
+            else:
+                self._drop(waiter)
+            raise
+
+    def _drop(self, waiter: _Waiter) -> None:
+        queue = self._queues.get(waiter.ticket.client)
+        if queue is not None and waiter in queue:
+            queue.remove(waiter)
+            if not queue:
+                del self._queues[waiter.ticket.client]
+        self._pump()
+
+    def _leave(self, n: int) -> None:
+        self.inside -= n
+        self._pump()
+
+    def _pump(self) -> None:
+        """Let in the head request of each client in turn while the window has room (a
+        request larger than the whole window goes in alone)."""
+        while self._queues:
+            client = next(iter(self._queues))
+            queue = self._queues.pop(client)
+            waiter = queue[0]
+            if self.inside and self.inside + waiter.n > self.window:
+                self._queues = {client: queue, **self._queues}  # keeps its turn
+                return
+            queue.popleft()
+            if queue:
+                self._queues[client] = queue  # to the back of the turn order
+            self.inside += waiter.n
+            ticket = waiter.ticket
+            taken = min(waiter.n, ticket.waiting)
+            ticket.waiting -= taken
+            self.waiting -= taken
+            waiter.future.set_result(None)
