@@ -15,7 +15,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from tandem.core.server.errors import failure_line
 from tandem.core.server.guard import send_error
 
 LOGGER = logging.getLogger("tandem")
@@ -87,7 +86,11 @@ class Front:
         except Exception as exc:
             LOGGER.exception("request %s failed", record.id)
             if record.status == 0:
-                await send_error(stamped, 500, failure_line(exc))
+                message = (
+                    f"the server failed on this request ({type(exc).__name__}); "
+                    f"its log has the details under request id {record.id}"
+                )
+                await send_error(stamped, 500, message)
         finally:
             if not self.quiet:
                 LOGGER.info(record.line(scope.get("method", "-"), scope.get("path", "-")))
