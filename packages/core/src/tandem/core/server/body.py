@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -25,11 +26,15 @@ from tandem.core.validate import RequestError
 LOGGER = logging.getLogger("tandem")
 INLINE_BYTES = 64 * 1024
 SHOWN = 20  # unknown field names told, at most
+_PLAIN = re.compile(r"[\w.\-\[\]]+", re.ASCII)
 
 
 def _printable(name: str) -> str:
-    """``name`` as ASCII without control characters (it goes into a header)."""
-    return name[:100].encode("unicode_escape").decode("ascii")
+    """``name`` as it goes into a header: as is when plain, else quoted as JSON (ASCII,
+    control characters and spaces escaped or inside quotes)."""
+    if _PLAIN.fullmatch(name):
+        return name[:100]
+    return json.dumps(name[:100])
 
 
 M = TypeVar("M", bound=_Open)
