@@ -187,7 +187,8 @@ def _guard_options(serve: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="sequences inside the engine at once, let in round-robin between clients "
-        "(default: the engine's max_num_seqs)",
+        "(default: 64, at most the engine's max_num_seqs; larger: more throughput for one "
+        "client, a longer wait for the others)",
     )
     serve.add_argument(
         "--timeout-keep-alive",

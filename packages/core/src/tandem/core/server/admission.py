@@ -4,9 +4,10 @@ The engine serves what it holds first come, first served; a client that sends 16
 sequences at once would hold the engine until they are done. So the server keeps the
 requests itself and feeds the engine one engine request at a time while fewer than
 ``window`` sequences are inside it, taking turns between clients (a client is an API key,
-else a remote address): a newcomer's request waits for at most one request of each
-other client to be let in ahead of it, and for the room that frees, not for everything
-queued before it.
+else a remote address). A client that comes with nothing waiting takes the next turn
+(after other such newcomers); turns then go round the clients with something waiting.
+So a newcomer's request waits for the room that frees next, not for everything queued
+before it.
 
 A request declares all its sequences on arrival (:meth:`Admission.enter`); past
 ``max_waiting`` sequences waiting in all, it is refused with :class:`QueueFull` (a 429),
@@ -74,6 +75,7 @@ class Admission:
         self.waiting = 0  # sequences declared and not yet let in
         self.draining = False
         self._queues: dict[str, deque[_Waiter]] = {}  # clients in turn order
+        self._fresh: set[str] = set()  # clients that came with nothing waiting, not yet let in
 
     def enter(self, client: str, sequences: int) -> Ticket:
         """Declare a request of ``sequences`` sequences; QueueFull or Draining refuse it."""
@@ -93,7 +95,15 @@ class Admission:
     async def _wait(self, ticket: Ticket, n: int) -> None:
         loop = asyncio.get_running_loop()
         waiter = _Waiter(ticket, n, loop.create_future())
-        self._queues.setdefault(ticket.client, deque()).append(waiter)
+        queue = self._queues.get(ticket.client)
+        if queue is None:  # a client with nothing waiting: after the other newcomers
+            order = list(self._queues.items())
+            at = next((i for i, (c, _) in enumerate(order) if c not in self._fresh), len(order))
+            order.insert(at, (ticket.client, deque([waiter])))
+            self._queues = dict(order)
+            self._fresh.add(ticket.client)
+        else:
+            queue.append(waiter)
         self._pump()
         try:
             await waiter.future
@@ -110,6 +120,7 @@ class Admission:
             queue.remove(waiter)
             if not queue:
                 del self._queues[waiter.ticket.client]
+                self._fresh.discard(waiter.ticket.client)
         self._pump()
 
     def _leave(self, n: int) -> None:
@@ -127,6 +138,7 @@ class Admission:
                 self._queues = {client: queue, **self._queues}  # keeps its turn
                 return
             queue.popleft()
+            self._fresh.discard(client)
             if queue:
                 self._queues[client] = queue  # to the back of the turn order
             self.inside += waiter.n

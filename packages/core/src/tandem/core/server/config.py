@@ -15,6 +15,10 @@ from typing import Any
 from tandem.core.validate import RequestError, RequestTypeError
 
 MIB = 1 << 20
+# a step's time grows with its batch, and a newcomer's request runs in that batch: 64
+# keeps a small request under ~2 s behind a flood on the tiny model (see
+# benchmarks/serve_fairness.py); a larger window serves one busy client faster
+DEFAULT_WINDOW = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +30,8 @@ class ServerConfig:
     max_prompts: int = 256
     max_sequences: int = 1024  # prompts x n in one request
     max_waiting: int = 4096  # sequences waiting for the engine, all clients together
-    engine_window: int | None = None  # sequences inside the engine (None: its max_num_seqs)
+    # sequences inside the engine (None: DEFAULT_WINDOW, at most the engine's max_num_seqs)
+    engine_window: int | None = None
     body_timeout: float = 30.0  # seconds a client may take to send each part of a body
     retry_after: int = 1  # seconds a 429 asks the client to wait
     quiet: bool = False  # no access log lines

@@ -23,7 +23,7 @@ from tandem.core.async_llm import AsyncLLM, EngineStopped
 from tandem.core.inputs import EngineRequest
 from tandem.core.outputs import RequestOutput
 from tandem.core.server.admission import Admission, Draining, QueueFull, Ticket
-from tandem.core.server.config import ServerConfig
+from tandem.core.server.config import DEFAULT_WINDOW, ServerConfig
 from tandem.core.server.errors import ApiError, error_body, failure_line, scrub
 from tandem.core.server.front import Record
 from tandem.core.server.merge import Inbox, ServerStopping, merge
@@ -55,7 +55,8 @@ class Service:
         self.active = 0  # HTTP requests being answered (generation running)
         self.inboxes: set[Inbox] = set()  # of the requests generating now
         self.loop: asyncio.AbstractEventLoop | None = None
-        window = config.engine_window or llm.llm.engine_args.max_num_seqs
+        most = llm.llm.engine_args.max_num_seqs
+        window = config.engine_window or min(DEFAULT_WINDOW, most)
         self.admission = Admission(window, config.waiting_room)
         self.workers = Workers()
         self.bound = PromptBound(llm.get_tokenizer(), llm.max_model_len)
