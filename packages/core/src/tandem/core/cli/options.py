@@ -129,9 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser(
         "serve",
         help="serve an OpenAI-compatible HTTP API",
-        description="Serve /v1/completions, /v1/chat/completions, /v1/models, /health and "
-        "/metrics over HTTP. SIGTERM or Ctrl-C stops it: no new requests are taken, those "
-        "in flight get --shutdown-timeout seconds to finish, then are aborted.",
+        description="Serve /v1/completions, /v1/chat/completions, /v1/models, /tokenize, "
+        "/detokenize, /health and /metrics over HTTP. Requests enter the engine round-robin "
+        "between clients (an API key, else an address), within the limits below. SIGTERM or "
+        "Ctrl-C stops it: no new requests are taken, those in flight get --shutdown-timeout "
+        "seconds to finish, then are aborted.",
     )
     _engine_options(serve, model_positional=True)
     serve.add_argument("--host", default="127.0.0.1")
