@@ -226,3 +226,14 @@ def test_one_access_log_line_per_request(server_url, async_llm, caplog) -> None:
         _, headers, _ = call(f"{quiet}/v1/completions", {"prompt": "a b", "max_tokens": 1})
         time.sleep(0.2)
     assert not any(headers["x-request-id"] in r.getMessage() for r in caplog.records)
+
+
+def test_a_stream_left_early_gives_its_place_back(narrow) -> None:
+    body = {"prompt": ["a", "b", "c", "d"], "max_tokens": 100, "ignore_eos": True, "stream": True}
+    req = urllib.request.Request(
+        f"{narrow}/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        assert resp.readline().startswith(b"data: ")  # generating, three prompts waiting
+    for gauge in ("tandem_admission_waiting_sequences", "tandem_admission_engine_sequences"):
+        _wait_for(lambda g=gauge: _gauge(narrow, g) == 0)

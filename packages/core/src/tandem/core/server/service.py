@@ -10,33 +10,29 @@ requests; a whole response is raced against the client's disconnect for the same
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 
 from tandem.core.async_llm import AsyncLLM, EngineStopped
 from tandem.core.inputs import EngineRequest
 from tandem.core.outputs import RequestOutput
 from tandem.core.server.admission import Admission, Draining, QueueFull, Ticket
 from tandem.core.server.config import DEFAULT_WINDOW, ServerConfig
-from tandem.core.server.errors import ApiError, error_body, failure_line, scrub
+from tandem.core.server.errors import ApiError, failure_line
 from tandem.core.server.front import Record
 from tandem.core.server.merge import Inbox, ServerStopping, merge
 from tandem.core.server.metrics import Metrics
+from tandem.core.server.stream import EventStream, Job, events
 from tandem.core.server.tokenize import PromptBound
 from tandem.core.server.workers import Workers
 
 LOGGER = logging.getLogger("tandem")
 Inputs = Callable[[], list[tuple[Any, str]]]  # run by a worker: [(prompt or ids, where)]
-
-
-def sse(obj: Any) -> str:
-    return f"data: {json.dumps(obj)}\n\n"
 
 
 def record_of(request: Request) -> Record:
@@ -143,13 +139,12 @@ class Service:
         self.loop = asyncio.get_running_loop()
         record.prompt_tokens = sum(len(r.prompt_token_ids) for r in reqs)
         streams = [self._admitted(ticket, r, stream) for r in reqs]
-        now = int(time.time())
+        job = Job(streams, shape, rid, int(time.time()), params.n, ticket, record)
         if stream:
-            body = self.events(streams, shape, rid, now, params.n, ticket, record)
-            return StreamingResponse(body, media_type="text/event-stream")
+            return EventStream(events(self, job), ticket.close)
         self.active += 1
         try:
-            return await self.whole(request, streams, shape, rid, now, params.n, record)
+            return await self.whole(request, job)
         finally:
             self.active -= 1
             ticket.close()
@@ -161,16 +156,8 @@ class Service:
             async for out in self.llm.generate(req, delta=delta):
                 yield out
 
-    async def whole(
-        self,
-        request: Request,
-        streams: list[Any],
-        shape: Any,
-        rid: str,
-        now: int,
-        n: int,
-        record: Record,
-    ) -> Any:
+    async def whole(self, request: Request, job: Job) -> Any:
+        streams, shape, record = job.streams, job.shape, job.record
         finals: list[RequestOutput | None] = [None] * len(streams)
 
         async def collect() -> None:
@@ -192,7 +179,7 @@ class Service:
         except (EngineStopped, ServerStopping) as exc:
             raise ApiError(503, str(exc)) from None
         except Exception as exc:  # refused by the engine itself: this request only
-            LOGGER.exception("request %s failed", rid)
+            LOGGER.exception("request %s failed", job.rid)
             raise ApiError(500, failure_line(exc)) from None
         done = [shape.view(f) for f in finals if f is not None]
         failed = next((o.error for o in done if o.error is not None), None)
@@ -202,57 +189,4 @@ class Service:
         self.metrics.ended("ok", len(done))
         self.metrics.tokens(sum(len(o.prompt_token_ids) for o in done), made)
         record.output_tokens = made
-        return JSONResponse(shape.whole(rid, now, done, n))
-
-    async def events(
-        self,
-        streams: list[Any],
-        shape: Any,
-        rid: str,
-        now: int,
-        n: int,
-        ticket: Ticket,
-        record: Record,
-    ) -> AsyncIterator[str]:
-        prompt = made = finished = 0
-        self.active += 1
-        try:
-            opening = shape.opening(rid, now, len(streams) * n)
-            if opening is not None:
-                yield sse(opening)
-            async for i, raw in merge(streams, self.inboxes):
-                out = shape.view(raw)
-                made += sum(len(c.token_ids) for c in out.outputs)
-                if out.finished:
-                    prompt += len(out.prompt_token_ids)
-                    finished += 1
-                if out.error is not None:  # this request failed; the others go on
-                    message = f"the request failed inside the engine: {out.error}"
-                    yield sse(error_body(scrub(message), None, "server_error"))
-                    continue
-                for comp in out.outputs:
-                    chunk = shape.chunk(rid, now, i * n + comp.index, out, comp)
-                    if chunk is not None:
-                        if comp.token_ids:
-                            record.token_seen()
-                        yield sse(chunk)
-            if shape.include_usage:
-                yield sse(shape.usage_chunk(rid, now, prompt, made))
-            yield "data: [DONE]\n\n"
-            self.metrics.ended("ok", finished)
-        except (EngineStopped, ServerStopping) as exc:
-            yield sse(error_body(scrub(str(exc)), None, "server_error"))
-            yield "data: [DONE]\n\n"
-            self.metrics.ended("error", len(streams) - finished)
-        except Exception as exc:  # refused by the engine itself: this request only
-            LOGGER.exception("request %s failed", rid)
-            yield sse(error_body(failure_line(exc), None, "server_error"))
-            self.metrics.ended("error", len(streams) - finished)
-        except BaseException:  # the client left (cancelled) or the server stops
-            self.metrics.ended("aborted", len(streams) - finished)
-            raise
-        finally:
-            self.active -= 1
-            ticket.close()
-            self.metrics.tokens(prompt, made)
-            record.output_tokens = made
+        return JSONResponse(shape.whole(job.rid, job.now, done, job.n))
