@@ -69,11 +69,11 @@ def test_a_full_queue_and_a_draining_server_refuse() -> None:
 
 def test_a_cancelled_waiter_gives_its_turn_and_room_back() -> None:
     async def main() -> None:
-        adm = Admission(window=1, max_waiting=10)
-        holder = adm.enter("a", 1)
-        waiter = adm.enter("b", 1)
-        async with holder.admit(1):
-            task = asyncio.ensure_future(waiter.admit(1).__aenter__())
+        adm = Admission(window=4, max_waiting=10)
+        holder = adm.enter("a", 4)
+        waiter = adm.enter("b", 2)  # more than the headroom: it waits
+        async with holder.admit(4):
+            task = asyncio.ensure_future(waiter.admit(2).__aenter__())
             await asyncio.sleep(0)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
@@ -85,5 +85,22 @@ def test_a_cancelled_waiter_gives_its_turn_and_room_back() -> None:
         async with third.admit(1):
             assert adm.inside == 1
         third.close()
+
+    asyncio.run(main())
+
+
+def test_a_client_with_nothing_inside_goes_past_a_full_window_by_the_headroom() -> None:
+    async def main() -> None:
+        adm = Admission(window=4, max_waiting=10)
+        flood, probe = adm.enter("a", 8), adm.enter("b", 2)
+        async with flood.admit(4), probe.admit(1):  # at once: b had nothing inside
+            assert adm.inside == 5
+            second = asyncio.ensure_future(probe.admit(1).__aenter__())
+            await asyncio.sleep(0.01)
+            assert not second.done()  # b is inside now: the window holds
+            second.cancel()
+        for ticket in (flood, probe):
+            ticket.close()
+        assert adm.inside == 0 and adm.waiting == 0
 
     asyncio.run(main())

@@ -6,8 +6,10 @@ requests itself and feeds the engine one engine request at a time while fewer th
 ``window`` sequences are inside it, taking turns between clients (a client is an API key,
 else a remote address). A client that comes with nothing waiting takes the next turn
 (after other such newcomers); turns then go round the clients with something waiting.
-So a newcomer's request waits for the room that frees next, not for everything queued
-before it.
+A client with nothing in the engine may go past the window by a quarter of it
+(``headroom``), so a newcomer's small request goes in at once instead of waiting for a
+flood's sequences to finish: it waits for at most its turn, not for everything queued
+before it, and runs in a batch of at most ``window + headroom`` sequences.
 
 A request declares all its sequences on arrival (:meth:`Admission.enter`); past
 ``max_waiting`` sequences waiting in all, it is refused with :class:`QueueFull` (a 429),
@@ -55,7 +57,7 @@ class Ticket:
         try:
             yield
         finally:
-            self.admission._leave(n)
+            self.admission._leave(self.client, n)
 
     def close(self) -> None:
         """Give back what was declared and never let in (a refused or abandoned request)."""
@@ -70,12 +72,14 @@ class Admission:
 
     def __init__(self, window: int, max_waiting: int) -> None:
         self.window = window
+        self.headroom = max(1, window // 4)
         self.max_waiting = max_waiting
         self.inside = 0  # sequences let into the engine and not yet done
         self.waiting = 0  # sequences declared and not yet let in
         self.draining = False
         self._queues: dict[str, deque[_Waiter]] = {}  # clients in turn order
         self._fresh: set[str] = set()  # clients that came with nothing waiting, not yet let in
+        self._inside_by: dict[str, int] = {}  # sequences in the engine, by client
 
     def enter(self, client: str, sequences: int) -> Ticket:
         """Declare a request of ``sequences`` sequences; QueueFull or Draining refuse it."""
@@ -109,7 +113,7 @@ class Admission:
             await waiter.future
         except BaseException:
             if waiter.future.done() and not waiter.future.cancelled():
-                self._leave(n)  # let in just as it was cancelled: give the room back
+                self._leave(ticket.client, n)  # let in just as it was cancelled: give it back
             else:
                 self._drop(waiter)
             raise
@@ -123,9 +127,21 @@ class Admission:
                 self._fresh.discard(waiter.ticket.client)
         self._pump()
 
-    def _leave(self, n: int) -> None:
+    def _leave(self, client: str, n: int) -> None:
         self.inside -= n
+        left = self._inside_by.get(client, 0) - n
+        if left > 0:
+            self._inside_by[client] = left
+        else:
+            self._inside_by.pop(client, None)
         self._pump()
+
+    def _fits(self, client: str, n: int) -> bool:
+        """Whether ``n`` more sequences of ``client`` may go in now."""
+        if not self.inside:
+            return True  # larger than the window: alone
+        room = self.window if client in self._inside_by else self.window + self.headroom
+        return self.inside + n <= room
 
     def _pump(self) -> None:
         """Let in the head request of each client in turn while the window has room (a
@@ -134,7 +150,14 @@ class Admission:
             client = next(iter(self._queues))
             queue = self._queues.pop(client)
             waiter = queue[0]
-            if self.inside and self.inside + waiter.n > self.window:
+            if waiter.future.done():  # cancelled, its task not yet told: drop it
+                queue.popleft()
+                if queue:
+                    self._queues = {client: queue, **self._queues}
+                else:
+                    self._fresh.discard(client)
+                continue
+            if not self._fits(client, waiter.n):
                 self._queues = {client: queue, **self._queues}  # keeps its turn
                 return
             queue.popleft()
@@ -142,6 +165,7 @@ class Admission:
             if queue:
                 self._queues[client] = queue  # to the back of the turn order
             self.inside += waiter.n
+            self._inside_by[client] = self._inside_by.get(client, 0) + waiter.n
             ticket = waiter.ticket
             taken = min(waiter.n, ticket.waiting)
             ticket.waiting -= taken

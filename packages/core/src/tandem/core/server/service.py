@@ -77,7 +77,8 @@ class Service:
         self.workers.close()
 
     def count_error(self, status: int) -> None:
-        self.metrics.ended("error")
+        if status != 499:  # a client that left was counted as aborted
+            self.metrics.ended("error")
 
     def check_model(self, name: str | None) -> None:
         if name is None or name in self.config.model_names:
