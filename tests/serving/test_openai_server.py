@@ -9,7 +9,9 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest import MAX_MODEL_LEN, MODEL_NAME
+
+MAX_MODEL_LEN = 128  # the serving conftest's engines
+MODEL_NAME = "tiny"  # the name the serving conftest serves under
 
 openai = pytest.importorskip("openai")
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from conftest import MODEL_NAME
+
+MODEL_NAME = "tiny"  # the name the serving conftest serves under
 
 schemathesis = pytest.importorskip("schemathesis")
 

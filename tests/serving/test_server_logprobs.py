@@ -10,7 +10,8 @@ import json
 import urllib.request
 
 import pytest
-from conftest import MODEL_NAME
+
+MODEL_NAME = "tiny"  # the name the serving conftest serves under
 
 openai = pytest.importorskip("openai")
 
