@@ -9,7 +9,9 @@ import urllib.error
 import urllib.request
 
 import pytest
-from servhelpers import MAX_MODEL_LEN, MODEL_NAME
+
+MAX_MODEL_LEN = 128  # the serving conftest's engines
+MODEL_NAME = "tiny"  # the name the serving conftest serves under
 
 openai = pytest.importorskip("openai")
 
@@ -128,7 +130,7 @@ def test_chat_streamed_or_not(client, tiny_model) -> None:
     ("path", "body", "status", "param"),
     [
         ("completions", {"prompt": "a", "temperature": 5}, 400, "temperature"),
-        ("completions", {"prompt": "a", "max_tokens": 0}, 400, "max_tokens"),
+        ("completions", {"prompt": "a", "max_tokens": -1}, 400, "max_tokens"),
         ("completions", {"prompt": "a", "max_tokens": 10_000}, 400, "max_tokens"),
         ("completions", {"prompt": "", "max_tokens": 2}, 400, "prompt"),
         ("completions", {"prompt": "a", "best_of": 2}, 400, "best_of"),
