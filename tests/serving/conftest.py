@@ -12,17 +12,6 @@ from pathlib import Path
 import pytest
 from servhelpers import MAX_MODEL_LEN, MODEL_NAME
 
-# What the harness preloads before forking. Its xdist workers skip that preload (they
-# take themselves for the controller), so the first engine built by a module fixture
-# would register the kernels' ops, and the first transformers model set
-# TORCHINDUCTOR_CACHE_DIR, inside a test's or a fixture's account; imported here, at
-# collection, they are part of every test's starting state as without xdist.
-import torch._dynamo  # noqa: F401
-
-import tandem.kernels.ops
-import tandem.v0
-import tandem.v1  # noqa: F401
-
 pytestmark = pytest.mark.engines("v0", "v1")
 
 

@@ -9,9 +9,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-
-MAX_MODEL_LEN = 128  # the serving conftest's engines
-MODEL_NAME = "tiny"  # the name the serving conftest serves under
+from servhelpers import MAX_MODEL_LEN, MODEL_NAME
 
 openai = pytest.importorskip("openai")
 

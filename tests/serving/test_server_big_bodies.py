@@ -15,10 +15,11 @@ import urllib.error
 import urllib.request
 
 import pytest
+from servhelpers import MODEL_NAME
 
-MODEL_NAME = "tiny"  # the name the serving conftest serves under
-
-LATENCY_LIMIT = 1.0  # seconds: /health's slowest answer while a large body is processed
+# seconds: /health's slowest answer while a large body is processed; a loop blocked by
+# the body (as before) stalls it for tens of seconds, a busy shared machine for a few
+LATENCY_LIMIT = 5.0
 
 
 def _post(url: str, data: bytes) -> tuple[int, str]:

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-
-MODEL_NAME = "tiny"  # the name the serving conftest serves under
+from servhelpers import MODEL_NAME
 
 schemathesis = pytest.importorskip("schemathesis")
 

@@ -12,8 +12,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
-
-MODEL_NAME = "tiny"  # the name the serving conftest serves under
+from servhelpers import MODEL_NAME
 
 openai = pytest.importorskip("openai")
 
@@ -182,9 +181,7 @@ def shared(async_llm):
 def test_a_flood_does_not_hold_back_another_client(shared) -> None:
     flood = {"prompt": [f"p {i}" for i in range(48)], "max_tokens": 24, "ignore_eos": True}
     small = {"prompt": "hello", "max_tokens": 4, "ignore_eos": True}
-    start = time.monotonic()
     call(f"{shared}/v1/completions", small, KEYS[1])
-    alone = time.monotonic() - start
     done: dict[str, float] = {}
 
     def flooding() -> None:
@@ -194,14 +191,13 @@ def test_a_flood_does_not_hold_back_another_client(shared) -> None:
     worker = threading.Thread(target=flooding)
     worker.start()
     _wait_for(lambda: _gauge(shared, "tandem_admission_waiting_sequences", KEYS[1]) > 0)
-    start = time.monotonic()
     status, _, _ = call(f"{shared}/v1/completions", small, KEYS[1])
     done["small"] = time.monotonic()
     worker.join(300)
     assert status == 200
-    # the small request went in at the next turn, not after the 48 prompts
+    # the small request went in at the next turn, not after the 48 prompts (how long that
+    # takes is benchmarks/serve_fairness.py's to measure, not a test's)
     assert done["small"] < done["flood"]
-    assert done["small"] - start < max(10 * alone, 2.0), (alone, done["small"] - start)
 
 
 def test_one_access_log_line_per_request(server_url, async_llm, caplog) -> None:

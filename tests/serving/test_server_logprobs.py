@@ -10,8 +10,7 @@ import json
 import urllib.request
 
 import pytest
-
-MODEL_NAME = "tiny"  # the name the serving conftest serves under
+from servhelpers import MODEL_NAME
 
 openai = pytest.importorskip("openai")
 
