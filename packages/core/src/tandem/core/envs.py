@@ -110,6 +110,12 @@ REGISTRY: dict[str, EnvVar] = {
             "seconds a tensor-parallel rank waits in the rendezvous or in one collective",
         ),
         EnvVar("TANDEM_DEBUG_CHECKS", _bool, False, "extra internal consistency checks (slow)"),
+        EnvVar(
+            "TANDEM_API_KEY",
+            str,
+            None,
+            "the API key tandem serve asks of clients when no --api-key is given",
+        ),
     )
 }
 
