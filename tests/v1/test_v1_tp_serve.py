@@ -19,6 +19,7 @@ from tandem.core.sampling_params import SamplingParams
 EOS = {"ignore_eos": True}
 
 
+@pytest.mark.slow
 def test_the_server_answers_the_openai_client(tiny_dir: Path) -> None:
     openai = pytest.importorskip("openai")
     pytest.importorskip("fastapi")
@@ -45,14 +46,22 @@ def test_the_server_answers_the_openai_client(tiny_dir: Path) -> None:
     assert chat.choices[0].finish_reason in ("stop", "length")
 
 
+def _one_process(tiny_dir: Path) -> str:
+    from tandem.core import LLM
+
+    greedy = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
+    with LLM(tiny_dir, engine="v0", max_model_len=128) as llm:  # in this process
+        return llm.generate("a b c", greedy, use_tqdm=False)[0].outputs[0].text
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
 def test_tandem_serve_with_two_ranks(tiny_dir: Path) -> None:
+    """``tandem serve --tensor-parallel-size 2`` answers with the tokens of one process."""
     openai = pytest.importorskip("openai")
     pytest.importorskip("fastapi")
     port = _free_port()
@@ -69,8 +78,10 @@ def test_tandem_serve_with_two_ranks(tiny_dir: Path) -> None:
             except openai.APIConnectionError:
                 assert proc.poll() is None and time.monotonic() < end
                 time.sleep(0.3)
-        got = client.completions.create(model=models[0].id, prompt="a b", max_tokens=4)
-        assert got.choices[0].finish_reason in ("stop", "length")
+        got = client.completions.create(
+            model=models[0].id, prompt="a b c", max_tokens=6, temperature=0, extra_body=EOS
+        )
+        assert got.choices[0].text == _one_process(tiny_dir)
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
