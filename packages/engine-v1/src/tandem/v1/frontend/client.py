@@ -124,6 +124,11 @@ class MPClient:
     def ipc_dir(self) -> str | None:
         return self._res.ipc_dir
 
+    @property
+    def inbox(self) -> zmq.Socket:
+        """The socket results arrive on (to wait on several clients at once)."""
+        return self._in
+
     def _handshake(self) -> None:
         waiting = set(ROLES)
         while waiting:
