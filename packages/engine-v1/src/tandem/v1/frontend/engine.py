@@ -23,6 +23,7 @@ from tandem.v1.frontend.streams import RequestStream
 
 if TYPE_CHECKING:
     from tandem.core.config import EngineArgs, EngineConfig
+    from tandem.core.parallel.config import ParallelConfig
     from tandem.v1.frontend.client import MPClient
     from tandem.v1.frontend.dp_client import DPClient
     from tandem.v1.frontend.inproc_client import InprocClient
@@ -37,7 +38,7 @@ class LLMEngine:
     ) -> None:
         if not isinstance(multiprocess, bool):
             raise TypeError(f"multiprocess must be a bool, got {multiprocess!r}")
-        _check_replicas(config.parallel.data_parallel_size, multiprocess)
+        _check_parallel(config.parallel, multiprocess)
         self.config = config
         self._streams: dict[str, RequestStream] = {}
         self._closed = False
@@ -78,7 +79,7 @@ class LLMEngine:
         if not isinstance(multiprocess, bool):
             raise TypeError(f"multiprocess must be a bool, got {multiprocess!r}")
         engine_args.validate()
-        _check_replicas(engine_args.data_parallel_size, multiprocess)
+        _check_parallel(engine_args.parallel_config(), multiprocess)
         if not multiprocess or not os.path.isfile(os.path.join(engine_args.model, "config.json")):
             # no children to overlap (or a model dir that create_config will refuse)
             return cls(engine_args.create_config(), multiprocess=multiprocess)
@@ -191,7 +192,13 @@ class LLMEngine:
         self.shutdown()
 
 
-def _check_replicas(size: int, multiprocess: bool) -> None:
+def _check_parallel(parallel: ParallelConfig, multiprocess: bool) -> None:
+    """What the parallel arguments need, checked before any process starts."""
+    if parallel.distributed_executor_backend == "ray" and parallel.tensor_parallel_size > 1:
+        from tandem.v1.proc.ray_rank import require_ray
+
+        require_ray()
+    size = parallel.data_parallel_size
     if size > 1 and not multiprocess:
         raise ValueError(
             f"data_parallel_size={size} runs one engine-core process per replica: "

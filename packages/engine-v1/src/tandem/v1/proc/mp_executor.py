@@ -26,7 +26,7 @@ import zmq
 from tandem.core import envs
 from tandem.v1 import messages as m
 from tandem.v1.proc.ipc import endpoint, write_payload
-from tandem.v1.proc.payload import core_config
+from tandem.v1.proc.payload import plain_config
 from tandem.v1.proc.procs import describe_exit, launch, stop
 from tandem.v1.proc.ranks import RankLost, culprit
 from tandem.v1.worker.rank import RankSetup
@@ -97,7 +97,7 @@ class MPExecutor:
         for r, sock in enumerate(self._to_ranks):
             sock.bind(endpoint(res.dir, f"rank{r}_in"))
         self._from_ranks.bind(endpoint(res.dir, "ranks_out"))
-        plain = config if _is_plain(config) else core_config(config)
+        plain = plain_config(config)
         for r, proc in enumerate(res.procs):
             setup = RankSetup(r, size, HOST, res.store.port, timeout)
             assert proc.stdin is not None
@@ -174,8 +174,3 @@ class MPExecutor:
 
     def shutdown(self) -> None:
         self._finalizer()
-
-
-def _is_plain(config: EngineConfig) -> bool:
-    """Whether the config's transformers config is already a plain namespace."""
-    return type(config.model.hf_config).__module__ == "types"

@@ -83,3 +83,11 @@ def load_decoder(setup: dict[str, Any]) -> TextDecoder | Tokenizer:
     if text is not None:
         return TextDecoder.from_json(text)
     return load_tokenizer(setup["tokenizer"])
+
+
+def plain_config(config: EngineConfig) -> EngineConfig:
+    """``config`` with a plain transformers config, as :func:`core_config` makes it (a
+    config already made so, as an engine core process holds it, is kept as it is)."""
+    if type(config.model.hf_config).__module__ == "types":
+        return config
+    return core_config(config)
