@@ -84,22 +84,25 @@ def _parallel_options(cmd: argparse.ArgumentParser) -> None:
         type=number(int, "--tensor-parallel-size", lo=1),
         default=1,
         metavar="N",
-        help="split each layer over N processes (engine v1; default: 1)",
+        help="split each layer over N rank processes in one torch.distributed group "
+        "(gloo on the CPU, nccl on CUDA; engine v1; default: 1)",
     )
     cmd.add_argument(
         "--data-parallel-size",
         type=number(int, "--data-parallel-size", lo=1),
         default=1,
         metavar="N",
-        help="run N engine cores, each with the whole model, behind one front door "
-        "(engine v1; default: 1)",
+        help="run N engine cores, each with the whole model and its own KV cache, behind "
+        "one front door that sends each request to the one holding the fewest; a core "
+        "that dies fails only its own requests (engine v1; default: 1)",
     )
     cmd.add_argument(
         "--distributed-executor-backend",
         choices=("mp", "ray"),
         default="mp",
         help="how the tensor-parallel ranks run: mp (local processes, the default) or ray "
-        "(Ray actors: an existing cluster, else a local one)",
+        "(Ray actors in a placement group, on the cluster ray.init finds, else a local "
+        "one; pip install 'tandem-engine-v1[ray]')",
     )
 
 

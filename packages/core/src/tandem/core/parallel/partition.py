@@ -80,6 +80,5 @@ def check_tensor_parallel(spec: ModelSpec, size: int) -> None:
 def _divides(size: int, name: str, value: int) -> None:
     if value % size:
         raise ValueError(
-            f"tensor_parallel_size={size} must divide {name} ({value}); "
-            f"choose a divisor of {value}"
+            f"tensor_parallel_size={size} must divide {name} ({value}); choose a divisor of {value}"
         )
