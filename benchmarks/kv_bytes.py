@@ -23,6 +23,7 @@ import torch
 
 from tandem.core.hf_defaults import DEFAULTS
 from tandem.core.model_config import ModelConfig
+from tandem.core.models.architectures import build_spec
 from tandem.core.models.spec import ModelSpec
 
 BF16 = 2
@@ -34,7 +35,7 @@ def cache_shape(arch: str) -> tuple[ModelConfig, ModelSpec]:
         hf.num_key_value_heads = hf.num_attention_heads
     here = Path(".")
     mc = ModelConfig(here, hf, arch, torch.bfloat16, hf.max_position_embeddings, [], here)
-    return mc, ModelSpec.from_hf(hf, arch)
+    return mc, build_spec(hf, arch)
 
 
 def per_token(mc: ModelConfig) -> int:

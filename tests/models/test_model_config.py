@@ -10,7 +10,8 @@ import torch
 from tandem.core.attention_metadata import build_metadata
 from tandem.core.layers.rotary import inv_freq
 from tandem.core.models import get_model_class, supported_architectures
-from tandem.core.models.spec import ModelSpec, read_rope
+from tandem.core.models.architectures import build_spec
+from tandem.core.models.spec import read_rope
 
 
 def hf(**kw):
@@ -91,13 +92,11 @@ def test_rope_matches_transformers_inv_freq():
 )
 def test_bad_configs(kw, match):
     with pytest.raises(ValueError, match=match):
-        ModelSpec.from_hf(hf(**kw))
+        build_spec(hf(**kw))
 
 
 def test_spec_traps():
-    spec = ModelSpec.from_hf(
-        hf(architectures=["Qwen2ForCausalLM"], head_dim=12, tie_word_embeddings=True)
-    )
+    spec = build_spec(hf(architectures=["Qwen2ForCausalLM"], head_dim=12, tie_word_embeddings=True))
     assert spec.attention.qkv_bias and not spec.attention.o_bias and spec.tie_word_embeddings
     assert spec.head_dim == 12
 
@@ -158,4 +157,4 @@ def test_forward_rejects_bad_inputs(tandem_models):
 )
 def test_configs_we_cannot_honour_name_the_field_and_value(arch, kw, match):
     with pytest.raises(ValueError, match=match):
-        ModelSpec.from_hf(hf(architectures=[arch], num_hidden_layers=2, **kw))
+        build_spec(hf(architectures=[arch], num_hidden_layers=2, **kw))

@@ -18,9 +18,8 @@ from tandem.core.attention_metadata import AttentionMetadata
 from tandem.core.layers.linear import Linear, cpu_copy, packed_linear
 from tandem.core.layers.norm import RMSNorm
 from tandem.core.layers.self_attention import KVCache
-from tandem.core.models.architectures import architecture
+from tandem.core.models.architectures import architecture, build_spec
 from tandem.core.models.decoder import DecoderModel
-from tandem.core.models.spec import ModelSpec
 from tandem.core.models.weights import drop_layers_from, load_named
 from tandem.kernels.backends import AttentionBackend
 from tandem.kernels.ops.linear import Int8Weight, PackedWeight, linear_int8
@@ -34,7 +33,7 @@ class CausalLM(nn.Module):
     ) -> None:
         super().__init__()
         arch = type(self).__name__
-        self.spec = ModelSpec.from_hf(hf_config, arch, max_model_len)
+        self.spec = build_spec(hf_config, arch, max_model_len)
         self.model = DecoderModel(self.spec, dtype)
         self.lm_head: Linear | None = None
         if not self.spec.tie_word_embeddings:

@@ -3,15 +3,20 @@
 An architecture's name map says, for each checkpoint module inside a layer, where its
 tensors land: a module of ours (renamed, or the same name), rows of a fused module (q, k
 and v in one projection), or one expert's slice of a stacked expert weight.
+
+torch is imported where tensors are copied, not with the module: the architectures
+import their name maps from here, and reading a config's spec (the engine's front
+process reads the layers' windows) stays torch-free.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-from torch import Tensor, nn
+if TYPE_CHECKING:
+    from torch import Tensor, nn
 
 # Tensors some checkpoints carry that are derived state, not weights.
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
@@ -88,6 +93,8 @@ def load_named(
     skip: Iterable[str] = (),
 ) -> None:
     """Load every expected tensor exactly once; raise on missing, unexpected or misshaped."""
+    import torch
+
     expected = expected_names(model, shards)
     skipped = set(skip)
     loaded: set[str] = set()
