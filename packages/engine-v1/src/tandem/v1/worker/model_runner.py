@@ -48,7 +48,7 @@ class ModelRunner:
             mc.num_layers,
             mc.num_kv_heads,
             mc.head_dim,
-            self.num_kv_blocks,
+            config.cache.allocated_blocks,  # with a sliding window, the null block too
             self.block_size,
             config.dtype,
             config.device,
