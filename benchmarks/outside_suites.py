@@ -16,8 +16,11 @@ engine, here one for the whole run) and ``--isolate module`` (a fresh child per 
 module); ``--watch`` adds a fourth run, the defaults with ``harness_watch_prefixes`` set to
 the project's own packages. Each run writes a JUnit XML file; the outcomes (passed,
 failed, error, skipped, xfailed) are compared per test id against the plain run. Prints a
-table of wall times, ratios and whether the outcomes match, lists every mismatch with the
-harness's message, and writes ``summary.json`` beside the environments. Exits 1 when a run broke or
+table of wall times, ratios and whether the outcomes match, then the same for CPU time
+(user + system of pytest and every process it waited for: steadier than wall time on a
+machine other work shares), lists every mismatch with the harness's message, and writes
+``summary.json`` beside the environments. With ``--repeats`` the best run of each mode
+counts. Exits 1 when a run broke or
 an outcome differs. Nothing here is a test; the first run downloads and installs (about a
 minute per project), later runs reuse the environments (``--fresh`` rebuilds them).
 """
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -80,6 +84,7 @@ DEFAULT = ("click", "more-itertools", "toolz", "attrs")
 class Run:
     seconds: float
     code: int
+    cpu: float = 0.0  # user + system seconds of the run's whole process tree
     outcomes: dict[str, str] = field(default_factory=dict)
     messages: dict[str, str] = field(default_factory=dict)
     tail: str = ""
@@ -211,6 +216,7 @@ def _run(python: Path, src: Path, project: Project, mode: str, timeout: float) -
     cmd = [str(python), "-m", "pytest", *project.tests, *_flags(project, mode)]
     cmd += ["-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "-o", "junit_family=xunit1"]
     start = time.perf_counter()
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         done = subprocess.run(
             cmd, cwd=src, capture_output=True, text=True, timeout=timeout, env=_env(), check=False
@@ -219,8 +225,10 @@ def _run(python: Path, src: Path, project: Project, mode: str, timeout: float) -
     except subprocess.TimeoutExpired as exc:
         code, out = -1, f"timed out after {timeout:g} s\n{exc.stdout or ''}{exc.stderr or ''}"
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - used.ru_utime) + (after.ru_stime - used.ru_stime)
     (src.parent / f"output-{mode}.txt").write_text(out if isinstance(out, str) else repr(out))
-    run = Run(seconds, code, tail=out[-2500:] if isinstance(out, str) else "")
+    run = Run(seconds, code, cpu, tail=out[-2500:] if isinstance(out, str) else "")
     if xml.exists():
         run.outcomes, run.messages = _parse(xml)
     return run
@@ -242,6 +250,24 @@ def _harness_version(ref: str) -> str:
     except (RuntimeError, OSError):
         return "unknown"
     return head + (" + uncommitted harness/src changes" if dirty.strip() else "")
+
+
+def _table(summary: dict[str, dict], modes: list[str], key: str, title: str) -> list[str]:
+    """One line per project: each mode's best ``key`` (seconds), ratios to plain, outcomes."""
+    head = f"{title}\n{'project':<22}{'tests':>6}" + "".join(f"{m + ' s':>10}" for m in modes)
+    lines = [head + "".join(f"{m + '/plain':>15}" for m in modes[1:]) + "  outcomes"]
+    for name, row in summary.items():
+        s = row[key]
+        same = "same" if not row["mismatches"] and not row["broken_runs"] else "DIFFER"
+        if row["broken_runs"]:
+            same += f" (broken: {', '.join(row['broken_runs'])})"
+        elif row["mismatches"]:
+            same += f" ({len(row['mismatches'])})"
+        line = f"{name + ' ' + row['version']:<22}{row['tests']:>6}"
+        line += "".join(f"{s[m]:>10.1f}" for m in modes)
+        line += "".join(f"{s[m] / max(s['plain'], 1e-9):>14.2f}x" for m in modes[1:])
+        lines.append(f"{line}  {same}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -294,13 +320,19 @@ def main(argv: list[str] | None = None) -> int:
         project = PROJECTS[name]
         python, src = _prepare(project, harness, args.fresh, say)
         runs: dict[str, Run] = {}
+        cpus: dict[str, float] = {}  # best CPU time per mode (its run may not be the fastest)
         for _ in range(args.repeats):
             for mode in modes:  # the modes take turns, so a slow spell hits all of them
                 run = _run(python, src, project, mode, args.timeout)
                 counts = _counts(run.outcomes)
-                say(f"  {name} {mode:<7} {run.seconds:7.1f} s  exit {run.code}  {counts}")
+                say(
+                    f"  {name} {mode:<7} {run.seconds:7.1f} s  cpu {run.cpu:7.1f} s  "
+                    f"exit {run.code}  {counts}"
+                )
                 if mode not in runs or run.seconds < runs[mode].seconds:
                     runs[mode] = run
+                if mode not in cpus or run.cpu < cpus[mode]:
+                    cpus[mode] = run.cpu
         base = runs["plain"]
         mismatches = []
         for mode in modes[1:]:
@@ -323,27 +355,17 @@ def main(argv: list[str] | None = None) -> int:
             "version": project.version,
             "tests": len(base.outcomes),
             "seconds": {m: round(r.seconds, 2) for m, r in runs.items()},
+            "cpu": {m: round(c, 2) for m, c in cpus.items()},
             "exit": {m: r.code for m, r in runs.items()},
             "counts": {m: _counts(r.outcomes) for m, r in runs.items()},
             "broken_runs": {m: runs[m].tail for m in empty},
             "mismatches": mismatches,
         }
 
-    say("")
-    head = f"{'project':<22}{'tests':>6}" + "".join(f"{m + ' s':>10}" for m in modes)
-    head += "".join(f"{m + '/plain':>15}" for m in modes[1:]) + "  outcomes"
-    say(head)
-    for name, row in summary.items():
-        s = row["seconds"]
-        same = "same" if not row["mismatches"] and not row["broken_runs"] else "DIFFER"
-        if row["broken_runs"]:
-            same += f" (broken: {', '.join(row['broken_runs'])})"
-        elif row["mismatches"]:
-            same += f" ({len(row['mismatches'])})"
-        line = f"{name + ' ' + row['version']:<22}{row['tests']:>6}"
-        line += "".join(f"{s[m]:>10.1f}" for m in modes)
-        line += "".join(f"{s[m] / s['plain']:>14.2f}x" for m in modes[1:])
-        say(f"{line}  {same}")
+    for key, title in (("seconds", "wall time"), ("cpu", "CPU time (user + system)")):
+        say("")
+        for line in _table(summary, modes, key, title):
+            say(line)
     for name, row in summary.items():
         for mode, tail in row["broken_runs"].items():
             code = row["exit"][mode]

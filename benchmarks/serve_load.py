@@ -43,7 +43,11 @@ def free_port() -> int:
 VLLM_VENV = RESULTS / "vllm-venv"
 
 
-def start(model: str, engine: str, port: int) -> subprocess.Popen[bytes]:
+def start(
+    model: str, engine: str, port: int, extra: list[str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``tandem serve`` (or vLLM's server) on ``port``, answering /health; ``extra``:
+    more flags for ``tandem serve``."""
     env = dict(os.environ)
     if engine == "vllm":
         # the module, not the `vllm` script: that one asks for the metadata of a
@@ -58,6 +62,7 @@ def start(model: str, engine: str, port: int) -> subprocess.Popen[bytes]:
     else:
         cmd = [sys.executable, "-m", "tandem.core.cli", "serve", model, "--engine", engine]
         cmd += ["--port", str(port), "--served-model-name", "bench", "--max-model-len", "1024"]
+        cmd += extra or []
     proc = subprocess.Popen(cmd, start_new_session=True, env=env)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:

@@ -252,3 +252,20 @@ def test_spawn_start_method(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPa
     result = run(suite, "--harness-start", "spawn", "--isolate", "engine")
     result.assert_outcomes(passed=5)
     assert len(set(_pids(log).values())) == 3
+
+
+def test_x_stops_before_the_next_test_even_in_the_child(suite: pytest.Pytester) -> None:
+    """The next test of a child is sent ahead of time, except when the run may stop early."""
+    suite.makepyfile(
+        test_stop="""
+        def test_fails():
+            assert False
+
+        def test_next():
+            open("next-ran.txt", "w").close()
+    """
+    )
+    run(suite, "-x", "-p", "no:randomly").assert_outcomes(failed=1)
+    assert not (suite.path / "next-ran.txt").exists()
+    run(suite, "-p", "no:randomly").assert_outcomes(failed=1, passed=1)
+    assert (suite.path / "next-ran.txt").exists()

@@ -208,8 +208,8 @@ def test_cuda_guard_names_the_first_init(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_wire_round_trip() -> None:
     read, write = os.pipe()
     try:
-        first = Report({"nodeid": "a::b[v0]", "longrepr": ("f.py", 3, "skip")})
-        second = Report({"nodeid": "a::c[v1]", "longrepr": None})
+        first = Report("a::b[v0]", data={"longrepr": ("f.py", 3, "skip")})
+        second = Report("a::c[v1]", pickled=b"\x80\x05N.")
         wire.send(write, first, second)  # one write, two messages
         os.close(write)
         reader = wire.Reader(read)

@@ -128,7 +128,7 @@ def test_chat_streamed_or_not(client, tiny_model) -> None:
     ("path", "body", "status", "param"),
     [
         ("completions", {"prompt": "a", "temperature": 5}, 400, "temperature"),
-        ("completions", {"prompt": "a", "max_tokens": 0}, 400, "max_tokens"),
+        ("completions", {"prompt": "a", "max_tokens": -1}, 400, "max_tokens"),
         ("completions", {"prompt": "a", "max_tokens": 10_000}, 400, "max_tokens"),
         ("completions", {"prompt": "", "max_tokens": 2}, 400, "prompt"),
         ("completions", {"prompt": "a", "best_of": 2}, 400, "best_of"),

@@ -1,8 +1,9 @@
 """The child loop: run the items the parent names, send every report back.
 
-The setup report goes out at once (a crash in the call is then told as a failed call,
-not a failed setup); the call's and the teardown's reports, the warnings and the end of
-the test go out together in one write: two wake-ups of the parent per test.
+A test's reports, its warnings and its end go out together in one write: one wake-up of
+the parent per test. So that a crash in the call is still told as a failed call (not a
+failed setup), the setup report is also left in a side file the parent reads only when
+the child died (``pending_setup``): a file write wakes nobody.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from _pytest.runner import runtestprotocol
 
 from ..leaks import processes
 from . import wire
-from .messages import ChildFailed, Done, Exit, Interrupted, Message, Run
+from .messages import ChildFailed, Done, Exit, Interrupted, Message, Ready, Report, Run
 from .reports import dump_report, dump_warning
 
 
@@ -29,17 +30,38 @@ def crash_log(folder: Path, pid: int) -> Path:
     return folder / f"child-{pid}.log"
 
 
+def _side_file(folder: Path, pid: int) -> Path:
+    return folder / f"child-{pid}.setup"
+
+
+def pending_setup(folder: Path, pid: int) -> Report | None:
+    """The setup report a child that died had left in its side file, if any."""
+    try:
+        message = wire.Reader(os.open(_side_file(folder, pid), os.O_RDONLY))
+    except OSError:
+        return None
+    try:
+        found = message.recv()
+    except Exception:  # cut off mid-write
+        found = None
+    finally:
+        os.close(message.fd)
+    return found if isinstance(found, Report) else None
+
+
 class Channel:
     """What a child sends its parent, batched per test."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, folder: Path) -> None:
         self.fd = fd
         self.pending: list[Message] = []
+        self.side = os.open(_side_file(folder, os.getpid()), os.O_WRONLY | os.O_CREAT, 0o600)
 
     def report(self, config: pytest.Config, report: pytest.TestReport) -> None:
-        self.pending.append(dump_report(config, report))
+        message = dump_report(config, report)
+        self.pending.append(message)
         if report.when == "setup":
-            self.flush()
+            wire.send(self.side, message, at=0)
 
     def warning(self, message: warnings.WarningMessage, nodeid: str) -> None:
         self.pending.append(dump_warning(message, nodeid))
@@ -50,8 +72,12 @@ class Channel:
             wire.send(self.fd, *messages)
 
 
-def serve(session: pytest.Session, channel: Channel, cmd_fd: int, folder: Path) -> NoReturn:
+def serve(
+    session: pytest.Session, channel: Channel, cmd_fd: int, folder: Path, spawned: bool = False
+) -> NoReturn:
     """Run items until told to stop; the process exits at the end (never returns).
+
+    A spawned child says when it is ready: its start-up is not its first test's time.
 
     ``pytest.exit`` and ``KeyboardInterrupt`` inside a test end the run as they would under
     plain pytest: the parent is told, and raises them itself.
@@ -64,6 +90,8 @@ def serve(session: pytest.Session, channel: Channel, cmd_fd: int, folder: Path) 
     items: dict[str, Any] = {item.nodeid: item for item in session.items}
     reader = wire.Reader(cmd_fd)
     code = 0
+    if spawned:
+        channel.flush(Ready())
     try:
         while True:
             message = reader.recv()

@@ -26,10 +26,18 @@ class Stop:
 
 # child -> parent
 @dataclass(frozen=True)
-class Report:
-    """One phase's report, as ``pytest_report_to_serializable`` made it."""
+class Ready:
+    """A spawned child has collected and waits for tests: its tests' clocks start now."""
 
-    data: dict[str, Any]
+
+@dataclass(frozen=True)
+class Report:
+    """One phase's report: the pickled ``TestReport``, or (when it cannot be pickled) what
+    ``pytest_report_to_serializable`` made of it."""
+
+    nodeid: str
+    pickled: bytes = b""
+    data: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,6 @@ class ForkRefused:
 
 
 ToChild = Run | Stop
-FromChild = Report | Warned | Done | Exit | Interrupted | ChildFailed
+FromChild = Ready | Report | Warned | Done | Exit | Interrupted | ChildFailed
 FromZygote = Forked | Exited | ForkRefused
 Message = ToChild | FromChild | FromZygote

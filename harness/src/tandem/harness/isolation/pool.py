@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +25,7 @@ import pytest
 from ..leaks import probe
 from ..settings import Settings
 from . import cuda, wire
-from .messages import Stop
+from .messages import Run, Stop
 from .zygote import Zygote
 
 _SPAWNED = itertools.count()
@@ -42,6 +43,8 @@ class Child:
     status: int | None = None
     out: str | None = None  # a spawned child's stdout and stderr files
     err: str | None = None
+    queued: Run | None = None  # sent ahead: the child starts it when the running one is done
+    ready: bool = True  # a spawned child is not until it says so
     reader: wire.Reader = field(init=False)
 
     def __post_init__(self) -> None:
@@ -120,7 +123,7 @@ class Pool:
                 stderr=err_file,
                 env=env,
             )
-        return Child(proc.pid, cmd_w, res_r, unit, proc, out=str(out), err=str(err))
+        return Child(proc.pid, cmd_w, res_r, unit, proc, out=str(out), err=str(err), ready=False)
 
     def _kill(self, child: Child) -> None:
         for kill in (os.killpg, os.kill):
@@ -174,10 +177,7 @@ class Pool:
         if self.zygote is not None:
             self.zygote.stop()
         if self._folder is not None:
-            with contextlib.suppress(OSError):
-                for path in self._folder.iterdir():
-                    path.unlink()
-                self._folder.rmdir()
+            shutil.rmtree(self._folder, ignore_errors=True)
 
 
 _VALUED = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import sys
 import warnings
 from typing import Any
@@ -12,16 +13,24 @@ from .messages import Report, Warned
 
 
 def dump_report(config: pytest.Config, report: pytest.TestReport) -> Report:
-    """A report as plain data, through pytest's own serialisation hook."""
-    data = config.hook.pytest_report_to_serializable(config=config, report=report)
-    data["user_properties"] = [(str(k), _plain(v)) for k, v in report.user_properties]
-    return Report(data)
+    """A report ready to cross: pickled as it is (both ends run the same pytest), else as
+    plain data through pytest's own serialisation hook."""
+    report.user_properties = [(str(k), _plain(v)) for k, v in report.user_properties]
+    try:
+        return Report(report.nodeid, pickled=pickle.dumps(report, pickle.HIGHEST_PROTOCOL))
+    except Exception:  # a plugin's longrepr or attribute that does not pickle
+        data = config.hook.pytest_report_to_serializable(config=config, report=report)
+        return Report(report.nodeid, data=data)
 
 
 def load_report(config: pytest.Config, message: Report) -> pytest.TestReport:
-    """The report ``dump_report`` wrote, rebuilt in this process."""
-    report = config.hook.pytest_report_from_serializable(config=config, data=message.data)
-    report.user_properties = list(message.data.get("user_properties", []))
+    """The report ``dump_report`` made, rebuilt in this process."""
+    if message.pickled:
+        report: pytest.TestReport = pickle.loads(message.pickled)
+        return report
+    data = message.data or {}
+    report = config.hook.pytest_report_from_serializable(config=config, data=data)
+    report.user_properties = [tuple(pair) for pair in data.get("user_properties", [])]
     return report
 
 

@@ -6,46 +6,53 @@ item with the signal and the child's last output, and the unit goes on in a new 
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from ..settings import Settings
 from . import wire
-from .child import crash_log
-from .messages import ChildFailed, Done, Exit, Interrupted, Message, Report, Run, Warned
+from .child import pending_setup
+from .failures import Log, Outcome, crash_text, fail, last_output
+from .messages import (
+    ChildFailed,
+    Done,
+    Exit,
+    Interrupted,
+    Message,
+    Ready,
+    Report,
+    Run,
+    Warned,
+)
 from .pool import Child, ChildMain, Pool
 from .reports import load_report, load_warning
 
-Log = Callable[[pytest.TestReport], None]
-PHASES = ("setup", "call", "teardown")
+START_UP = 120.0  # seconds a spawned child may take to start and collect
 
 
 @dataclass(frozen=True)
 class Placement:
-    """How the pytest face sees an item: its unit (None: not here), engine and time limit."""
+    """How the pytest face sees an item: its unit (None: not here), engine, time limit, and
+    the item pytest runs after a given one (None: the last, or no look-ahead)."""
 
     unit: Callable[[pytest.Item], Any]
     engine: Callable[[pytest.Item], str | None]
     timeout: Callable[[pytest.Item], float]
-
-
-@dataclass(slots=True)
-class Outcome:
-    reports: list[pytest.TestReport] = field(default_factory=list)
-    done: bool = False
-    exit: tuple[str, int | None] | None = None  # pytest.exit() in the child: (reason, code)
-    interrupted: str = ""  # KeyboardInterrupt in the child: where it was raised
+    following: Callable[[pytest.Item], pytest.Item | None]
 
 
 class Driver(Pool):
-    """Runs items in the child of their unit; one per pytest (or xdist worker) process."""
+    """Runs items in the child of their unit; one per pytest (or xdist worker) process.
+
+    With ``ahead``, the next item of the same unit is sent while the current one runs, so
+    the child starts it the moment it is done instead of waiting for the parent to log the
+    reports (the two overlap). Only a run that may stop early (``-x``) must not do this:
+    the child would run one test pytest never reports.
+    """
 
     def __init__(
         self,
@@ -54,9 +61,11 @@ class Driver(Pool):
         seed: int,
         child_main: ChildMain,
         placement: Placement,
+        ahead: bool = True,
     ) -> None:
         super().__init__(config, settings, seed, child_main)
         self.placement = placement
+        self.ahead = ahead
         self.child: Child | None = None
         self.spare: Child | None = None  # forked ahead for the next unit, waiting for items
 
@@ -94,14 +103,21 @@ class Driver(Pool):
         """
         forced = unit is not None
         unit = unit if forced else self.placement.unit(item)
-        if self.child is not None and self.child.unit != unit:
-            self.finish()
-        if self.child is None:
-            self.child = self._take_spare(unit) or self._start(unit)
         next_unit = None if nextitem is None or forced else self.placement.unit(nextitem)
         same = nextitem is not None and (forced or next_unit == unit)
+        command = Run(item.nodeid, nextitem.nodeid if same and nextitem else None)
+        queued = self.child.queued if self.child is not None else None
+        if self.child is not None and (self.child.unit != unit or queued not in (None, command)):
+            self.finish()  # another unit, or the loop did not go where the look-ahead guessed
+        if self.child is None:
+            self.child = self._take_spare(unit) or self._start(unit)
         child = self.child
-        wire.send(child.cmd_w, Run(item.nodeid, nextitem.nodeid if same else None))
+        if child.queued != command:
+            wire.send(child.cmd_w, command)
+        child.queued = None
+        if same and self.ahead and not forced:
+            assert nextitem is not None
+            self._send_ahead(child, nextitem, unit)
         if not same and next_unit is not None and self.spare is None:
             self.spare = self._start(next_unit)  # forks while the current item runs
         outcome = self._collect(child, item, log, self.placement.timeout(item))
@@ -115,6 +131,12 @@ class Driver(Pool):
         if not same and self.child is child:
             self.finish()
         return outcome
+
+    def _send_ahead(self, child: Child, item: pytest.Item, unit: Any) -> None:
+        after = self.placement.following(item)
+        same = after is not None and self.placement.unit(after) == unit
+        child.queued = Run(item.nodeid, after.nodeid if same and after else None)
+        wire.send(child.cmd_w, child.queued)
 
     def kill_all(self) -> None:
         """Kill every child and the zygote at once (the pytest process is being terminated)."""
@@ -140,11 +162,16 @@ class Driver(Pool):
 
     def _collect(self, child: Child, item: pytest.Item, log: Log, limit: float) -> Outcome:
         outcome = Outcome()
-        deadline = time.monotonic() + limit if limit else None
+        # a spawned child still starting gets a start-up allowance before the test's own
+        deadline = time.monotonic() + limit + (0 if child.ready else START_UP) if limit else None
         while True:
             wait = 0.05 if deadline is None else max(0.0, min(0.05, deadline - time.monotonic()))
             if child.reader.ready(wait):
                 message = child.reader.recv()
+                if isinstance(message, Ready):
+                    child.ready = True
+                    deadline = time.monotonic() + limit if limit else None
+                    continue
                 if message is not None and self._take(message, item, log, outcome):
                     return outcome
                 if message is not None:
@@ -157,12 +184,16 @@ class Driver(Pool):
             if self._status(child) is not None:
                 self._drain(child, item, log, outcome)
                 if not outcome.done:
-                    self._fail(item, log, outcome, self._crash_text(child, item))
+                    self._recover_setup(child, item, log, outcome)
+                    self._fail(
+                        item, log, outcome, crash_text(child, item, self._last_output(child))
+                    )
                     self._kill(child)
                     self._drop(child)
                 return outcome
             if deadline is not None and time.monotonic() >= deadline:
                 self._kill(child)
+                self._recover_setup(child, item, log, outcome)
                 text = (
                     f"Timeout: {item.nodeid} ran longer than {limit:g} s; "
                     f"the harness killed its child (pid {child.pid})"
@@ -170,6 +201,16 @@ class Driver(Pool):
                 self._fail(item, log, outcome, text + self._last_output(child))
                 self._drop(child)
                 return outcome
+
+    def _recover_setup(self, child: Child, item: pytest.Item, log: Log, outcome: Outcome) -> None:
+        """A child that died mid-test: log the setup report it had not sent yet."""
+        if outcome.reports:
+            return
+        message = pending_setup(self.folder, child.pid)
+        if message is not None and message.nodeid == item.nodeid:
+            report = load_report(self.config, message)
+            outcome.reports.append(report)
+            log(report)
 
     def _drain(self, child: Child, item: pytest.Item, log: Log, outcome: Outcome) -> None:
         while not outcome.done and child.reader.ready(0):
@@ -194,11 +235,11 @@ class Driver(Pool):
                         "location": None,
                     }
                 )
-            case Done():
+            case Done(nodeid):
                 outcome.done = True
                 whens = {r.when: r for r in outcome.reports}
                 ran = "call" in whens or ("setup" in whens and not whens["setup"].passed)
-                if not ran or "teardown" not in whens:
+                if nodeid != item.nodeid or not ran or "teardown" not in whens:
                     self._fail(
                         item,
                         log,
@@ -221,66 +262,8 @@ class Driver(Pool):
                 return True
         return False
 
-    def _crash_text(self, child: Child, item: pytest.Item) -> str:
-        code = child.status if child.status is not None else 0
-        how = f"exited with code {code}"
-        if code < 0:
-            with contextlib.suppress(ValueError):
-                how = f"was killed by signal {signal.Signals(-code).name}"
-        return (
-            f"Crash: the child process (pid {child.pid}) {how} while running "
-            f"{item.nodeid}" + self._last_output(child)
-        )
-
     def _last_output(self, child: Child) -> str:
-        parts = []
-        capman = self.config.pluginmanager.getplugin("capturemanager")
-        if capman is not None and child.proc is None:
-            with contextlib.suppress(Exception):
-                out, err = capman.read_global_capture()
-                parts += [("last stdout", out), ("last stderr", err)]
-        if child.proc is not None:  # spawned: its output went to its own files
-            for name, path in (("last stdout", child.out), ("last stderr", child.err)):
-                with contextlib.suppress(OSError, TypeError):
-                    parts.append((name, Path(path).read_text(errors="replace")))
-        with contextlib.suppress(OSError):
-            parts.append(("fault log", crash_log(self.folder, child.pid).read_text()))
-        return "".join(f"\n\n--- {name} ---\n{_clip(name, text)}" for name, text in parts if text)
+        return last_output(self.config, child, self.folder)
 
     def _fail(self, item: pytest.Item, log: Log, outcome: Outcome, text: str) -> None:
-        whens = {r.when for r in outcome.reports}
-        when = next((w for w in PHASES if w not in whens), "teardown")
-        props = list(item.user_properties)
-        engine = self.placement.engine(item)
-        if engine is not None and ("engine", engine) not in props:
-            props.append(("engine", engine))
-        report = pytest.TestReport(
-            item.nodeid,
-            item.location,
-            {k: 1 for k in item.keywords},
-            "failed",
-            text,
-            when,
-            user_properties=props,
-        )  # type: ignore[arg-type]
-        outcome.reports.append(report)
-        log(report)
-        if when != "teardown":
-            ok = pytest.TestReport(
-                item.nodeid,
-                item.location,
-                {k: 1 for k in item.keywords},
-                "passed",
-                None,
-                "teardown",
-                user_properties=props,
-            )
-            outcome.reports.append(ok)
-            log(ok)
-
-
-def _clip(name: str, text: str, size: int = 3000) -> str:
-    """The interesting end of an output: the last lines, or a fault log's newest frames."""
-    if len(text) <= size:
-        return text
-    return text[:size] + "\n..." if name == "fault log" else "...\n" + text[-size:]
+        fail(item, self.placement.engine(item), log, outcome, text)

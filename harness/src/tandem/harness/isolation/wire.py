@@ -17,9 +17,16 @@ from .messages import Message
 _HEADER = struct.Struct("!I")
 
 
-def send(fd: int, *messages: Message) -> None:
-    """Write ``messages`` to ``fd``, all in one write where the pipe takes it."""
+def send(fd: int, *messages: Message, at: int | None = None) -> None:
+    """Write ``messages`` to ``fd``, all in one write where the pipe takes it.
+
+    ``at``: write at this offset of a file instead (the file keeps only these messages).
+    """
     data = b"".join(_frame(m) for m in messages)
+    if at is not None:
+        os.pwrite(fd, data, at)
+        os.ftruncate(fd, at + len(data))
+        return
     view = memoryview(data)
     while view:
         written = os.write(fd, view)
@@ -62,23 +69,3 @@ class Reader:
         body = bytes(self.buffer[_HEADER.size : _HEADER.size + size])
         del self.buffer[: _HEADER.size + size]
         return pickle.loads(body)
-
-
-def recv(fd: int) -> Message | None:
-    """One message from ``fd`` with no read-ahead (a process that shares the fd)."""
-    head = _read_exact(fd, _HEADER.size)
-    if head is None:
-        return None
-    body = _read_exact(fd, _HEADER.unpack(head)[0])
-    return None if body is None else pickle.loads(body)
-
-
-def _read_exact(fd: int, size: int) -> bytes | None:
-    chunks = []
-    while size:
-        chunk = os.read(fd, size)
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)

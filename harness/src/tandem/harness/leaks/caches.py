@@ -1,7 +1,9 @@
 """Cache clearing at isolation and engine boundaries.
 
 Discovered duck-typed (any object with ``cache_clear`` in a watched module: lru_cache,
-cache, env_cache) plus the callables configured in ``harness_cache_clearers``.
+cache, env_cache) plus the callables configured in ``harness_cache_clearers``. A module's
+caches are looked for once, in its clean state (right after its import): a fresh child
+per test would otherwise ask every attribute of every watched module each time.
 """
 
 from __future__ import annotations
@@ -14,6 +16,18 @@ from .attributes import watched
 from .imports import WATCHER
 
 _RESOLVED: dict[str, Callable[[], Any]] = {}
+_FOUND: dict[str, tuple[Any, list[Any]]] = {}  # module -> (its clean state, its caches)
+
+
+def _caches(values: list[Any]) -> list[Any]:
+    out, seen = [], set()
+    for value in values:
+        if isinstance(value, type) or id(value) in seen:
+            continue
+        if callable(getattr(value, "cache_clear", None)):
+            seen.add(id(value))
+            out.append(value)
+    return out
 
 
 def _resolve(path: str) -> Callable[[], Any]:
@@ -33,14 +47,18 @@ def _resolve(path: str) -> Callable[[], Any]:
 def clear(clearers: tuple[str, ...] = ()) -> int:
     """Clear every discoverable cache of the watched modules; returns how many were cleared."""
     count = 0
-    seen: set[int] = set()
-    for _, module in watched(WATCHER):
-        for value in list(vars(module).values()):
-            clear_fn = getattr(value, "cache_clear", None)
-            if callable(clear_fn) and id(value) not in seen and not isinstance(value, type):
-                seen.add(id(value))
-                clear_fn()
-                count += 1
+    for name, module in watched(WATCHER):
+        clean = WATCHER.clean.get(name)
+        if clean is None:  # loaded before the watcher: look at it as it is now
+            found = _caches(list(vars(module).values()))
+        else:
+            known = _FOUND.get(name)
+            if known is None or known[0] is not clean:  # first look, or imported again
+                known = _FOUND[name] = (clean, _caches(list(clean.attrs.values())))
+            found = known[1]
+        for cache in found:
+            cache.cache_clear()
+        count += len(found)
     for path in clearers:
         _resolve(path)()
         count += 1

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import psutil
 
@@ -23,19 +25,29 @@ _PR_SET_PDEATHSIG = 1
 Procs = frozenset[tuple[int, float]]  # (pid, start time) of live descendants
 
 
+@functools.cache
+def _libc() -> Any:
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def _prctl(option: int, value: int) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(option, value, 0, 0, 0) == 0
+        return _libc().prctl(option, value, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
 
 
+_SUBREAPER: dict[int, bool] = {}  # pid -> whether it took effect (a fork must ask again)
+
+
 def become_subreaper() -> bool:
     """Adopt orphaned descendants (Linux only); True when it took effect."""
-    return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    pid = os.getpid()
+    if pid not in _SUBREAPER:
+        _SUBREAPER[pid] = _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    return _SUBREAPER[pid]
 
 
 def die_with_parent(signum: int = 9) -> bool:
@@ -53,22 +65,38 @@ def end_all() -> None:
 def _children() -> list[psutil.Process]:
     """Descendants of this process: from /proc's children files (fast), else a psutil scan."""
     root = os.getpid()
-    if not os.path.exists(f"/proc/{root}/task/{root}/children"):
+    if not _proc_children_files():
         return psutil.Process().children(recursive=True)
     out, todo = [], [root]
     while todo:
         pid = todo.pop()
         for task in _listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{task}/children") as f:
-                    kids = [int(k) for k in f.read().split()]
-            except OSError:
-                continue
+            kids = [int(k) for k in _read(f"/proc/{pid}/task/{task}/children").split()]
             todo.extend(kids)
             for kid in kids:
                 with contextlib.suppress(psutil.Error):
                     out.append(psutil.Process(kid))
     return out
+
+
+@functools.cache
+def _proc_children_files() -> bool:
+    """Whether the kernel lists each task's children in /proc (Linux with CONFIG_PROC_CHILDREN)."""
+    return os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+def _read(path: str) -> bytes:
+    """A small /proc file's content (b"" if it is gone); no buffered file object."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, 1 << 16)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def _listdir(path: str) -> list[str]:
@@ -87,8 +115,7 @@ def started(proc: psutil.Process) -> float:
     process would look new.
     """
     try:
-        with open(f"/proc/{proc.pid}/stat", "rb") as f:
-            tail = f.read().rpartition(b")")[2].split()
+        tail = _read(f"/proc/{proc.pid}/stat").rpartition(b")")[2].split()
         return float(tail[19])  # field 22 (starttime); fields counted after "(comm)"
     except (OSError, IndexError, ValueError):
         return proc.create_time()

@@ -48,7 +48,7 @@ class SpawnedChildRole(ChildRole):
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Any:
-        serve(session, self.channel, self.cmd_fd, self.folder)
+        serve(session, self.channel, self.cmd_fd, self.folder, spawned=True)
 
 
 def enter(config: pytest.Config, channel: Channel) -> None:

@@ -50,27 +50,52 @@ class LoopRole:
         self.run = run
         self.session: pytest.Session | None = None
         self.driver: Driver | None = None
+        self.positions: dict[int, int] = {}  # id(item) -> its index in session.items
         settings = run.settings
         if not settings.force_none or settings.find_polluter:
             placement = Placement(
                 unit=lambda item: unit_of(item, settings),
                 engine=engine_of,
                 timeout=lambda item: timeout_of(item, settings.timeout),
+                following=self._following,
             )
-            self.driver = Driver(config, settings, run.seed, self._child_main, placement)
+            opt = config.option
+            stops_early = any(
+                getattr(opt, name, False) for name in ("maxfail", "stepwise", "usepdb")
+            )
+            # an xdist worker runs the items it is handed, not session.items in order
+            ahead = not stops_early and not hasattr(config, "workerinput")
+            self.driver = Driver(
+                config, settings, run.seed, self._child_main, placement, ahead=ahead
+            )
             _end_children_on_sigterm(self.driver)
+
+    def _following(self, item: pytest.Item) -> pytest.Item | None:
+        """The item pytest's loop runs after ``item``."""
+        items = self.session.items if self.session is not None else []
+        if len(self.positions) != len(items):
+            self.positions = {id(it): i for i, it in enumerate(items)}
+        index = self.positions.get(id(item))
+        return None if index is None or index + 1 >= len(items) else items[index + 1]
 
     def _child_main(self, cmd_fd: int, res_fd: int, folder: Path) -> None:
         """A forked child: it takes the child's roles and serves tests until told to stop."""
         assert self.session is not None
-        channel = Channel(res_fd)
+        channel = Channel(res_fd, folder)
         child.enter(self.config, channel)
         serve(self.session, channel, cmd_fd, folder)
 
     @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, session: pytest.Session) -> None:
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, items: list[pytest.Item]
+    ) -> None:
+        """Before the zygote forks, load what every child would otherwise work out again:
+        what reseeding needs, and each item's location (pytest computes it lazily, for its
+        reports; a child's copy would be forgotten with the child)."""
         self.session = session
-        seeds.warm()  # before the zygote forks: every child inherits what reseeding needs
+        seeds.warm()
+        for item in items:
+            item.location  # noqa: B018 - a cached property: computed once, here
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
@@ -109,15 +134,16 @@ class LoopRole:
         if limit:
             item.stash[ALARM] = Alarm(item.nodeid, limit)
 
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    # not tryfirst: inside the tester's wrappers, so its snapshots are not the test's time
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, Any]:
         return (yield from _timed(item, "setup"))
 
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
         return (yield from _timed(item, "call"))
 
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, Any, Any]:
         return (yield from _timed(item, "teardown"))
 

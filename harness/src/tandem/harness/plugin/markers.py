@@ -3,11 +3,10 @@ parametrisation."""
 
 from __future__ import annotations
 
+import os
 import sys
-import weakref
 from dataclasses import dataclass
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -74,61 +73,58 @@ def timeout(seconds: float) -> Any:
     return pytest.mark.timeout(seconds)
 
 
-_FOLDER_MARKS = pytest.StashKey[dict[tuple[Path, str], list[pytest.Mark]]]()
+_FOLDER_MARKS = pytest.StashKey[dict[tuple[str, str], list[pytest.Mark]]]()
 
 
-def _conftest_marks(config: pytest.Config, path: Path, name: str) -> list[pytest.Mark]:
-    """``pytestmark`` of the conftest.py files above ``path``, closest first.
+def _conftest_marks(config: pytest.Config, folder: str, name: str) -> list[pytest.Mark]:
+    """``pytestmark`` of the conftest.py files in ``folder`` and above it, closest first.
 
     Cached per folder: a folder's conftest files are all loaded before any test in it is
     collected, and a suite has far fewer folders than tests.
     """
     cache = config.stash.setdefault(_FOLDER_MARKS, {})
-    key = (path.parent, name)
+    key = (folder, name)
     if key not in cache:
-        cache[key] = _scan_conftests(config, path, name)
+        cache[key] = _scan_conftests(config, folder, name)
     return cache[key]
 
 
-def _scan_conftests(config: pytest.Config, path: Path, name: str) -> list[pytest.Mark]:
+def _scan_conftests(config: pytest.Config, folder: str, name: str) -> list[pytest.Mark]:
     found: list[tuple[int, list[pytest.Mark]]] = []
-    parents = set(path.parents)
     for plugin in config.pluginmanager.get_plugins():
         file = getattr(plugin, "__file__", None)
         if not file or not file.endswith("conftest.py"):
             continue
-        folder = Path(file).parent
-        if folder not in parents:
+        home = os.path.dirname(file)
+        if folder != home and not folder.startswith(home.rstrip(os.sep) + os.sep):
             continue
         marks = getattr(plugin, "pytestmark", [])
         marks = marks if isinstance(marks, list) else [marks]
         hits = [m.mark if hasattr(m, "mark") else m for m in marks]
         hits = [m for m in hits if getattr(m, "name", None) == name]
         if hits:
-            found.append((len(folder.parts), hits))
+            found.append((home.count(os.sep), hits))
     found.sort(key=lambda pair: -pair[0])
     return [mark for _, marks in found for mark in marks]
 
 
-# keyed by the node object itself (weakly): collection makes short-lived nodes such as
-# FunctionDefinition whose id() a later node may reuse, so an id() key could hand one
-# test another test's marker
-_CLOSEST: weakref.WeakKeyDictionary[Any, dict[str, pytest.Mark | None]] = (
-    weakref.WeakKeyDictionary()
-)
+_CLOSEST = pytest.StashKey[dict[str, "pytest.Mark | None"]]()
 
 
 def closest(node: Any, name: str) -> pytest.Mark | None:
-    """The closest ``name`` marker of a node: its own chain first, then package conftests."""
-    try:
-        known = _CLOSEST.setdefault(node, {})
-    except TypeError:  # not weak-referenceable: no caching
-        known = {}
+    """The closest ``name`` marker of a node: its own chain first, then package conftests.
+
+    Remembered in the node's own stash (collection makes short-lived nodes, such as
+    FunctionDefinition, whose id() a later node may reuse: an id() key could hand one test
+    another test's marker).
+    """
+    stash = getattr(node, "stash", None)
+    known = stash.setdefault(_CLOSEST, {}) if stash is not None else {}
     if name in known:
         return known[name]
     mark = node.get_closest_marker(name)
     if mark is None:
-        marks = _conftest_marks(node.config, Path(str(node.path)), name)
+        marks = _conftest_marks(node.config, os.path.dirname(os.fspath(node.path)), name)
         mark = marks[0] if marks else None
     known[name] = mark
     return mark

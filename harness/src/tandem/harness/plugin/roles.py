@@ -84,7 +84,8 @@ def activate(config: pytest.Config) -> None:
     if settings.worker_fds:  # a spawned child: the tester first, so the child wraps it
         cmd, res, folder = settings.worker_fds.split(",", 2)
         manager.register(TesterRole(run, scratch=Path(folder)), TESTER)
-        manager.register(SpawnedChildRole(Channel(int(res)), int(cmd), Path(folder)), CHILD)
+        channel = Channel(int(res), Path(folder))
+        manager.register(SpawnedChildRole(channel, int(cmd), Path(folder)), CHILD)
         return
     worker = xdist_worker(config)
     if not worker:

@@ -104,6 +104,12 @@ REGISTRY: dict[str, EnvVar] = {
             "seconds v1 waits for its child processes to become ready",
         ),
         EnvVar("TANDEM_DEBUG_CHECKS", _bool, False, "extra internal consistency checks (slow)"),
+        EnvVar(
+            "TANDEM_API_KEY",
+            str,
+            None,
+            "the API key tandem serve asks of clients when no --api-key is given",
+        ),
     )
 }
 

@@ -79,11 +79,16 @@ class RequestOutput:
             raise ValueError(f"num_cached_tokens must be >= 0, got {self.num_cached_tokens}")
 
 
+def mask_paths(text: str) -> str:
+    """``text`` with every file path replaced by ``<path>`` (it may reach a client)."""
+    return _PATH.sub("<path>", text)
+
+
 def error_text(exc: BaseException, limit: int = 200) -> str:
     """What ``RequestOutput.error`` says of ``exc``: its type and the first line of its
     message, file paths masked, at most ``limit`` characters (never a traceback: the
     text goes to whoever sent the request)."""
     lines = str(exc).strip().splitlines()
-    first = _PATH.sub("<path>", lines[0]) if lines else ""
+    first = mask_paths(lines[0]) if lines else ""
     text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."

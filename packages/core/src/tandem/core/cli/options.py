@@ -147,16 +147,22 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser(
         "serve",
         help="serve an OpenAI-compatible HTTP API",
-        description="Serve /v1/completions, /v1/chat/completions, /v1/models, /health and "
-        "/metrics over HTTP. SIGTERM or Ctrl-C stops it: no new requests are taken, those "
-        "in flight get --shutdown-timeout seconds to finish, then are aborted.",
+        description="Serve /v1/completions, /v1/chat/completions, /v1/models, /tokenize, "
+        "/detokenize, /health and /metrics over HTTP. Requests enter the engine round-robin "
+        "between clients (an API key, else an address), within the limits below. SIGTERM or "
+        "Ctrl-C stops it: no new requests are taken, those in flight get --shutdown-timeout "
+        "seconds to finish, then are aborted.",
         epilog=epilog,
     )
     _engine_options(serve, model_positional=True)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=number(int, "--port", lo=0, hi=65535), default=8000)
     serve.add_argument(
-        "--served-model-name", default=None, help="the model id clients use (default: its name)"
+        "--served-model-name",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="the model ids clients may use; the first is announced (default: its name)",
     )
     serve.add_argument(
         "--shutdown-timeout",
@@ -165,7 +171,66 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how long requests in flight may run on after SIGTERM or Ctrl-C (default: 10)",
     )
+    _guard_options(serve)
     return parser
+
+
+def _guard_options(serve: argparse.ArgumentParser) -> None:
+    """The flags of a server that guards itself: keys, limits, timeouts, manners."""
+    from tandem.core.server.config import ServerConfig
+
+    d = ServerConfig(model_names=("-",))
+    serve.add_argument(
+        "--api-key",
+        action="append",
+        default=None,
+        metavar="KEY",
+        help="require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize and "
+        "/metrics (repeatable; default: $TANDEM_API_KEY, else no key)",
+    )
+    limits = [
+        ("--max-body-bytes", d.max_body_bytes, "largest request body (a 413 past it)"),
+        ("--max-prompts", d.max_prompts, "prompts in one request"),
+        ("--max-sequences", d.max_sequences, "prompts x n in one request"),
+        ("--max-waiting", d.max_waiting, "sequences waiting for the engine (a 429 past it)"),
+    ]
+    for flag, default, what in limits:
+        serve.add_argument(
+            flag,
+            type=number(int, flag, lo=1),
+            default=default,
+            metavar="N",
+            help=f"{what} (default: {default})",
+        )
+    serve.add_argument(
+        "--engine-window",
+        type=number(int, "--engine-window", lo=1),
+        default=None,
+        metavar="N",
+        help="sequences inside the engine at once, let in round-robin between clients "
+        "(default: 64, at most the engine's max_num_seqs; larger: more throughput for one "
+        "client, a longer wait for the others)",
+    )
+    serve.add_argument(
+        "--timeout-keep-alive",
+        type=number(int, "--timeout-keep-alive", lo=1),
+        default=5,
+        metavar="SECONDS",
+        help="close an idle connection after this long (default: 5)",
+    )
+    serve.add_argument(
+        "--timeout-body",
+        type=number(float, "--timeout-body", lo=0.0, lo_open=True),
+        default=d.body_timeout,
+        metavar="SECONDS",
+        help=f"a 408 when a body stalls this long (default: {d.body_timeout:g})",
+    )
+    serve.add_argument(
+        "--strict-fields",
+        action="store_true",
+        help="refuse a body with a field the server does not know (400) instead of ignoring it",
+    )
+    serve.add_argument("--quiet", action="store_true", help="no access log line per request")
 
 
 def engine_args(args: argparse.Namespace, model: str) -> dict[str, Any]:

@@ -77,6 +77,7 @@ def _server_class() -> type:
 
         def stop(self, reason: str) -> None:
             self.should_exit = True
+            self.service.drain()
             print(
                 f"tandem serve: stopping ({reason}): no new requests; "
                 f"{self.service.in_flight()} in flight get up to {self.grace:g} s to finish, "
@@ -103,6 +104,26 @@ def _watch_engine(llm: Any, server: Any, failed: list[str]) -> threading.Thread:
     thread = threading.Thread(target=watch, name="tandem-engine-watch", daemon=True)
     thread.start()
     return thread
+
+
+def server_config(args: argparse.Namespace, name: str) -> Any:
+    """The ``ServerConfig`` the flags ask for (``name``: the default served name)."""
+    from tandem.core import envs
+    from tandem.core.server.config import ServerConfig
+
+    keys = args.api_key or ([envs.TANDEM_API_KEY] if envs.TANDEM_API_KEY else [])
+    return ServerConfig(
+        model_names=tuple(args.served_model_name or [name]),
+        api_keys=tuple(keys),
+        strict_fields=args.strict_fields,
+        max_body_bytes=args.max_body_bytes,
+        max_prompts=args.max_prompts,
+        max_sequences=args.max_sequences,
+        max_waiting=args.max_waiting,
+        engine_window=args.engine_window,
+        body_timeout=args.timeout_body,
+        quiet=args.quiet,
+    )
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -132,19 +153,21 @@ def run_serve(args: argparse.Namespace) -> int:
     with sock:
         try:
             model = resolve_model(args.model)
+            served = server_config(args, served_name(args.model, model))
             say(f"loading {model} ({args.engine or 'default'} engine)")
             llm = AsyncLLM(model, engine=args.engine, **engine_args(args, model))
         except (TypeError, ValueError, RuntimeError) as exc:
             print(f"tandem serve: error: {exc}", file=sys.stderr)
             return 2
-        name = args.served_model_name or served_name(args.model, model)
+        name = served.name
         failed: list[str] = []
         with llm:
-            app = build_app(llm, name)
+            app = build_app(llm, served)
             config = uvicorn.Config(
                 app,
                 log_level="warning",
                 lifespan="off",
+                timeout_keep_alive=args.timeout_keep_alive,
                 # the backstop: requests were aborted at the grace's end already
                 timeout_graceful_shutdown=args.shutdown_timeout + 5,
             )
@@ -152,8 +175,13 @@ def run_serve(args: argparse.Namespace) -> int:
             _watch_engine(llm, server, failed)
             bound = sock.getsockname()[1]
             say(f"serving {name!r} on http://{args.host}:{bound} with engine {llm.engine_name}")
+            if served.api_keys:
+                say("clients must send 'Authorization: Bearer KEY' (/health is open)")
             say("Ctrl-C or SIGTERM stops it")
-            server.run(sockets=[sock])
+            try:
+                server.run(sockets=[sock])
+            finally:
+                app.state.service.close()
     if failed:
         print(f"tandem serve: exiting: the engine failed: {failed[0]}", file=sys.stderr)
         return ENGINE_FAILED

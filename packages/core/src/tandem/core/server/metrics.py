@@ -23,9 +23,10 @@ class Metrics:
         self.prompt_tokens += prompt
         self.generation_tokens += generated
 
-    def render(self, stats: Any) -> str:
+    def render(self, stats: Any, admission: Any = None) -> str:
         """The exposition text, with ``stats`` (an ``EngineStats``) as the gauges; ``None``
-        (the engine failed) gives the counters and ``tandem_engine_alive 0``."""
+        (the engine failed) gives the counters and ``tandem_engine_alive 0``. With
+        ``admission`` (the server's queue), its sequences waiting and let in."""
         lines: list[str] = []
 
         def metric(name: str, kind: str, text: str, value: float | dict[str, int]) -> None:
@@ -41,6 +42,11 @@ class Metrics:
             "tandem_generation_tokens_total", "counter", "Tokens generated.", self.generation_tokens
         )
         metric("tandem_engine_alive", "gauge", "1 while the engine serves.", int(stats is not None))
+        if admission is not None:
+            text = "Sequences waiting in the server's admission queue."
+            metric("tandem_admission_waiting_sequences", "gauge", text, admission.waiting)
+            text = "Sequences let into the engine and not yet done."
+            metric("tandem_admission_engine_sequences", "gauge", text, admission.inside)
         if stats is None:
             return "\n".join(lines) + "\n"
         used = 1.0 - stats.num_free_kv_blocks / max(stats.num_kv_blocks, 1)

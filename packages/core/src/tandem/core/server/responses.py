@@ -1,16 +1,20 @@
 """OpenAI response bodies and stream chunks, built from ``RequestOutput``s.
 
 ``CompletionShape`` makes ``text_completion`` objects, ``ChatShape``
-``chat.completion`` / ``chat.completion.chunk`` ones; the app picks one per endpoint.
-Choice ``index`` runs over prompts, then samples: ``prompt_index * n + sample index``.
+``chat.completion`` / ``chat.completion.chunk`` ones; the service makes one per HTTP
+request. Choice ``index`` runs over prompts, then samples: ``prompt_index * n + sample
+index``. Under ``echo`` a choice's first text (whole or first chunk) starts with the
+prompt, and its logprobs with the prompt's; ``max_tokens: 0`` is served by generating
+one token and leaving it out (:meth:`CompletionShape.view`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tandem.core.outputs import CompletionOutput, RequestOutput
+from tandem.core.server.logprob_view import LegacyLogprobs, chat_logprobs, prompt_logprobs
 
 FINISH = {"stop": "stop", "length": "length"}  # an aborted sample has none
 
@@ -34,39 +38,81 @@ def _empty(comp: CompletionOutput) -> bool:
 @dataclass(slots=True)
 class CompletionShape:
     model: str
-    top_logprobs: int | None = None  # asked per token (None: no logprobs)
+    tokenizer: Any = None  # decodes prompts given as ids and tokens for their offsets
+    logprobs: int | None = None  # top logprobs per token (None: none asked)
+    echo: bool = False
+    zero: bool = False  # max_tokens 0: the one token generated is not shown
+    prompt_logprobs: int | None = None  # vLLM's field (None: not asked)
+    include_usage: bool = False  # a stream ends with a usage chunk
     prefix: str = "cmpl"
     prompt_param: str = "prompt"
     kind: str = "text_completion"
+    _started: dict[int, LegacyLogprobs | None] = field(default_factory=dict)
 
     def where(self, count: int) -> list[str]:
         """How errors name each prompt of a body."""
         return ["prompt"] if count == 1 else [f"prompt[{i}]" for i in range(count)]
 
+    def view(self, out: RequestOutput) -> RequestOutput:
+        """``out`` as the client sees it (under ``max_tokens: 0``, without its token)."""
+        if not self.zero:
+            return out
+        shown = [
+            replace(
+                c,
+                text="",
+                token_ids=[],
+                logprobs=[] if c.logprobs is not None else None,
+                cumulative_logprob=None,
+                finish_reason="length" if c.finish_reason in FINISH else c.finish_reason,
+                stop_reason=None,
+            )
+            for c in out.outputs
+        ]
+        return replace(out, outputs=shown)
+
+    def _decode(self, token: int, skip_special: bool) -> str:
+        return self.tokenizer.decode([token], skip_special_tokens=skip_special)
+
+    def _prompt_text(self, out: RequestOutput) -> str:
+        if out.prompt is not None:
+            return out.prompt
+        return self.tokenizer.decode(out.prompt_token_ids)
+
     def _head(self, rid: str, now: int) -> dict[str, Any]:
         return {"id": rid, "object": self.kind, "created": now, "model": self.model}
 
-    def logprobs(self, comp: CompletionOutput) -> dict[str, Any] | None:
-        if comp.logprobs is None:
-            return None
-        tokens, values, tops = [], [], []
-        for tok, entry in zip(comp.token_ids, comp.logprobs):
-            tokens.append(entry[tok].decoded_token)
-            values.append(entry[tok].logprob)
-            tops.append({lp.decoded_token: lp.logprob for lp in entry.values()})
-        return {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops}
-
-    def choice(self, index: int, comp: CompletionOutput) -> dict[str, Any]:
-        return {
+    def choice(self, index: int, out: RequestOutput, comp: CompletionOutput) -> dict[str, Any]:
+        """One choice: the whole of it, or the next piece of a stream."""
+        first = index not in self._started
+        if first:
+            wanted = self.logprobs is not None
+            self._started[index] = LegacyLogprobs(self._decode) if wanted else None
+        lps = self._started[index]
+        text = comp.text
+        if first and self.echo:
+            echoed = self._prompt_text(out)
+            text = echoed + text
+            if lps is not None:
+                lps.add_prompt(out, self.logprobs or 0)
+                lps.offset = len(echoed)  # the completion starts right after the prompt
+        if lps is not None:
+            lps.add_sample(comp, self.logprobs or 0)
+        body: dict[str, Any] = {
             "index": index,
-            "text": comp.text,
-            "logprobs": self.logprobs(comp),
+            "text": text,
+            "logprobs": lps.take() if lps is not None else None,
             "finish_reason": _finish(comp),
         }
+        if self.prompt_logprobs is not None:
+            body["prompt_logprobs"] = prompt_logprobs(out, self.prompt_logprobs) if first else None
+        return body
 
     def whole(self, rid: str, now: int, finals: list[RequestOutput], n: int) -> dict[str, Any]:
         choices = [
-            self.choice(i * n + c.index, c) for i, out in enumerate(finals) for c in out.outputs
+            self.choice(i * n + c.index, out, c)
+            for i, out in enumerate(finals)
+            for c in out.outputs
         ]
         prompt = sum(len(o.prompt_token_ids) for o in finals)
         made = sum(len(c.token_ids) for o in finals for c in o.outputs)
@@ -75,10 +121,12 @@ class CompletionShape:
     def opening(self, rid: str, now: int, count: int) -> dict[str, Any] | None:
         return None
 
-    def chunk(self, rid: str, now: int, index: int, comp: CompletionOutput) -> dict | None:
-        if _empty(comp):
+    def chunk(
+        self, rid: str, now: int, index: int, out: RequestOutput, comp: CompletionOutput
+    ) -> dict | None:
+        if _empty(comp) and (index in self._started or not self.echo):
             return None
-        return {**self._head(rid, now), "choices": [self.choice(index, comp)]}
+        return {**self._head(rid, now), "choices": [self.choice(index, out, comp)]}
 
     def usage_chunk(self, rid: str, now: int, prompt: int, made: int) -> dict[str, Any]:
         return {**self._head(rid, now), "choices": [], "usage": usage(prompt, made)}
@@ -89,29 +137,17 @@ class ChatShape(CompletionShape):
     prefix: str = "chatcmpl"
     prompt_param: str = "messages"
     kind: str = "chat.completion"
+    _prompt_sent: bool = False
 
     def where(self, count: int) -> list[str]:
         return ["messages"] * count
 
-    def logprobs(self, comp: CompletionOutput) -> dict[str, Any] | None:
-        if comp.logprobs is None:
-            return None
-        content = []
-        for tok, entry in zip(comp.token_ids, comp.logprobs):
-            best = sorted(entry.values(), key=lambda lp: lp.rank or 0)[: self.top_logprobs or 0]
-            tops = [
-                {"token": lp.decoded_token, "logprob": lp.logprob, "bytes": None} for lp in best
-            ]
-            chosen = entry[tok]
-            content.append(
-                {
-                    "token": chosen.decoded_token,
-                    "logprob": chosen.logprob,
-                    "bytes": None,
-                    "top_logprobs": tops,
-                }
-            )
-        return {"content": content}
+    def _prompt_part(self, out: RequestOutput) -> dict[str, Any]:
+        """vLLM's response-level ``prompt_logprobs``, once per response or stream."""
+        if self.prompt_logprobs is None or self._prompt_sent:
+            return {}
+        self._prompt_sent = True
+        return {"prompt_logprobs": prompt_logprobs(out, self.prompt_logprobs)}
 
     def whole(self, rid: str, now: int, finals: list[RequestOutput], n: int) -> dict[str, Any]:
         out = finals[0]
@@ -119,14 +155,15 @@ class ChatShape(CompletionShape):
             {
                 "index": c.index,
                 "message": {"role": "assistant", "content": c.text},
-                "logprobs": self.logprobs(c),
+                "logprobs": chat_logprobs(c, self.logprobs or 0),
                 "finish_reason": _finish(c),
             }
             for c in out.outputs
         ]
         made = sum(len(c.token_ids) for c in out.outputs)
         usage_ = usage(len(out.prompt_token_ids), made)
-        return {**self._head(rid, now), "choices": choices, "usage": usage_}
+        head = self._head(rid, now)
+        return {**head, "choices": choices, "usage": usage_, **self._prompt_part(out)}
 
     def _frame(self, rid: str, now: int, choices: list[dict[str, Any]]) -> dict[str, Any]:
         head = {**self._head(rid, now), "object": "chat.completion.chunk"}
@@ -143,16 +180,18 @@ class ChatShape(CompletionShape):
             ],
         )
 
-    def chunk(self, rid: str, now: int, index: int, comp: CompletionOutput) -> dict | None:
+    def chunk(
+        self, rid: str, now: int, index: int, out: RequestOutput, comp: CompletionOutput
+    ) -> dict | None:
         if _empty(comp):
             return None
         choice = {
             "index": index,
             "delta": {"content": comp.text} if comp.text else {},
-            "logprobs": self.logprobs(comp),
+            "logprobs": chat_logprobs(comp, self.logprobs or 0),
             "finish_reason": _finish(comp),
         }
-        return self._frame(rid, now, [choice])
+        return {**self._frame(rid, now, [choice]), **self._prompt_part(out)}
 
     def usage_chunk(self, rid: str, now: int, prompt: int, made: int) -> dict[str, Any]:
         return {**self._frame(rid, now, []), "usage": usage(prompt, made)}
