@@ -8,13 +8,14 @@ the per-block byte size, which only the engine knows: ``CacheConfig.resolve_num_
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
+from tandem.core.cache_config import DEFAULT_KV_CACHE_BYTES, CacheConfig
 from tandem.core.device import DEVICES, DTYPE_NAMES
+from tandem.core.kv_window import kv_window
 from tandem.core.parallel.config import ParallelConfig, check_splits
 from tandem.core.validate import check_bool, check_int
 
@@ -55,7 +56,6 @@ __all__ = [
     *_LAZY,
 ]
 
-DEFAULT_KV_CACHE_BYTES = 1 << 30
 # Tokens per step unless max_num_batched_tokens is given. With chunked prefill a step
 # takes at most this many, whatever max_model_len is: past ~2048 rows a CPU matmul's rate
 # falls (SmolLM2's prefill steps of 8192 rows ran its MLP at 143-146 GFLOP/s, steps of
@@ -63,43 +63,6 @@ DEFAULT_KV_CACHE_BYTES = 1 << 30
 # Without chunked prefill a step must hold a whole prompt: max_model_len, if larger.
 DEFAULT_BATCHED_TOKENS = 2048
 QUANTIZATIONS = (None, "int8")
-
-
-@dataclass(slots=True)
-class CacheConfig:
-    block_size: int
-    num_kv_blocks: int | None  # None until resolve_num_blocks() runs
-    kv_cache_memory_bytes: int | None  # None: 1 GiB, capped at max_num_seqs full sequences
-    max_num_seqs: int
-    max_model_len: int
-    enable_prefix_caching: bool
-
-    @property
-    def blocks_per_seq(self) -> int:
-        """Blocks one sequence of max_model_len tokens needs."""
-        return math.ceil(self.max_model_len / self.block_size)
-
-    def resolve_num_blocks(self, bytes_per_block: int) -> int:
-        """Fix ``num_kv_blocks`` from the byte budget (unless set explicitly); return it."""
-        check_int("bytes_per_block", bytes_per_block, lo=1)
-        if self.num_kv_blocks is not None:
-            blocks, source = self.num_kv_blocks, f"num_kv_blocks={self.num_kv_blocks}"
-        else:
-            budget = self.kv_cache_memory_bytes
-            if budget is None:
-                full = self.max_num_seqs * self.blocks_per_seq * bytes_per_block
-                budget = min(DEFAULT_KV_CACHE_BYTES, full)
-            blocks = budget // bytes_per_block
-            source = f"kv_cache_memory_bytes={budget} ({bytes_per_block} bytes per block)"
-        if blocks < self.blocks_per_seq:
-            raise ValueError(
-                f"the KV cache holds {blocks} blocks of {self.block_size} tokens "
-                f"({source}), but one sequence of max_model_len={self.max_model_len} needs "
-                f"{self.blocks_per_seq}; raise num_kv_blocks or kv_cache_memory_bytes, "
-                f"or lower max_model_len"
-            )
-        self.num_kv_blocks = blocks
-        return blocks
 
 
 @dataclass(slots=True)
@@ -291,6 +254,8 @@ class EngineArgs:
             max_num_seqs=self.max_num_seqs,
             max_model_len=max_len,
             enable_prefix_caching=self.enable_prefix_caching,
+            sliding_window=kv_window(model.windows),
+            step_tokens=min(batched, max_len) if self.enable_chunked_prefill else max_len,
         )
         if self.num_kv_blocks is not None:
             cache.resolve_num_blocks(1)  # an explicit count is checked against max_model_len

@@ -57,7 +57,7 @@ class LLMEngine:
             mc.num_layers,
             mc.num_kv_heads,
             mc.head_dim,
-            num_blocks,
+            config.cache.allocated_blocks,  # with a sliding window, the null block too
             block_size,
             config.dtype,
             config.device,
@@ -65,7 +65,7 @@ class LLMEngine:
         self.runner = ModelRunner(model, caches, block_size, sampler or Sampler(), config.device)
         sc = config.scheduler
         self.scheduler = Scheduler(
-            BlockManager(num_blocks, block_size),
+            BlockManager(num_blocks, block_size, config.cache.sliding_window),
             sc.max_num_seqs,
             sc.max_num_batched_tokens,
             sc.max_model_len,

@@ -143,8 +143,25 @@ def _sampling_options(gen: argparse.ArgumentParser) -> None:
     gen.add_argument("--ignore-eos", action="store_true", help="keep going past EOS")
 
 
+def architectures_epilog() -> str:
+    """What a model may be, listed from the registry of architectures (torch-free)."""
+    from tandem.core.gguf_checkpoint import ARCHS as GGUF_ARCHS
+    from tandem.core.models import supported_architectures
+
+    gguf = ", ".join(sorted(cls for cls, _, _ in GGUF_ARCHS.values()))
+    return (
+        "A model directory may hold a checkpoint of any of these architectures (the "
+        f"'architectures' entry of its config.json): {', '.join(supported_architectures())}. "
+        f"A .gguf file may hold one of: {gguf}. The README's Models section says what each "
+        "one runs."
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tandem", description="Tandem LLM inference.")
+    epilog = architectures_epilog()
+    parser = argparse.ArgumentParser(
+        prog="tandem", description="Tandem LLM inference.", epilog=epilog
+    )
     parser.add_argument("--version", action="version", version=f"tandem {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -152,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
         "generate",
         help="generate completions for prompts",
         description="Generate completions and print them (one prompt: as they are made).",
+        epilog=epilog,
     )
     gen.add_argument("prompts", nargs="+", metavar="PROMPT", help="prompt text(s)")
     _engine_options(gen)
@@ -169,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
         "between clients (an API key, else an address), within the limits below. SIGTERM or "
         "Ctrl-C stops it: no new requests are taken, those in flight get --shutdown-timeout "
         "seconds to finish, then are aborted.",
+        epilog=epilog,
     )
     _engine_options(serve, model_positional=True)
     serve.add_argument("--host", default="127.0.0.1")

@@ -19,9 +19,8 @@ from tandem.core.layers.linear import Linear, cpu_copy, packed_linear
 from tandem.core.layers.norm import RMSNorm
 from tandem.core.layers.parallel import collect_layouts, vocab_layout
 from tandem.core.layers.self_attention import KVCache
-from tandem.core.models.architectures import architecture
+from tandem.core.models.architectures import architecture, build_spec
 from tandem.core.models.decoder import DecoderModel
-from tandem.core.models.spec import ModelSpec
 from tandem.core.models.weights import drop_layers_from, load_named
 from tandem.core.parallel.group import TensorParallel
 from tandem.core.parallel.partition import check_tensor_parallel
@@ -41,7 +40,7 @@ class CausalLM(nn.Module):
     ) -> None:
         super().__init__()
         arch = type(self).__name__
-        self.spec = spec = ModelSpec.from_hf(hf_config, arch, max_model_len)
+        self.spec = spec = build_spec(hf_config, arch, max_model_len)
         if tp is not None:
             check_tensor_parallel(spec, tp.size)
         self.tp = tp

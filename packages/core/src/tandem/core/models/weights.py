@@ -5,15 +5,20 @@ tensors land: a module of ours (renamed, or the same name), rows of a fused modu
 and v in one projection), or one expert's slice of a stacked expert weight. A parameter
 with a :class:`~tandem.core.parallel.layout.Layout` (a tensor-parallel shard) takes only
 the part of each tensor its layout holds.
+
+torch is imported where tensors are copied, not with the module: the architectures
+import their name maps from here, and reading a config's spec (the engine's front
+process reads the layers' windows) stays torch-free.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-from torch import Tensor, nn
+if TYPE_CHECKING:
+    from torch import Tensor, nn
 
 from tandem.core.parallel.layout import Layout, copies
 
@@ -120,6 +125,8 @@ def load_named(
 
     ``layouts`` (parameter name -> layout) marks the parameters that hold a shard; they
     start zeroed (padding rows, a bias another rank adds) and take their part only."""
+    import torch
+
     expected = expected_names(model, shards)
     sharded: dict[int, Layout] = {}
     for pname, param in model.named_parameters():

@@ -43,7 +43,8 @@ class ScheduledRequest:
     key: str
     start: int  # computed tokens so far: the position of this step's first token
     num_tokens: int  # tokens computed this step
-    block_table: list[int]  # the request's KV blocks, in order
+    # the request's KV blocks, in order; those behind a sliding window are the null block
+    block_table: list[int]
     sample: bool  # this step computes the last known token, so one token is drawn
     counter: int  # index of the output token drawn (its output tokens so far)
     banned: list[int] = field(default_factory=list)  # masked for the draw (min_tokens)

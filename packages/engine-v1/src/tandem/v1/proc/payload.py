@@ -3,7 +3,7 @@
 * The engine core gets the ``EngineConfig`` with the transformers config object swapped
   for a plain namespace of the same attributes: unpickling a transformers config would
   import transformers (half a second to a second) in a process that never uses it.
-  The model reads it through its own ``ModelSpec.from_hf``, as it reads the original.
+  The model reads it through its own ``build_spec``, as it reads the original.
 * The detokenizer gets the tokenizer's fast backend as ``tokenizers`` JSON, so it
   decodes with a :class:`~tandem.core.tokenizer.TextDecoder` and never imports torch
   or transformers; a tokenizer without a fast backend is loaded there in full.

@@ -54,7 +54,7 @@ class ModelRunner:
             mc.num_layers,
             config.kv_heads_per_rank,
             mc.head_dim,
-            self.num_kv_blocks,
+            config.cache.allocated_blocks,  # with a sliding window, the null block too
             self.block_size,
             config.dtype,
             config.device,
