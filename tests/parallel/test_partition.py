@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tandem.core.models.architectures import build_spec
 from tandem.core.models.spec import ModelSpec
 from tandem.core.parallel.layout import copies, owned_by_first, split
 from tandem.core.parallel.partition import (
@@ -23,7 +24,7 @@ def _spec(arch: str, **overrides: object) -> ModelSpec:
 
     cls_name, fields = ARCHS[arch]
     config = getattr(transformers, cls_name)(**{**MODEL_SIZES["tiny"], **fields, **overrides})
-    return ModelSpec.from_hf(config, cls_name.replace("Config", "ForCausalLM"))
+    return build_spec(config, cls_name.replace("Config", "ForCausalLM"))
 
 
 def test_ranges_cover_the_dimension_once() -> None:

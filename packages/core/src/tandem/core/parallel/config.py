@@ -47,11 +47,11 @@ def check_splits(parallel: ParallelConfig, model: Any, device: torch.device) -> 
     any process starts: a ValueError naming the field otherwise."""
     import torch
 
-    from tandem.core.models.spec import ModelSpec
+    from tandem.core.models.architectures import build_spec
     from tandem.core.parallel.partition import check_tensor_parallel
 
     size = parallel.tensor_parallel_size
-    check_tensor_parallel(ModelSpec.from_hf(model.hf_config, model.architecture), size)
+    check_tensor_parallel(build_spec(model.hf_config, model.architecture), size)
     if device.type == "cuda" and torch.cuda.device_count() < size:
         raise ValueError(
             f"tensor_parallel_size={size} needs {size} CUDA devices, "
