@@ -54,6 +54,7 @@ class SamplingSpec(msgspec.Struct, array_like=True, frozen=True):
     repetition_penalty: float
     logprobs: int | None  # top entries per output token (None: not asked)
     prompt_logprobs: int | None  # top entries per prompt position (None: not asked)
+    logit_bias: dict[int, float] = {}  # token id -> added to its logit before sampling
 
     @property
     def greedy(self) -> bool:
@@ -227,6 +228,14 @@ class InputProcessor:
         return text, ids
 
     def _sampling(self, p: SamplingParams) -> SamplingSpec:
+        bias = dict(p.logit_bias or {})
+        outside = [t for t in bias if t >= self.vocab_size]
+        if outside:
+            raise RequestError(
+                "logit_bias",
+                f"logit_bias: token id {outside[0]} is outside the vocabulary "
+                f"[0, {self.vocab_size})",
+            )
         seed = p.seed if p.seed is not None else self._rng.getrandbits(63)
         return SamplingSpec(
             seed=seed % SEED_MODULUS,
@@ -242,6 +251,7 @@ class InputProcessor:
             prompt_logprobs=(
                 None if p.prompt_logprobs is None else min(p.prompt_logprobs, self.vocab_size)
             ),
+            logit_bias=bias,
         )
 
     def _stop(self, p: SamplingParams, max_tokens: int) -> StopRules:

@@ -22,6 +22,7 @@ from tandem.core.validate import (
     check_float,
     check_int,
     check_range,
+    check_logit_bias,
     check_text,
     type_name,
 )
@@ -55,6 +56,7 @@ class SamplingParams:
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
     skip_special_tokens: bool = True
+    logit_bias: dict[int, float] | None = None  # token id -> added to its logit, [-100, 100]
 
     def __post_init__(self) -> None:
         check_int("n", self.n, lo=1, hi=MAX_N)
@@ -99,6 +101,7 @@ class SamplingParams:
         self.repetition_penalty = check_float("repetition_penalty", self.repetition_penalty)
         lo, hi = REPETITION_PENALTY_RANGE
         check_range("repetition_penalty", self.repetition_penalty, lo, hi, why=_F32)
+        self.logit_bias = check_logit_bias("logit_bias", self.logit_bias)
 
     @property
     def greedy(self) -> bool:
@@ -161,6 +164,7 @@ class SamplingParams:
         values = {name: getattr(self, name) for name in names}
         values["stop"] = list(self.stop or [])
         values["stop_token_ids"] = list(self.stop_token_ids or [])
+        values["logit_bias"] = dict(self.logit_bias or {})
         values.update(changes)
         return SamplingParams(**values)
 

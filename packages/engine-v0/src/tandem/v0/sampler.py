@@ -1,6 +1,7 @@
 """The v0 sampler: logits of one position per sequence -> one token each.
 
-Order of work per row: ``min_tokens`` masks the stop ids, penalties, then either
+Order of work per row: ``min_tokens`` masks the stop ids, ``logit_bias`` is added,
+penalties, then either
 argmax (greedy, temperature 0) or temperature, top-k, top-p, min-p and a seeded draw
 through :func:`tandem.kernels.sampling.sample_seeded` keyed by ``(seed, counter)``,
 where the counter is the index of the output token being sampled. A draw therefore
@@ -88,7 +89,8 @@ def _column(values: list[float] | list[int], dtype: torch.dtype, device: torch.d
 def _plain_greedy(row: SamplingRow) -> bool:
     """Temperature 0 with nothing that changes the logits and no top logprobs asked."""
     p = row.spec
-    return p.greedy and not p.has_penalties and p.logprobs is None and not row.masks
+    plain = not p.has_penalties and not p.logit_bias and not row.masks
+    return p.greedy and plain and p.logprobs is None
 
 
 def _greedy(logits: Tensor) -> list[SampleResult]:
@@ -147,6 +149,10 @@ class Sampler:
         for b, row in enumerate(rows):
             if row.masks:
                 x[b, list(row.banned)] = float("-inf")
+            if row.spec.logit_bias:
+                ids = torch.tensor(list(row.spec.logit_bias), dtype=torch.int64, device=x.device)
+                bias = _column(list(row.spec.logit_bias.values()), x.dtype, x.device)
+                x[b].index_add_(0, ids, bias)
         pres = [r.spec.presence_penalty for r in rows]
         freq = [r.spec.frequency_penalty for r in rows]
         rep = [r.spec.repetition_penalty for r in rows]

@@ -27,7 +27,6 @@ def _set(value: Any) -> bool:
 # fields of the OpenAI API (and vLLM's) that need the engines' sampler: refused while
 # they ask for something; an implementation declares the field and leaves this table
 NOT_YET: dict[str, Callable[[Any], bool]] = {
-    "logit_bias": _set,
     "response_format": lambda v: _set(v) and not (isinstance(v, dict) and v.get("type") == "text"),
     "tools": _set,
     "tool_choice": lambda v: _set(v) and v != "none",
@@ -88,6 +87,8 @@ class _Body(_Open):
     ignore_eos: bool = False
     stop_token_ids: list[int] | None = None
     prompt_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
+    # OpenAI's shape: token id (a JSON key, so a string) -> bias in [-100, 100]
+    logit_bias: dict[str, float] | None = None
 
     def sampling(
         self, defaults: SamplingParams, max_tokens: int | None, logprobs: int | None
@@ -114,6 +115,7 @@ class _Body(_Open):
             prompt_logprobs=self.prompt_logprobs_asked,
             presence_penalty=self.presence_penalty,
             frequency_penalty=self.frequency_penalty,
+            logit_bias=self.logit_bias,
         )
 
     @property

@@ -149,12 +149,23 @@ class ModelRunner:
         for i, r in enumerate(rows):
             mask_rows += [i] * len(r.banned)
             mask_tokens += r.banned
+        bias_rows: list[int] = []
+        bias_tokens: list[int] = []
+        bias_values: list[float] = []
+        for i, s in enumerate(specs):
+            bias_rows += [i] * len(s.logit_bias)
+            bias_tokens += list(s.logit_bias)
+            bias_values += list(s.logit_bias.values())
+        i64 = torch.int64
         asked = [s.logprobs for s in specs if s.logprobs is not None]
         return SamplingBatch(
             rows=torch.tensor([self.batch.rows[r.key] for r in rows], dtype=torch.int64),
             counters=torch.tensor([r.counter for r in rows], dtype=torch.int64),
             mask_rows=torch.tensor(mask_rows, dtype=torch.int64),
             mask_tokens=torch.tensor(mask_tokens, dtype=torch.int64),
+            bias_rows=torch.tensor(bias_rows, dtype=i64),
+            bias_tokens=torch.tensor(bias_tokens, dtype=i64),
+            bias_values=torch.tensor(bias_values, dtype=torch.float32),
             max_logprobs=max(asked, default=-1),
             any_penalties=any(s.has_penalties for s in specs),
             any_sampling=any(not s.greedy for s in specs),

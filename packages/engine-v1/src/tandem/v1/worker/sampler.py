@@ -1,7 +1,7 @@
 """The batched sampler: every row of a step sampled with tensor ops only.
 
 Order (shared with engine v0, so seeded draws agree token for token): min-tokens
-mask, penalties, temperature, top-k, top-p, min-p, then greedy argmax or a seeded draw
+mask, logit bias, penalties, temperature, top-k, top-p, min-p, then greedy argmax or a seeded draw
 whose counter is the index of the output token being sampled. Logprobs come from the
 raw log-softmax, before any processing.
 
@@ -27,6 +27,10 @@ from tandem.v1.worker.input_batch import InputBatch
 INVALID = "ValueError: the sampler got no valid distribution (NaN or infinite logits)"
 
 
+def _no_ids() -> Tensor:
+    return torch.zeros(0, dtype=torch.int64)
+
+
 @dataclass(slots=True)
 class SamplingBatch:
     rows: Tensor  # [B] int64 rows of the input batch
@@ -36,10 +40,14 @@ class SamplingBatch:
     max_logprobs: int  # largest top-k logprobs asked for in the batch (-1: none)
     any_penalties: bool
     any_sampling: bool
+    bias_rows: Tensor = field(default_factory=_no_ids)  # [L] int64 (index into B)
+    bias_tokens: Tensor = field(default_factory=_no_ids)  # [L] int64 logit_bias ids
+    bias_values: Tensor = field(default_factory=_no_ids)  # [L] float32 their biases
 
     def pick(self, i: int) -> SamplingBatch:
         """Row ``i`` alone, with the batch's flags (so its draw is the batch's)."""
         mine = self.mask_rows == i
+        biased = self.bias_rows == i
         return SamplingBatch(
             self.rows[i : i + 1],
             self.counters[i : i + 1],
@@ -48,6 +56,9 @@ class SamplingBatch:
             self.max_logprobs,
             self.any_penalties,
             self.any_sampling,
+            torch.zeros_like(self.bias_rows[biased]),
+            self.bias_tokens[biased],
+            self.bias_values[biased],
         )
 
 
@@ -71,13 +82,17 @@ class Sampler:
 
 def _sample(logits: Tensor, batch: InputBatch, sb: SamplingBatch) -> SamplerOutput:
     # logits: [B, V] float32
-    if not (sb.any_sampling or sb.any_penalties or sb.mask_rows.numel()) and sb.max_logprobs < 0:
+    touched = sb.mask_rows.numel() or sb.bias_rows.numel()
+    if not (sb.any_sampling or sb.any_penalties or touched) and sb.max_logprobs < 0:
         return _greedy(logits)
     raw = logits.log_softmax(dim=-1)  # [B, V]
     rows = sb.rows
     x = logits
     if sb.mask_rows.numel():
         x = x.index_put((sb.mask_rows, sb.mask_tokens), torch.tensor(float("-inf")))
+    if sb.bias_rows.numel():
+        bias = sb.bias_values.to(x.device)
+        x = x.index_put((sb.bias_rows.to(x.device), sb.bias_tokens.to(x.device)), bias, True)
     if sb.any_penalties:
         x = apply_penalties(
             x,
