@@ -21,8 +21,8 @@ from tandem.core.validate import (
     check_bool,
     check_float,
     check_int,
-    check_range,
     check_logit_bias,
+    check_range,
     check_text,
     type_name,
 )
