@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tandem.core.structured.params import StructuredOutputsParams
 from tandem.core.validate import (
     FLOAT32_MAX,
     FLOAT32_TINY,
@@ -57,6 +58,8 @@ class SamplingParams:
     repetition_penalty: float = 1.0
     skip_special_tokens: bool = True
     logit_bias: dict[int, float] | None = None  # token id -> added to its logit, [-100, 100]
+    # the output must match this (JSON schema, regex, choice, grammar): see tandem.core.structured
+    structured_outputs: StructuredOutputsParams | None = None
 
     def __post_init__(self) -> None:
         check_int("n", self.n, lo=1, hi=MAX_N)
@@ -102,6 +105,13 @@ class SamplingParams:
         lo, hi = REPETITION_PENALTY_RANGE
         check_range("repetition_penalty", self.repetition_penalty, lo, hi, why=_F32)
         self.logit_bias = check_logit_bias("logit_bias", self.logit_bias)
+        so = self.structured_outputs
+        if so is not None and not isinstance(so, StructuredOutputsParams):
+            raise RequestTypeError(
+                "structured_outputs",
+                "structured_outputs must be a StructuredOutputsParams or None, "
+                f"got {type_name(so)}",
+            )
 
     @property
     def greedy(self) -> bool:

@@ -24,12 +24,14 @@ from tandem.core.kv_cache import allocate_kv_caches
 from tandem.core.loader import load_model
 from tandem.core.logprobs import TopEntry, entries, top_logprobs
 from tandem.core.outputs import error_text
+from tandem.core.structured.bitmask import build_mask
 from tandem.v1.core.step import ScheduledRequest, SchedulerOutput, StepOutput
 from tandem.v1.worker.input_batch import InputBatch
 from tandem.v1.worker.sampler import Sampler, SamplingBatch
 
 if TYPE_CHECKING:
     from tandem.core.config import EngineConfig
+    from tandem.core.structured.compiler import Grammars
 
 
 class ModelRunner:
@@ -53,8 +55,20 @@ class ModelRunner:
             config.dtype,
             config.device,
         )
-        self.batch = InputBatch(config.scheduler.max_num_seqs, mc.max_model_len, mc.vocab_size)
+        self.batch = InputBatch(
+            config.scheduler.max_num_seqs, mc.max_model_len, mc.vocab_size, self.grammars
+        )
+        self._grammars: Grammars | None = None
         self.sampler = sampler if sampler is not None else Sampler()
+
+    def grammars(self) -> Grammars:
+        """The compiled grammars (structured outputs): this process samples, so it owns
+        them; built, with the tokenizer they need, on the first constrained request."""
+        if self._grammars is None:
+            from tandem.core.structured.compiler import Grammars
+
+            self._grammars = Grammars.for_config(self.config)
+        return self._grammars
 
     @torch.inference_mode()
     def execute(self, step: SchedulerOutput) -> StepOutput:
@@ -120,10 +134,26 @@ class ModelRunner:
         asked = [specs[i].logprobs or 0 for i in ok]
         for i, tok, tops in zip(ok, tokens.tolist(), entries(lps, ids, ranks, asked)):
             key = chosen[i].key
+            if not self._advance(key, tok, result):
+                continue
             result.sampled[key] = tok
             result.sampled_logprob[key] = tops[0][1]
             if specs[i].logprobs is not None:
                 result.logprobs[key] = tops
+
+    def _advance(self, key: str, token: int, result: StepOutput) -> bool:
+        """The request's grammar (if any) takes ``token``; False when it refused it."""
+        state = self.batch.grammars[self.batch.rows[key]]
+        if state is None:
+            return True
+        try:
+            state.accept(token)
+        except Exception as exc:
+            result.failed[key] = error_text(exc)
+            return False
+        if state.terminated:
+            result.ended.add(key)
+        return True
 
     def _gather_inputs(
         self, rows: list[int], starts: list[int], counts: list[int]
@@ -157,6 +187,7 @@ class ModelRunner:
             bias_tokens += list(s.logit_bias)
             bias_values += list(s.logit_bias.values())
         i64 = torch.int64
+        V = self.batch.vocab_size
         asked = [s.logprobs for s in specs if s.logprobs is not None]
         return SamplingBatch(
             rows=torch.tensor([self.batch.rows[r.key] for r in rows], dtype=torch.int64),
@@ -169,6 +200,7 @@ class ModelRunner:
             max_logprobs=max(asked, default=-1),
             any_penalties=any(s.has_penalties for s in specs),
             any_sampling=any(not s.greedy for s in specs),
+            grammar=build_mask([self.batch.grammars[self.batch.rows[r.key]] for r in rows], V),
         )
 
     def _prompt_logprobs(
