@@ -189,9 +189,9 @@ def test_unknown_fields_are_ignored_and_named_or_refused_when_strict(
     assert any(
         "ignored unknown field(s): frobnicate, functions" in r.message for r in caplog.records
     )
-    chat = {"messages": [{"role": "user", "content": "x", "tool_call_id": "7"}], "max_tokens": 1}
+    chat = {"messages": [{"role": "user", "content": "x", "audio": "7"}], "max_tokens": 1}
     status, headers, _ = _post(f"{server_url}/v1/chat/completions", chat)
-    assert status == 200 and headers["x-tandem-ignored-fields"] == "messages[0].tool_call_id"
+    assert status == 200 and headers["x-tandem-ignored-fields"] == "messages[0].audio"
     status, _, err = _post(f"{strict_url}/v1/completions", body)
     assert status == 400 and err["error"]["param"] == "frobnicate"
     # what needs the sampler is refused by name, strict or not

@@ -279,5 +279,5 @@ def _grammar(p: SamplingParams) -> GrammarSpec | None:
     from tandem.core.structured.check import check_spec
 
     spec = p.structured_outputs.spec()
-    check_spec(spec)
+    check_spec(spec, p.structured_outputs.name)
     return spec

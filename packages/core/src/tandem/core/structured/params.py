@@ -5,6 +5,8 @@ object), ``regex``, ``choice`` (one of these strings) or ``grammar`` (EBNF, the 
 dialect: ``root ::= ...``). Its shape is checked when it is built; whether the schema,
 regex or grammar compiles is checked by the engine's input processor
 (:func:`tandem.core.structured.check.check_spec`), so both fail before any queue.
+``name`` is how errors name the constraint (a server passes the body field it came
+from: ``response_format``, ``tools[0].function.parameters``).
 """
 
 from __future__ import annotations
@@ -27,42 +29,40 @@ class StructuredOutputsParams:
     regex: str | None = None
     choice: list[str] | None = None
     grammar: str | None = None
+    name: str = "structured_outputs"
 
     def __post_init__(self) -> None:
         given = [name for name in FIELDS if _given(getattr(self, name))]
         if len(given) != 1:
             what = f"got {', '.join(given)}" if given else "got none"
             raise RequestError(
-                "structured_outputs",
-                f"structured_outputs must set exactly one of {', '.join(FIELDS)}; {what}",
+                self.name, f"{self.name} must set exactly one of {', '.join(FIELDS)}; {what}"
             )
         self.spec()  # every shape error is raised here
 
     def spec(self) -> GrammarSpec:
         """The constraint as plain data (canonical, so equal constraints share a cache entry)."""
         if self.json is not None:
-            return GrammarSpec.json_schema(_schema(self.json))
+            return GrammarSpec.json_schema(_schema(f"{self.name}.json", self.json))
         if self.json_object:
             if not isinstance(self.json_object, bool):
+                where = f"{self.name}.json_object"
                 raise RequestTypeError(
-                    "structured_outputs.json_object",
-                    "structured_outputs.json_object must be a bool, "
-                    f"got {type_name(self.json_object)}",
+                    where, f"{where} must be a bool, got {type_name(self.json_object)}"
                 )
             return GrammarSpec("json_object")
         if self.regex is not None:
-            return GrammarSpec("regex", _text("structured_outputs.regex", self.regex))
+            return GrammarSpec("regex", _text(f"{self.name}.regex", self.regex))
         if self.choice is not None:
-            return GrammarSpec.choices(_choices(self.choice))
-        return GrammarSpec("grammar", _text("structured_outputs.grammar", self.grammar))
+            return GrammarSpec.choices(_choices(f"{self.name}.choice", self.choice))
+        return GrammarSpec("grammar", _text(f"{self.name}.grammar", self.grammar))
 
 
 def _given(value: Any) -> bool:
     return value is not None and value is not False
 
 
-def _schema(value: Any) -> dict[str, Any]:
-    name = "structured_outputs.json"
+def _schema(name: str, value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -84,8 +84,7 @@ def _text(name: str, value: Any) -> str:
     return value
 
 
-def _choices(value: Any) -> list[str]:
-    name = "structured_outputs.choice"
+def _choices(name: str, value: Any) -> list[str]:
     if not isinstance(value, (list, tuple)) or not value:
         raise RequestTypeError(name, f"{name} must be a non-empty list of str, got {value!r}")
     if len(value) > MAX_CHOICES:
