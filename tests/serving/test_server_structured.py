@@ -106,21 +106,31 @@ def test_logit_bias(client, tiny_model) -> None:
     assert got.choices[0].text == load_tokenizer(tiny_model).decode([77] * 4)
 
 
-@pytest.mark.parametrize(
-    ("extra", "param", "words"),
-    [
-        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format", "schema"),
-        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "objekt"}}}}, "response_format", "objekt"),
-        ({"structured_outputs": {"regex": "(a"}}, "structured_outputs", "parenthesis"),
-        ({"structured_outputs": {"regex": "a", "choice": ["b"]}}, "structured_outputs", "exactly one"),
-        ({"guided_choice": ["a"], "response_format": {"type": "json_object"}}, "guided_choice", "one output constraint"),
-        ({"logit_bias": {"5": 101}}, "logit_bias", "[-100, 100]"),
-        ({"logit_bias": {"99999": 1}}, "logit_bias", "vocabulary"),
-        ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice", "nope"),
-        ({"tool_choice": "required"}, "tool_choice", "needs tools"),
-        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "objekt"}}}], "tool_choice": "required"}, "tools", "objekt"),
-    ],
-)  # fmt: skip
+def _schema_format(**json_schema) -> dict:
+    return {"response_format": {"type": "json_schema", "json_schema": json_schema}}
+
+
+BAD_TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "objekt"}}}
+NOPE = {"type": "function", "function": {"name": "nope"}}
+BAD = [
+    (_schema_format(name="x"), "response_format", "schema"),
+    (_schema_format(name="x", schema={"type": "objekt"}), "response_format", "objekt"),
+    ({"structured_outputs": {"regex": "(a"}}, "structured_outputs", "parenthesis"),
+    ({"structured_outputs": {"regex": "a", "choice": ["b"]}}, "structured_outputs", "exactly"),
+    (
+        {"guided_choice": ["a"], "response_format": {"type": "json_object"}},
+        "guided_choice",
+        "one output constraint",
+    ),
+    ({"logit_bias": {"5": 101}}, "logit_bias", "[-100, 100]"),
+    ({"logit_bias": {"99999": 1}}, "logit_bias", "vocabulary"),
+    ({"tools": TOOLS, "tool_choice": NOPE}, "tool_choice", "nope"),
+    ({"tool_choice": "required"}, "tool_choice", "needs tools"),
+    ({"tools": [BAD_TOOL], "tool_choice": "required"}, "tools", "objekt"),
+]
+
+
+@pytest.mark.parametrize(("extra", "param", "words"), BAD)
 def test_bad_constraints_are_a_400_naming_the_field(client, extra, param, words) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(
