@@ -9,7 +9,7 @@ exactly as it was.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tandem.core.attention_backend import select_attention_backend
 from tandem.core.inputs import EngineRequest, InputProcessor
@@ -17,6 +17,7 @@ from tandem.core.kv_cache import allocate_kv_caches
 from tandem.core.outputs import RequestOutput, error_text
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.stats import EngineStats
+from tandem.core.structured.compiler import LazyGrammars
 from tandem.core.tokenizer import Tokenizer, load_tokenizer
 from tandem.kernels.sampling import derive_seed
 from tandem.v0.block_manager import BlockManager
@@ -25,9 +26,6 @@ from tandem.v0.output_processor import OutputProcessor
 from tandem.v0.sampler import Sampler
 from tandem.v0.scheduler import Scheduler
 from tandem.v0.sequence import Request, Sequence, SequenceStatus
-
-if TYPE_CHECKING:
-    from tandem.core.structured.compiler import Grammars
 
 
 class LLMEngine:
@@ -79,16 +77,7 @@ class LLMEngine:
         self._refused: list[Request] = []  # failed on arrival: reported by the next step
         self._seq_ids = itertools.count()
         self._closed = False
-        self._grammars: Grammars | None = None
-
-    @property
-    def grammars(self) -> Grammars:
-        """The compiled grammars of this engine's vocabulary (built on first use)."""
-        if self._grammars is None:
-            from tandem.core.structured.compiler import Grammars
-
-            self._grammars = Grammars.for_config(self.config, self.tokenizer)
-        return self._grammars
+        self.grammars = LazyGrammars(config, self.tokenizer)  # structured outputs
 
     @classmethod
     def from_engine_args(cls, engine_args: Any, **components: Any) -> LLMEngine:
@@ -130,7 +119,7 @@ class LLMEngine:
             self.outputs.start(req)
             if request.sampling.grammar is not None:
                 for seq in seqs:
-                    seq.grammar = self.grammars.matcher(request.sampling.grammar)
+                    seq.grammar = self.grammars().matcher(request.sampling.grammar)
         except Exception as exc:  # its text cannot be set up: it fails alone, never queued
             for seq in seqs:
                 seq.status, seq.finish_reason = SequenceStatus.FINISHED, "error"

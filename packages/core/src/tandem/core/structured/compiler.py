@@ -107,3 +107,20 @@ def _without_control_bytes(decoded: Sequence[bytes], vocab_size: int) -> torch.T
     bits = ok.view(-1, 32).to(torch.int64) << torch.arange(32, dtype=torch.int64)
     words = bits.sum(dim=1)  # [W] in [0, 2**32)
     return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+
+
+class LazyGrammars:
+    """``lazy()``: the :class:`Grammars` of an engine's config, built on the first call
+    (so an engine that never sees a constrained request never loads the grammar engine)."""
+
+    __slots__ = ("_config", "_made", "_tokenizer")
+
+    def __init__(self, config: Any, tokenizer: Any = None) -> None:
+        self._config = config
+        self._tokenizer = tokenizer
+        self._made: Grammars | None = None
+
+    def __call__(self) -> Grammars:
+        if self._made is None:
+            self._made = Grammars.for_config(self._config, self._tokenizer)
+        return self._made

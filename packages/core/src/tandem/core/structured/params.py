@@ -20,6 +20,7 @@ from tandem.core.validate import RequestError, RequestTypeError, check_text, typ
 
 FIELDS = ("json", "json_object", "regex", "choice", "grammar")
 MAX_CHOICES = 4096
+MAX_SOURCE = 256 * 1024  # characters of a schema, regex or grammar
 
 
 @dataclass(slots=True, frozen=True)
@@ -42,6 +43,15 @@ class StructuredOutputsParams:
 
     def spec(self) -> GrammarSpec:
         """The constraint as plain data (canonical, so equal constraints share a cache entry)."""
+        made = self._spec()
+        if len(made.source) > MAX_SOURCE:
+            raise RequestError(
+                self.name,
+                f"{self.name} is {len(made.source)} characters long; at most {MAX_SOURCE}",
+            )
+        return made
+
+    def _spec(self) -> GrammarSpec:
         if self.json is not None:
             return GrammarSpec.json_schema(_schema(f"{self.name}.json", self.json))
         if self.json_object:

@@ -25,13 +25,13 @@ from tandem.core.loader import load_model
 from tandem.core.logprobs import TopEntry, entries, top_logprobs
 from tandem.core.outputs import error_text
 from tandem.core.structured.bitmask import build_mask
+from tandem.core.structured.compiler import LazyGrammars
 from tandem.v1.core.step import ScheduledRequest, SchedulerOutput, StepOutput
 from tandem.v1.worker.input_batch import InputBatch
 from tandem.v1.worker.sampler import Sampler, SamplingBatch
 
 if TYPE_CHECKING:
     from tandem.core.config import EngineConfig
-    from tandem.core.structured.compiler import Grammars
 
 
 class ModelRunner:
@@ -55,20 +55,12 @@ class ModelRunner:
             config.dtype,
             config.device,
         )
+        # structured outputs: this process samples, so it owns the grammars
+        grammars = LazyGrammars(config)
         self.batch = InputBatch(
-            config.scheduler.max_num_seqs, mc.max_model_len, mc.vocab_size, self.grammars
+            config.scheduler.max_num_seqs, mc.max_model_len, mc.vocab_size, grammars
         )
-        self._grammars: Grammars | None = None
         self.sampler = sampler if sampler is not None else Sampler()
-
-    def grammars(self) -> Grammars:
-        """The compiled grammars (structured outputs): this process samples, so it owns
-        them; built, with the tokenizer they need, on the first constrained request."""
-        if self._grammars is None:
-            from tandem.core.structured.compiler import Grammars
-
-            self._grammars = Grammars.for_config(self.config)
-        return self._grammars
 
     @torch.inference_mode()
     def execute(self, step: SchedulerOutput) -> StepOutput:
