@@ -110,3 +110,16 @@ def test_bad_constraints_are_refused_by_name(shared_engine, so, field, words) ->
     assert info.value.field == field and words in str(info.value), info.value
     assert ".cc:" not in str(info.value)  # the grammar engine's source lines are cut
     assert not shared_engine.has_unfinished_requests()
+
+
+def test_preempted_constrained_requests_resume_their_grammar(shared_engine, new_engine, run):
+    so = SO(json=SCHEMAS[2])
+    params = [constrained(so, seed, max_tokens=40) for seed in range(4)]
+    alone = [o.outputs[0].token_ids for o in run(shared_engine, [PROMPT] * 4, params)]
+    # 12 blocks of 4 slots for 4 sequences of up to 44 tokens: preemption, recompute
+    tight = new_engine(max_model_len=64, block_size=4, num_kv_blocks=12)
+    outs = run(tight, [PROMPT] * 4, params)
+    assert [o.outputs[0].token_ids for o in outs] == alone
+    assert tight.stats().num_preemptions > 0
+    for out in outs:
+        jsonschema.validate(json.loads(out.outputs[0].text), SCHEMAS[2])
