@@ -61,7 +61,7 @@ def test_response_format_json_schema_and_json_object(client) -> None:
     obj = client.completions.create(
         model=MODEL_NAME,
         prompt="a",
-        max_tokens=200,
+        max_tokens=60,
         temperature=1.0,
         seed=2,
         extra_body={"response_format": {"type": "json_object"}},
