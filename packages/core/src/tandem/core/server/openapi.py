@@ -49,8 +49,13 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 def streamed(*codes: int) -> dict[int | str, dict[str, Any]]:
     """A route that answers JSON, or server-sent events under ``"stream": true``."""
     event_stream = {
-        "description": "`data: {chunk}` events, then `data: [DONE]`.",
-        "schema": {"type": "string"},
+        "description": "`data: {chunk}` events (the chunk as JSON text), then `data: [DONE]`.",
+        # one server-sent event, as event-stream readers see it: its data is text
+        "schema": {
+            "type": "object",
+            "properties": {"data": {"type": "string"}},
+            "required": ["data"],
+        },
     }
     return {200: {"content": {"text/event-stream": event_stream}}, **errors(*codes)}
 
