@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from tandem.core.layers.no_init import no_init
 from tandem.core.models import get_model_class
+from tandem.core.parallel.group import TensorParallel
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
@@ -59,12 +60,14 @@ def load_model(
     device: torch.device | str = "cpu",
     dtype: torch.dtype | None = None,
     quantization: str | None = None,
+    tp: TensorParallel | None = None,
 ) -> nn.Module:
     """Build and load the model for ``model_config`` (a ModelConfig or a checkpoint dir).
 
     A ModelConfig-like object needs ``hf_config`` and either ``weight_files`` or the
     checkpoint directory as ``model``/``path``; ``dtype`` defaults to its ``dtype``.
-    ``quantization="int8"`` switches its linear layers to int8 once loaded.
+    ``quantization="int8"`` switches its linear layers to int8 once loaded. ``tp``
+    builds and loads this rank's shard only.
     """
     hf_config, files, default_dtype = _resolve(model_config)
     dtype = dtype if dtype is not None else default_dtype
@@ -74,7 +77,7 @@ def load_model(
     cls = get_model_class(_architecture(model_config, hf_config))
     max_model_len = getattr(model_config, "max_model_len", None)  # picks longrope's factors
     with torch.device("meta"), no_init():  # every weight comes from the checkpoint
-        model = cls(hf_config, dtype=dtype, max_model_len=max_model_len)
+        model = cls(hf_config, dtype=dtype, max_model_len=max_model_len, tp=tp)
     model = model.to_empty(device=device)
     with torch.no_grad():
         model.load_weights(iterate_weights(files))
