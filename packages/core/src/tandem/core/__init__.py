@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "LLM": "tandem.core.llm",
     "SamplingParams": "tandem.core.sampling_params",
+    "StructuredOutputsParams": "tandem.core.structured",
     "RequestOutput": "tandem.core.outputs",
     "CompletionOutput": "tandem.core.outputs",
     "Logprob": "tandem.core.outputs",
@@ -31,6 +32,7 @@ __all__ = [
     "ModelConfig",
     "RequestOutput",
     "SamplingParams",
+    "StructuredOutputsParams",
     "env_cache",
     "installed_engines",
 ]
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from tandem.core.llm import LLM
     from tandem.core.outputs import CompletionOutput, Logprob, RequestOutput
     from tandem.core.sampling_params import SamplingParams
+    from tandem.core.structured import StructuredOutputsParams
 
 
 def __getattr__(name: str) -> Any:

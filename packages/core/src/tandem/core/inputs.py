@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from tandem.core.sampling_params import SamplingParams
+from tandem.core.structured.spec import GrammarSpec
 from tandem.core.validate import RequestError, RequestTypeError, check_text
 
 SEED_MODULUS = 1 << 63  # sampling seeds live in [0, 2**63); a given seed wraps into it
@@ -54,6 +55,8 @@ class SamplingSpec(msgspec.Struct, array_like=True, frozen=True):
     repetition_penalty: float
     logprobs: int | None  # top entries per output token (None: not asked)
     prompt_logprobs: int | None  # top entries per prompt position (None: not asked)
+    logit_bias: dict[int, float] = {}  # token id -> added to its logit before sampling
+    grammar: GrammarSpec | None = None  # the constraint on the output (None: free)
 
     @property
     def greedy(self) -> bool:
@@ -227,6 +230,14 @@ class InputProcessor:
         return text, ids
 
     def _sampling(self, p: SamplingParams) -> SamplingSpec:
+        bias = dict(p.logit_bias or {})
+        outside = [t for t in bias if t >= self.vocab_size]
+        if outside:
+            raise RequestError(
+                "logit_bias",
+                f"logit_bias: token id {outside[0]} is outside the vocabulary "
+                f"[0, {self.vocab_size})",
+            )
         seed = p.seed if p.seed is not None else self._rng.getrandbits(63)
         return SamplingSpec(
             seed=seed % SEED_MODULUS,
@@ -242,6 +253,8 @@ class InputProcessor:
             prompt_logprobs=(
                 None if p.prompt_logprobs is None else min(p.prompt_logprobs, self.vocab_size)
             ),
+            logit_bias=bias,
+            grammar=_grammar(p),
         )
 
     def _stop(self, p: SamplingParams, max_tokens: int) -> StopRules:
@@ -257,3 +270,14 @@ class InputProcessor:
             include_stop_str_in_output=p.include_stop_str_in_output,
             banned=sorted(banned),
         )
+
+
+def _grammar(p: SamplingParams) -> GrammarSpec | None:
+    """The request's constraint, checked (RequestError when it does not compile)."""
+    if p.structured_outputs is None:
+        return None
+    from tandem.core.structured.check import check_spec
+
+    spec = p.structured_outputs.spec()
+    check_spec(spec, p.structured_outputs.name)
+    return spec

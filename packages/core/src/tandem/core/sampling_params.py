@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tandem.core.structured.params import StructuredOutputsParams
 from tandem.core.validate import (
     FLOAT32_MAX,
     FLOAT32_TINY,
@@ -21,6 +22,7 @@ from tandem.core.validate import (
     check_bool,
     check_float,
     check_int,
+    check_logit_bias,
     check_range,
     check_text,
     type_name,
@@ -55,6 +57,9 @@ class SamplingParams:
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
     skip_special_tokens: bool = True
+    logit_bias: dict[int, float] | None = None  # token id -> added to its logit, [-100, 100]
+    # the output must match this (JSON schema, regex, choice, grammar): see tandem.core.structured
+    structured_outputs: StructuredOutputsParams | None = None
 
     def __post_init__(self) -> None:
         check_int("n", self.n, lo=1, hi=MAX_N)
@@ -99,6 +104,14 @@ class SamplingParams:
         self.repetition_penalty = check_float("repetition_penalty", self.repetition_penalty)
         lo, hi = REPETITION_PENALTY_RANGE
         check_range("repetition_penalty", self.repetition_penalty, lo, hi, why=_F32)
+        self.logit_bias = check_logit_bias("logit_bias", self.logit_bias)
+        so = self.structured_outputs
+        if so is not None and not isinstance(so, StructuredOutputsParams):
+            raise RequestTypeError(
+                "structured_outputs",
+                "structured_outputs must be a StructuredOutputsParams or None, "
+                f"got {type_name(so)}",
+            )
 
     @property
     def greedy(self) -> bool:
@@ -161,6 +174,7 @@ class SamplingParams:
         values = {name: getattr(self, name) for name in names}
         values["stop"] = list(self.stop or [])
         values["stop_token_ids"] = list(self.stop_token_ids or [])
+        values["logit_bias"] = dict(self.logit_bias or {})
         values.update(changes)
         return SamplingParams(**values)
 

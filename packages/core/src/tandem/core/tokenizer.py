@@ -34,7 +34,7 @@ def check_ids(ids: Sequence[int]) -> list[int]:
     return out
 
 
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
 
 
 def check_messages(messages: Any, where: str = "messages") -> None:
@@ -120,12 +120,24 @@ class Tokenizer:
     def has_chat_template(self) -> bool:
         return bool(getattr(self.hf, "chat_template", None))
 
+    @property
+    def chat_template(self) -> str:
+        """The chat template's text ("" when none, or when it is not one string)."""
+        text = getattr(self.hf, "chat_template", None)
+        return text if isinstance(text, str) else ""
+
     def apply_chat_template(
-        self, messages: Sequence[Any], add_generation_prompt: bool = True
+        self,
+        messages: Sequence[Any],
+        add_generation_prompt: bool = True,
+        tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> list[int]:
         """Token ids of a conversation in the tokenizer's own chat template.
 
-        ``messages``: ``[{"role": "system" | "user" | "assistant", "content": str}, ...]``.
+        ``messages``: ``[{"role": "system" | "user" | "assistant" | "tool", "content": str},
+        ...]`` (an assistant turn may carry ``tool_calls``); ``tools``: the functions the
+        template may show (OpenAI's ``tools`` shape; a template that never reads them
+        ignores them).
         """
         check_messages(messages)
         if not self.has_chat_template:
@@ -133,8 +145,12 @@ class Tokenizer:
                 f"the tokenizer at {self.path} has no chat template "
                 "(tokenizer_config.json 'chat_template' or chat_template.jinja)"
             )
+        extra = {"tools": [dict(t) for t in tools]} if tools else {}
         out = self.hf.apply_chat_template(
-            [dict(m) for m in messages], add_generation_prompt=add_generation_prompt, tokenize=True
+            [dict(m) for m in messages],
+            add_generation_prompt=add_generation_prompt,
+            tokenize=True,
+            **extra,
         )
         ids = out["input_ids"] if isinstance(out, Mapping) or hasattr(out, "keys") else out
         return [int(i) for i in ids]

@@ -17,6 +17,7 @@ from typing import Any
 FLOAT32_MAX = 3.4028234663852886e38  # the largest finite float32
 FLOAT32_TINY = 1.1754943508222875e-38  # the smallest normal float32
 INT64_MAX = 2**63 - 1
+LOGIT_BIAS_RANGE = (-100.0, 100.0)  # as OpenAI's API: added to the logit before sampling
 
 
 class RequestError(ValueError):
@@ -99,3 +100,32 @@ def check_text(name: str, value: str) -> None:
             f"{name} must be valid Unicode text; it holds the lone surrogate "
             f"{bad.encode('unicode_escape').decode()!s} at index {exc.start}",
         ) from None
+
+
+def check_logit_bias(name: str, value: Any) -> dict[int, float] | None:
+    """``value`` (``{token id: bias}``; ids as ints or as decimal strings, the OpenAI
+    shape) as a dict of int ids to floats in :data:`LOGIT_BIAS_RANGE`; None when empty.
+
+    Ids are checked against the vocabulary by the engine's input processor."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise RequestTypeError(
+            name, f"{name} must be a dict of token id -> bias, got {type_name(value)} ({value!r})"
+        )
+    lo, hi = LOGIT_BIAS_RANGE
+    out: dict[int, float] = {}
+    for key, bias in value.items():
+        if isinstance(key, str) and key.strip().isdigit():
+            token = int(key)
+        elif isinstance(key, int) and not isinstance(key, bool):
+            token = key
+        else:
+            raise RequestTypeError(
+                name, f"{name} keys must be token ids (ints or decimal strings), got {key!r}"
+            )
+        where = f"{name}[{token}]"
+        check_int(where, token, lo=0, hi=INT64_MAX)
+        out[token] = check_float(where, bias)
+        check_range(where, out[token], lo, hi)
+    return out or None

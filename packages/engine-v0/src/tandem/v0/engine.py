@@ -17,6 +17,7 @@ from tandem.core.kv_cache import allocate_kv_caches
 from tandem.core.outputs import RequestOutput, error_text
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.stats import EngineStats
+from tandem.core.structured.compiler import LazyGrammars
 from tandem.core.tokenizer import Tokenizer, load_tokenizer
 from tandem.kernels.sampling import derive_seed
 from tandem.v0.block_manager import BlockManager
@@ -77,6 +78,7 @@ class LLMEngine:
         self._refused: list[Request] = []  # failed on arrival: reported by the next step
         self._seq_ids = itertools.count()
         self._closed = False
+        self.grammars = LazyGrammars(config, self.tokenizer)  # structured outputs
 
     @classmethod
     def from_engine_args(cls, engine_args: Any, **components: Any) -> LLMEngine:
@@ -117,6 +119,9 @@ class LLMEngine:
         self.requests[request.request_id] = req
         try:
             self.outputs.start(req)
+            if request.sampling.grammar is not None:
+                for seq in seqs:
+                    seq.grammar = self.grammars().matcher(request.sampling.grammar)
         except Exception as exc:  # its text cannot be set up: it fails alone, never queued
             for seq in seqs:
                 seq.status, seq.finish_reason = SequenceStatus.FINISHED, "error"

@@ -50,6 +50,7 @@ class StepRequest:
                 seq.seed,
                 r.stop.min_tokens,
                 r.stop.banned,
+                seq.grammar,
             )
         plp = None
         end = item.start + item.num_new_tokens
@@ -156,10 +157,17 @@ class ModelRunner:
             result.failed.update((r.item.seq.seq_id, why) for r in batch)
             return
         for r, sample in zip(batch, self.sampler(logits, [r.row for r in batch])):
+            seq = r.item.seq
+            if sample.error is None and seq.grammar is not None:
+                try:  # the grammar advances over the token; a refusal fails this sequence
+                    seq.grammar.accept(sample.token_id)
+                    sample.ends = seq.grammar.terminated
+                except Exception as exc:
+                    sample.error = error_text(exc)
             if sample.error is not None:
-                result.failed[r.item.seq.seq_id] = sample.error
+                result.failed[seq.seq_id] = sample.error
             else:
-                result.samples[r.item.seq.seq_id] = sample
+                result.samples[seq.seq_id] = sample
 
     def _prompt_logprobs(self, req: StepRequest, hidden: Tensor, result: StepResult) -> None:
         # hidden: [Q, C] for positions start .. start+Q-1; position p predicts token p+1

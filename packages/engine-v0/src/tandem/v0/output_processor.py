@@ -96,6 +96,8 @@ class OutputProcessor:
         if m is not None and m.first_token_time is None:
             m.first_token_time = time.monotonic()
         verdict = token_stop(req.request.stop, tok, seq.num_output_tokens)
+        if verdict is None and sample.ends:  # the grammar is complete: nothing may follow
+            verdict = ("stop", None)
         assert seq.text is not None
         stop = seq.text.add(tok, verdict[0] if verdict is not None else None)
         if stop is not None:

@@ -1,6 +1,7 @@
 """The v0 sampler: logits of one position per sequence -> one token each.
 
-Order of work per row: ``min_tokens`` masks the stop ids, penalties, then either
+Order of work per row: ``min_tokens`` masks the stop ids, a grammar (structured
+output) masks every token it refuses, ``logit_bias`` is added, penalties, then either
 argmax (greedy, temperature 0) or temperature, top-k, top-p, min-p and a seeded draw
 through :func:`tandem.kernels.sampling.sample_seeded` keyed by ``(seed, counter)``,
 where the counter is the index of the output token being sampled. A draw therefore
@@ -29,6 +30,8 @@ from torch import Tensor
 from tandem.core.inputs import SamplingSpec
 from tandem.core.logprobs import TopEntry, entries, top_logprobs
 from tandem.core.outputs import error_text
+from tandem.core.structured.bitmask import GrammarMask, apply_mask, build_mask
+from tandem.core.structured.state import GrammarState
 from tandem.core.validate import FLOAT32_MAX
 from tandem.kernels.sampling import apply_penalties, choose_tokens, greedy_with_logprob
 
@@ -43,6 +46,7 @@ class SamplingRow:
     seed: int  # this sample's seed (derived from the request's and the sample's index)
     min_tokens: int = 0
     banned: Sequence[int] = ()  # EOS / stop ids, masked while below min_tokens
+    grammar: GrammarState | None = None  # the sample's structured-output state (None: free)
 
     @property
     def counter(self) -> int:
@@ -60,6 +64,7 @@ class SampleResult:
     rank: int
     tops: list[TopEntry] | None = None  # the sampled token, then the top k (when asked)
     error: str | None = None  # why this row could not be sampled (then the rest is junk)
+    ends: bool = False  # the token completed the row's grammar (set by the model runner)
 
 
 INVALID = "ValueError: the sampler got no valid distribution (NaN or infinite logits)"
@@ -88,7 +93,8 @@ def _column(values: list[float] | list[int], dtype: torch.dtype, device: torch.d
 def _plain_greedy(row: SamplingRow) -> bool:
     """Temperature 0 with nothing that changes the logits and no top logprobs asked."""
     p = row.spec
-    return p.greedy and not p.has_penalties and p.logprobs is None and not row.masks
+    plain = not p.has_penalties and not p.logit_bias and not row.masks and row.grammar is None
+    return p.greedy and plain and p.logprobs is None
 
 
 def _greedy(logits: Tensor) -> list[SampleResult]:
@@ -129,24 +135,33 @@ class Sampler:
         if all(_plain_greedy(row) for row in rows):
             return _greedy(logits)
         raw = logits.log_softmax(dim=-1)  # [B, V]
-        x = self._process(logits.clone(), rows)
+        mask = build_mask([row.grammar for row in rows], logits.shape[1])
+        x = self._process(logits.clone(), rows, mask)
         tokens = self._choose(x, rows)  # [B]
         valid = torch.isfinite(x.amax(dim=-1)).tolist()  # [B]
         keep = [row.spec.logprobs or 0 for row in rows]
         tops = entries(*top_logprobs(raw, tokens, max(keep)), keep)
+        failed = mask.failed if mask is not None else {}
         out = []
-        for row, top, ok in zip(rows, tops, valid):
+        for b, (row, top, ok) in enumerate(zip(rows, tops, valid)):
             tok, lp, rank = top[0]
             wanted = top if row.spec.logprobs is not None else None
-            out.append(SampleResult(tok, lp, rank, wanted, None if ok else INVALID))
+            why = failed.get(b) or (None if ok else INVALID)
+            out.append(SampleResult(tok, lp, rank, wanted, why))
         return out
 
-    def _process(self, x: Tensor, rows: Sequence[SamplingRow]) -> Tensor:
+    def _process(self, x: Tensor, rows: Sequence[SamplingRow], mask: GrammarMask | None) -> Tensor:
         # x: [B, V] float32
         B, V = x.shape
+        if mask is not None:
+            x = apply_mask(x, mask)
         for b, row in enumerate(rows):
             if row.masks:
                 x[b, list(row.banned)] = float("-inf")
+            if row.spec.logit_bias:
+                ids = torch.tensor(list(row.spec.logit_bias), dtype=torch.int64, device=x.device)
+                bias = _column(list(row.spec.logit_bias.values()), x.dtype, x.device)
+                x[b].index_add_(0, ids, bias)
         pres = [r.spec.presence_penalty for r in rows]
         freq = [r.spec.frequency_penalty for r in rows]
         rep = [r.spec.repetition_penalty for r in rows]

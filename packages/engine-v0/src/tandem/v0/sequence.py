@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tandem.core.inputs import EngineRequest
 from tandem.core.stopping import SampleText
+
+if TYPE_CHECKING:
+    from tandem.core.structured.state import GrammarState
 
 
 class SequenceStatus(enum.Enum):
@@ -44,6 +47,7 @@ class Sequence:
     cumulative_logprob: float = 0.0
     logprobs: list[dict[int, Any]] | None = None
     text: SampleText | None = None  # its text and stop strings (set by the output processor)
+    grammar: GrammarState | None = None  # its structured-output state (None: unconstrained)
 
     @property
     def num_prompt_tokens(self) -> int:

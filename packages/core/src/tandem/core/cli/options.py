@@ -213,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _guard_options(serve: argparse.ArgumentParser) -> None:
     """The flags of a server that guards itself: keys, limits, timeouts, manners."""
     from tandem.core.server.config import ServerConfig
+    from tandem.core.server.tool_parsers import PARSERS
 
     d = ServerConfig(model_names=("-",))
     serve.add_argument(
@@ -264,6 +265,13 @@ def _guard_options(serve: argparse.ArgumentParser) -> None:
         "--strict-fields",
         action="store_true",
         help="refuse a body with a field the server does not know (400) instead of ignoring it",
+    )
+    serve.add_argument(
+        "--tool-call-parser",
+        choices=sorted(PARSERS),
+        default=d.tool_call_parser,
+        help="how tool calls are read from the model's text under tool_choice auto "
+        f"(default: {d.tool_call_parser}: <tool_call>{{...}}</tool_call>)",
     )
     serve.add_argument("--quiet", action="store_true", help="no access log line per request")
 

@@ -123,6 +123,7 @@ def server_config(args: argparse.Namespace, name: str) -> Any:
         engine_window=args.engine_window,
         body_timeout=args.timeout_body,
         quiet=args.quiet,
+        tool_call_parser=args.tool_call_parser,
     )
 
 

@@ -1,11 +1,13 @@
 """``tandem serve``: an OpenAI-compatible HTTP API over ``AsyncLLM`` (FastAPI + uvicorn).
 
 ``GET /v1/models``, ``POST /v1/completions`` (``echo``, ``logprobs``, vLLM's
-``prompt_logprobs``), ``POST /v1/chat/completions`` (the tokenizer's own chat template),
-streamed as server-sent events with ``"stream": true``; ``POST /tokenize`` and
-``/detokenize`` (vLLM's shapes); ``GET /health`` and ``GET /metrics`` (Prometheus text).
-Every error is an OpenAI-style error naming the field; a client that goes away aborts
-its requests. ``ServerConfig`` holds the API keys, limits and manners.
+``prompt_logprobs``), ``POST /v1/chat/completions`` (the tokenizer's own chat template;
+tool calls), streamed as server-sent events with ``"stream": true``; ``POST /tokenize``
+and ``/detokenize`` (vLLM's shapes); ``GET /health`` and ``GET /metrics`` (Prometheus
+text). Both generation routes take ``logit_bias`` and output constraints
+(``response_format``, vLLM's ``structured_outputs``). Every error is an OpenAI-style
+error naming the field; a client that goes away aborts its requests. ``ServerConfig``
+holds the API keys, limits and manners.
 """
 
 from __future__ import annotations

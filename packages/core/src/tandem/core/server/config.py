@@ -35,6 +35,7 @@ class ServerConfig:
     body_timeout: float = 30.0  # seconds a client may take to send each part of a body
     retry_after: int = 1  # seconds a 429 asks the client to wait
     quiet: bool = False  # no access log lines
+    tool_call_parser: str = "hermes"  # how tool calls are read from text (tool_choice auto)
 
     def __post_init__(self) -> None:
         names = self.model_names
@@ -55,6 +56,14 @@ class ServerConfig:
         if self.engine_window is not None and self.engine_window < 1:
             raise RequestError(
                 "engine_window", f"engine_window must be >= 1 or None, got {self.engine_window}"
+            )
+        from tandem.core.server.tool_parsers import PARSERS
+
+        if self.tool_call_parser not in PARSERS:
+            raise RequestError(
+                "tool_call_parser",
+                f"tool_call_parser must be one of {', '.join(sorted(PARSERS))}, "
+                f"got {self.tool_call_parser!r}",
             )
         if not self.body_timeout > 0:
             raise RequestError("body_timeout", f"body_timeout must be > 0, got {self.body_timeout}")

@@ -13,6 +13,7 @@ from tandem.core.server.protocol import ChatCompletionRequest, CompletionRequest
 from tandem.core.server.responses import ChatShape, CompletionShape
 from tandem.core.server.service import Service
 from tandem.core.server.tokenize import DetokenizeRequest, detokenize, tokenize
+from tandem.core.server.tool_prompt import render
 
 
 def _params(svc: Service, body: Any, max_tokens: int | None, logprobs: int | None) -> Any:
@@ -55,23 +56,28 @@ async def completions(svc: Service, request: Request, body: CompletionRequest) -
 async def chat(svc: Service, request: Request, body: ChatCompletionRequest) -> Any:
     svc.check_model(body.model)
     svc.check_size(1, body.n)
+    try:
+        plan = body.make_plan(svc.config.tool_call_parser)
+    except ValueError as exc:
+        raise ApiError.refused(exc, "tools") from None
     params = _params(svc, body, body.limit, body.top_k_logprobs)
-    turns = [m.turn() for m in body.messages]
+    tokenizer = svc.llm.get_tokenizer()
+    turns, tools = render([m.turn() for m in body.messages], plan, tokenizer.chat_template)
     try:
         svc.bound.check("".join(t["content"] for t in turns), "messages")
     except ValueError as exc:
         raise ApiError.refused(exc) from None
-    tokenizer = svc.llm.get_tokenizer()
     shape = ChatShape(
         svc.config.name,
         tokenizer,
         logprobs=body.top_k_logprobs,
         prompt_logprobs=body.prompt_logprobs,
         include_usage=body.include_usage,
+        tools=plan,
     )
 
     def inputs() -> list[tuple[Any, str]]:
-        return [(tokenizer.apply_chat_template(turns), "messages")]
+        return [(tokenizer.apply_chat_template(turns, tools=tools), "messages")]
 
     return await svc.run(request, inputs, 1, params, body.stream, shape)
 

@@ -1,70 +1,24 @@
 """The OpenAI API's request bodies (pydantic) and how they become ``SamplingParams``.
 
-A field this server does not know is ignored (the route names it in a warning and the
-``X-Tandem-Ignored-Fields`` header; ``--strict-fields`` refuses it instead). A field it
-knows but cannot honour yet (:data:`NOT_YET`) is refused by name when it asks for
-something, so that a client asking for a tool call or a JSON schema is never answered
-with free text as if it had been honoured.
+Unknown fields and those this server cannot honour are handled by
+:mod:`~tandem.core.server.open_model`; output constraints by
+:mod:`~tandem.core.server.formats` and, for tool calls, :mod:`~tandem.core.server.tools`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field, PrivateAttr
 
 from tandem.core.sampling_params import SamplingParams
+from tandem.core.server.formats import ResponseFormat, StructuredOutputsBody, constraint_of
+from tandem.core.server.open_model import _Open
+from tandem.core.server.tools import ToolCallIn, ToolChoice, ToolDef, ToolPlan, plan_tools
+from tandem.core.structured import StructuredOutputsParams
 from tandem.core.validate import RequestError
 
 MAX_LOGPROBS = 20
-
-
-def _set(value: Any) -> bool:
-    return value is not None and value != {} and value != [] and value != ""
-
-
-# fields of the OpenAI API (and vLLM's) that need the engines' sampler: refused while
-# they ask for something; an implementation declares the field and leaves this table
-NOT_YET: dict[str, Callable[[Any], bool]] = {
-    "logit_bias": _set,
-    "response_format": lambda v: _set(v) and not (isinstance(v, dict) and v.get("type") == "text"),
-    "tools": _set,
-    "tool_choice": lambda v: _set(v) and v != "none",
-    "functions": _set,
-    "function_call": lambda v: _set(v) and v != "none",
-    "structured_outputs": _set,
-    "guided_json": _set,
-    "guided_regex": _set,
-    "guided_choice": _set,
-    "guided_grammar": _set,
-    "best_of": lambda v: _set(v) and v != 1,
-    "suffix": _set,
-}
-
-
-class _Open(BaseModel):
-    """A body part that keeps unknown fields aside (``model_extra``) instead of failing."""
-
-    model_config = ConfigDict(extra="allow")
-
-    def unknown(self, at: str = "") -> list[str]:
-        """Every field this server does not read, as a path (``messages[0].tool_call_id``)."""
-        found = [f"{at}{name}" for name in (self.model_extra or {})]
-        for name in type(self).model_fields:
-            value = getattr(self, name)
-            items = value if isinstance(value, list) else [value]
-            for i, item in enumerate(items):
-                if isinstance(item, _Open):
-                    where = f"{at}{name}[{i}]." if isinstance(value, list) else f"{at}{name}."
-                    found += item.unknown(where)
-        return found
-
-    def refuse_not_yet(self) -> None:
-        for name, asks in NOT_YET.items():
-            value = (self.model_extra or {}).get(name)
-            if asks(value):
-                raise RequestError(name, f"{name} is not supported by this server yet")
 
 
 class _Body(_Open):
@@ -88,6 +42,19 @@ class _Body(_Open):
     ignore_eos: bool = False
     stop_token_ids: list[int] | None = None
     prompt_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
+    # OpenAI's shape: token id (a JSON key, so a string) -> bias in [-100, 100]
+    logit_bias: dict[str, float] | None = None
+    # output constraints: OpenAI's response_format, vLLM's structured_outputs and guided_*
+    response_format: ResponseFormat | None = None
+    structured_outputs: StructuredOutputsBody | None = None
+    guided_json: dict[str, Any] | str | None = None
+    guided_regex: str | None = None
+    guided_choice: list[str] | None = None
+    guided_grammar: str | None = None
+
+    def constraint(self) -> StructuredOutputsParams | None:
+        """What the output must match (None: free)."""
+        return constraint_of(self)
 
     def sampling(
         self, defaults: SamplingParams, max_tokens: int | None, logprobs: int | None
@@ -114,6 +81,8 @@ class _Body(_Open):
             prompt_logprobs=self.prompt_logprobs_asked,
             presence_penalty=self.presence_penalty,
             frequency_penalty=self.frequency_penalty,
+            logit_bias=self.logit_bias,
+            structured_outputs=self.constraint(),
         )
 
     @property
@@ -157,12 +126,19 @@ class CompletionRequest(_Body):
 
 
 class ChatMessage(_Open):
-    role: Literal["system", "user", "assistant"]
-    content: str
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None  # None only for an assistant turn that called tools
     name: str | None = None
+    tool_calls: list[ToolCallIn] | None = None  # an assistant turn's calls
+    tool_call_id: str | None = None  # a tool turn: the call it answers
 
-    def turn(self) -> dict[str, str]:
-        return {"role": self.role, "content": self.content}
+    def turn(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": self.role, "content": self.content or ""}
+        if self.tool_calls:
+            out["tool_calls"] = [c.model_dump() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
 
 
 class ChatCompletionRequest(_Body):
@@ -171,6 +147,26 @@ class ChatCompletionRequest(_Body):
     max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
+    tools: list[ToolDef] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    _plan: ToolPlan | None = PrivateAttr(None)  # set by make_plan(), before sampling()
+
+    def make_plan(self, parser: str) -> ToolPlan:
+        """The request's tool plan (RequestError naming the field when it cannot be met)."""
+        plan = plan_tools(self.tools, self.tool_choice, self.parallel_tool_calls, parser)
+        if plan.constraint() is not None and constraint_of(self) is not None:
+            raise RequestError(
+                "tool_choice",
+                f"tool_choice {plan.mode!r} constrains the output already; "
+                "leave out response_format and structured_outputs",
+            )
+        self._plan = plan
+        return plan
+
+    def constraint(self) -> StructuredOutputsParams | None:
+        forced = self._plan.constraint() if self._plan is not None else None
+        return forced or constraint_of(self)
 
     @property
     def limit(self) -> int | None:

@@ -15,6 +15,8 @@ from typing import Any
 
 from tandem.core.outputs import CompletionOutput, RequestOutput
 from tandem.core.server.logprob_view import LegacyLogprobs, chat_logprobs, prompt_logprobs
+from tandem.core.server.tool_view import ToolView
+from tandem.core.server.tools import ToolPlan
 
 FINISH = {"stop": "stop", "length": "length"}  # an aborted sample has none
 
@@ -137,7 +139,22 @@ class ChatShape(CompletionShape):
     prefix: str = "chatcmpl"
     prompt_param: str = "messages"
     kind: str = "chat.completion"
+    tools: ToolPlan | None = None  # choices become tool calls (None or mode none: text)
     _prompt_sent: bool = False
+    _views: dict[int, ToolView] = field(default_factory=dict)
+
+    def _view(self, index: int) -> ToolView | None:
+        if self.tools is None or not self.tools.active:
+            return None
+        if index not in self._views:
+            self._views[index] = ToolView(self.tools)
+        return self._views[index]
+
+    def _message(self, comp: CompletionOutput) -> tuple[dict[str, Any], str | None]:
+        view = self._view(comp.index)
+        if view is None:
+            return {"role": "assistant", "content": comp.text}, _finish(comp)
+        return view.message(comp.text, _finish(comp))
 
     def where(self, count: int) -> list[str]:
         return ["messages"] * count
@@ -151,15 +168,17 @@ class ChatShape(CompletionShape):
 
     def whole(self, rid: str, now: int, finals: list[RequestOutput], n: int) -> dict[str, Any]:
         out = finals[0]
-        choices = [
-            {
-                "index": c.index,
-                "message": {"role": "assistant", "content": c.text},
-                "logprobs": chat_logprobs(c, self.logprobs or 0),
-                "finish_reason": _finish(c),
-            }
-            for c in out.outputs
-        ]
+        choices = []
+        for c in out.outputs:
+            message, reason = self._message(c)
+            choices.append(
+                {
+                    "index": c.index,
+                    "message": message,
+                    "logprobs": chat_logprobs(c, self.logprobs or 0),
+                    "finish_reason": reason,
+                }
+            )
         made = sum(len(c.token_ids) for c in out.outputs)
         usage_ = usage(len(out.prompt_token_ids), made)
         head = self._head(rid, now)
@@ -185,11 +204,16 @@ class ChatShape(CompletionShape):
     ) -> dict | None:
         if _empty(comp):
             return None
+        view = self._view(index)
+        if view is None:
+            delta, reason = ({"content": comp.text} if comp.text else {}), _finish(comp)
+        else:
+            delta, reason = view.delta(comp.text, _finish(comp))
         choice = {
             "index": index,
-            "delta": {"content": comp.text} if comp.text else {},
+            "delta": delta,
             "logprobs": chat_logprobs(comp, self.logprobs or 0),
-            "finish_reason": _finish(comp),
+            "finish_reason": reason,
         }
         return {**self._frame(rid, now, [choice]), **self._prompt_part(out)}
 

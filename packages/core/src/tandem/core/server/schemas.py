@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 Finish = Literal["stop", "length"] | None
+ChatFinish = Literal["stop", "length", "tool_calls"] | None
 
 
 class ErrorDetail(BaseModel):
@@ -83,9 +84,21 @@ class CompletionResponse(BaseModel):
     usage: Usage | None = None
 
 
+class FunctionCall(BaseModel):
+    name: str
+    arguments: str  # JSON text
+
+
+class ToolCall(BaseModel):
+    id: str
+    type: Literal["function"]
+    function: FunctionCall
+
+
 class AssistantMessage(BaseModel):
     role: Literal["assistant"]
-    content: str
+    content: str | None  # None when the message is tool calls only
+    tool_calls: list[ToolCall] | None = None
 
 
 class TopLogprob(BaseModel):
@@ -106,7 +119,7 @@ class ChatChoice(BaseModel):
     index: int
     message: AssistantMessage
     logprobs: ChatLogprobs | None
-    finish_reason: Finish
+    finish_reason: ChatFinish
 
 
 class ChatCompletionResponse(BaseModel):

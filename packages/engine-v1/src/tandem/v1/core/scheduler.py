@@ -211,6 +211,8 @@ class Scheduler:
                 continue
             req.output_token_ids.append(tok)
             reason, stop = token_stop(req.stop, tok, len(req.output_token_ids)) or (None, None)
+            if reason is None and row.key in result.ended:  # its grammar allows nothing more
+                reason = "stop"
             tops = result.logprobs.get(row.key)
             lp = result.sampled_logprob[row.key]
             outs.append(_output(req, [tok], [lp], [tops] if tops else None, plp, reason, stop))

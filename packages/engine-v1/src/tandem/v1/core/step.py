@@ -77,6 +77,7 @@ class StepOutput:
     logprobs: dict[str, list[TopEntry]] = field(default_factory=dict)  # sampled first, top-k
     prompt_logprobs: dict[str, list[list[TopEntry]]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)  # key -> why it failed this step
+    ended: set[str] = field(default_factory=set)  # keys whose token completed their grammar
 
 
 class Executor(Protocol):

@@ -11,6 +11,8 @@ instead of per-request Python.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -18,6 +20,10 @@ from torch import Tensor
 from tandem.core.inputs import SamplingSpec
 from tandem.core.validate import FLOAT32_MAX
 from tandem.v1.core.step import NewRequest
+
+if TYPE_CHECKING:
+    from tandem.core.structured.compiler import Grammars
+    from tandem.core.structured.state import GrammarState
 
 FLOATS = (
     "temperature",
@@ -39,7 +45,14 @@ def check_units(spec: SamplingSpec) -> None:
 
 
 class InputBatch:
-    def __init__(self, max_rows: int, max_model_len: int, vocab_size: int) -> None:
+    def __init__(
+        self,
+        max_rows: int,
+        max_model_len: int,
+        vocab_size: int,
+        grammars: Callable[[], Grammars] | None = None,
+    ) -> None:
+        self._grammars = grammars  # the compiled grammars, built on first use
         self.max_rows = max_rows
         self.vocab_size = vocab_size
         self.rows: dict[str, int] = {}
@@ -58,6 +71,7 @@ class InputBatch:
         self.prompt_mask = torch.zeros((max_rows, vocab_size), dtype=torch.bool)
         self.output_counts = torch.zeros((max_rows, vocab_size), dtype=torch.int32)
         self.specs: list[SamplingSpec | None] = [None] * max_rows
+        self.grammars: list[GrammarState | None] = [None] * max_rows  # structured outputs
 
     def add(self, new: NewRequest) -> int:
         """Give the request a row and fill its state; on bad values, raise and keep none."""
@@ -97,11 +111,16 @@ class InputBatch:
         out = tokens[new.num_prompt_tokens :]
         if out.numel():
             self.output_counts[row].scatter_add_(0, out, torch.ones_like(out, dtype=torch.int32))
+        if s.grammar is not None:  # back after a preemption: replayed over its output
+            if self._grammars is None:
+                raise ValueError("this worker has no grammar support for structured outputs")
+            self.grammars[row] = self._grammars().matcher(s.grammar, out.tolist())
 
     def remove(self, key: str) -> None:
         row = self.rows.pop(key, None)
         if row is not None:
             self.specs[row] = None
+            self.grammars[row] = None
             self.free_rows.append(row)
 
     def append(self, rows: Tensor, tokens: Tensor) -> None:

@@ -26,6 +26,8 @@ from tandem.core.loader import load_model
 from tandem.core.logprobs import TopEntry, entries, top_logprobs
 from tandem.core.outputs import error_text
 from tandem.core.parallel.group import CollectiveError, TensorParallel
+from tandem.core.structured.bitmask import build_mask
+from tandem.core.structured.compiler import LazyGrammars
 from tandem.v1.core.step import ScheduledRequest, SchedulerOutput, StepOutput
 from tandem.v1.worker.input_batch import InputBatch
 from tandem.v1.worker.sampler import Sampler, SamplingBatch
@@ -59,7 +61,11 @@ class ModelRunner:
             config.dtype,
             config.device,
         )
-        self.batch = InputBatch(config.scheduler.max_num_seqs, mc.max_model_len, mc.vocab_size)
+        # structured outputs: this process samples, so it owns the grammars
+        grammars = LazyGrammars(config)
+        self.batch = InputBatch(
+            config.scheduler.max_num_seqs, mc.max_model_len, mc.vocab_size, grammars
+        )
         self.sampler = sampler if sampler is not None else Sampler()
 
     @torch.inference_mode()
@@ -136,10 +142,26 @@ class ModelRunner:
         asked = [specs[i].logprobs or 0 for i in ok]
         for i, tok, tops in zip(ok, tokens.tolist(), entries(lps, ids, ranks, asked)):
             key = chosen[i].key
+            if not self._advance(key, tok, result):
+                continue
             result.sampled[key] = tok
             result.sampled_logprob[key] = tops[0][1]
             if specs[i].logprobs is not None:
                 result.logprobs[key] = tops
+
+    def _advance(self, key: str, token: int, result: StepOutput) -> bool:
+        """The request's grammar (if any) takes ``token``; False when it refused it."""
+        state = self.batch.grammars[self.batch.rows[key]]
+        if state is None:
+            return True
+        try:
+            state.accept(token)
+        except Exception as exc:
+            result.failed[key] = error_text(exc)
+            return False
+        if state.terminated:
+            result.ended.add(key)
+        return True
 
     def _gather_inputs(
         self, rows: list[int], starts: list[int], counts: list[int]
@@ -165,15 +187,28 @@ class ModelRunner:
         for i, r in enumerate(rows):
             mask_rows += [i] * len(r.banned)
             mask_tokens += r.banned
+        bias_rows: list[int] = []
+        bias_tokens: list[int] = []
+        bias_values: list[float] = []
+        for i, s in enumerate(specs):
+            bias_rows += [i] * len(s.logit_bias)
+            bias_tokens += list(s.logit_bias)
+            bias_values += list(s.logit_bias.values())
+        i64 = torch.int64
+        V = self.batch.vocab_size
         asked = [s.logprobs for s in specs if s.logprobs is not None]
         return SamplingBatch(
             rows=torch.tensor([self.batch.rows[r.key] for r in rows], dtype=torch.int64),
             counters=torch.tensor([r.counter for r in rows], dtype=torch.int64),
             mask_rows=torch.tensor(mask_rows, dtype=torch.int64),
             mask_tokens=torch.tensor(mask_tokens, dtype=torch.int64),
+            bias_rows=torch.tensor(bias_rows, dtype=i64),
+            bias_tokens=torch.tensor(bias_tokens, dtype=i64),
+            bias_values=torch.tensor(bias_values, dtype=torch.float32),
             max_logprobs=max(asked, default=-1),
             any_penalties=any(s.has_penalties for s in specs),
             any_sampling=any(not s.greedy for s in specs),
+            grammar=build_mask([self.batch.grammars[self.batch.rows[r.key]] for r in rows], V),
         )
 
     def _prompt_logprobs(

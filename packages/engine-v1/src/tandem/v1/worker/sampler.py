@@ -1,9 +1,10 @@
 """The batched sampler: every row of a step sampled with tensor ops only.
 
 Order (shared with engine v0, so seeded draws agree token for token): min-tokens
-mask, penalties, temperature, top-k, top-p, min-p, then greedy argmax or a seeded draw
-whose counter is the index of the output token being sampled. Logprobs come from the
-raw log-softmax, before any processing.
+mask, grammar mask (structured outputs), logit bias, penalties, temperature, top-k,
+top-p, min-p, then greedy argmax or a seeded draw whose counter is the index of the
+output token being sampled. Logprobs come from the raw log-softmax, before any
+processing.
 
 One row never fails the others: when the batched call raises, the rows are sampled
 again one at a time and those that still raise fail alone; a row whose logits come out
@@ -21,10 +22,15 @@ from torch import Tensor
 
 from tandem.core.logprobs import top_logprobs
 from tandem.core.outputs import error_text
+from tandem.core.structured.bitmask import GrammarMask, apply_mask
 from tandem.kernels.sampling import apply_penalties, choose_tokens, greedy_with_logprob
 from tandem.v1.worker.input_batch import InputBatch
 
 INVALID = "ValueError: the sampler got no valid distribution (NaN or infinite logits)"
+
+
+def _no_ids() -> Tensor:
+    return torch.zeros(0, dtype=torch.int64)
 
 
 @dataclass(slots=True)
@@ -36,10 +42,15 @@ class SamplingBatch:
     max_logprobs: int  # largest top-k logprobs asked for in the batch (-1: none)
     any_penalties: bool
     any_sampling: bool
+    bias_rows: Tensor = field(default_factory=_no_ids)  # [L] int64 (index into B)
+    bias_tokens: Tensor = field(default_factory=_no_ids)  # [L] int64 logit_bias ids
+    bias_values: Tensor = field(default_factory=_no_ids)  # [L] float32 their biases
+    grammar: GrammarMask | None = None  # the constrained rows' allowed tokens
 
     def pick(self, i: int) -> SamplingBatch:
         """Row ``i`` alone, with the batch's flags (so its draw is the batch's)."""
         mine = self.mask_rows == i
+        biased = self.bias_rows == i
         return SamplingBatch(
             self.rows[i : i + 1],
             self.counters[i : i + 1],
@@ -48,6 +59,10 @@ class SamplingBatch:
             self.max_logprobs,
             self.any_penalties,
             self.any_sampling,
+            torch.zeros_like(self.bias_rows[biased]),
+            self.bias_tokens[biased],
+            self.bias_values[biased],
+            self.grammar.pick(i) if self.grammar is not None else None,
         )
 
 
@@ -71,13 +86,19 @@ class Sampler:
 
 def _sample(logits: Tensor, batch: InputBatch, sb: SamplingBatch) -> SamplerOutput:
     # logits: [B, V] float32
-    if not (sb.any_sampling or sb.any_penalties or sb.mask_rows.numel()) and sb.max_logprobs < 0:
+    touched = sb.mask_rows.numel() or sb.bias_rows.numel() or sb.grammar is not None
+    if not (sb.any_sampling or sb.any_penalties or touched) and sb.max_logprobs < 0:
         return _greedy(logits)
     raw = logits.log_softmax(dim=-1)  # [B, V]
     rows = sb.rows
     x = logits
     if sb.mask_rows.numel():
         x = x.index_put((sb.mask_rows, sb.mask_tokens), torch.tensor(float("-inf")))
+    if sb.grammar is not None:
+        x = apply_mask(x, sb.grammar)
+    if sb.bias_rows.numel():
+        bias = sb.bias_values.to(x.device)
+        x = x.index_put((sb.bias_rows.to(x.device), sb.bias_tokens.to(x.device)), bias, True)
     if sb.any_penalties:
         x = apply_penalties(
             x,
@@ -100,7 +121,10 @@ def _sample(logits: Tensor, batch: InputBatch, sb: SamplingBatch) -> SamplerOutp
     else:
         tokens = x.argmax(dim=-1)
     lp, ids, ranks = top_logprobs(raw, tokens, max(sb.max_logprobs, 0))
-    return SamplerOutput(tokens, lp, ids, ranks, _invalid(x.amax(dim=-1)))
+    failed = _invalid(x.amax(dim=-1))
+    if sb.grammar is not None:
+        failed.update(sb.grammar.failed)
+    return SamplerOutput(tokens, lp, ids, ranks, failed)
 
 
 def _greedy(logits: Tensor) -> SamplerOutput:
