@@ -98,14 +98,19 @@ def fmt_table(rows: dict[str, dict], floors: dict[str, float]) -> list[str]:
         f"{'runner':<24}{'best':>7}{'median':>8}{'spread':>14}{'answer':>8}"
         f"{'ttft ms':>9}{'floor':>9}{'x floor':>9}"
     )
-    out = [head + "   (decode tok/s; answer: whole-answer tok/s)", "-" * len(head)]
+    out = [
+        head + "   (decode tok/s streamed; answer: tok/s of a final-only answer)",
+        "-" * len(head),
+    ]
     for name, r in rows.items():
         runs = r["runs"]
         if not runs:
             out.append(f"{name:<24}{r['note'] or 'failed'}")
             continue
         rates = sorted((x["tokens"] - 1) / x["decode"] for x in runs)
-        whole = statistics.median(x["tokens"] / (x["ttft"] + x["decode"]) for x in runs)
+        n = runs[0]["tokens"]
+        answers = r.get("answers") or [x["ttft"] + x["decode"] for x in runs]
+        whole = statistics.median(n / s for s in answers)
         ttft = statistics.median(x["ttft"] for x in runs) * 1e3
         med = statistics.median(rates)
         prec = name.split(" @")[0].split()[-1] if name.startswith("tandem") else "fp32"
@@ -198,6 +203,7 @@ def main() -> None:
             r = spawn(name, args, path, gguf, prompt)
             if i:
                 rows[name]["runs"] += r["runs"]
+                rows[name]["answers"] = rows[name].get("answers", []) + r.get("answers", [])
                 rows[name]["phases"] = rows[name]["phases"] or r["phases"]
             else:
                 rows[name] = r

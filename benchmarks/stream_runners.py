@@ -27,6 +27,7 @@ class Run:
 @dataclass(slots=True)
 class Result:
     runs: list[Run] = field(default_factory=list)
+    answers: list[float] = field(default_factory=list)  # whole-answer seconds, final only
     phases: dict[str, float] = field(default_factory=dict)  # seconds per decode token
     note: str = ""
 
@@ -118,15 +119,17 @@ def _engine(path: str, engine: str, kwargs: dict[str, Any], multiprocess: bool =
     return V1.from_engine_args(args, multiprocess=multiprocess)
 
 
-def _stream(engine: Any, prompt: list[int], params: Any) -> Callable[[], Any]:
-    """A factory of one request's new token ids, step by step (delta outputs)."""
+def _stream(engine: Any, prompt: list[int], params: Any, final: bool = False) -> Callable[[], Any]:
+    """A factory of one request's new token ids, step by step (delta outputs), or all at
+    once at the end (``final``: what ``LLM.generate`` asks for)."""
     from tandem.core.inputs import OutputKind
 
     count = iter(range(1 << 30))
+    kind = OutputKind.FINAL_ONLY if final else OutputKind.DELTA
 
     def tokens() -> Any:
         rid = f"s{next(count)}"
-        req = engine.inputs.process(rid, prompt, params, "prompt", False, OutputKind.DELTA)
+        req = engine.inputs.process(rid, prompt, params, "prompt", False, kind)
         engine.add(req)
         while engine.has_unfinished_requests():
             for out in engine.step():
@@ -148,8 +151,12 @@ def run_tandem(
     out = Result()
     with _engine(path, engine, kwargs) as eng:
         go = _stream(eng, prompt, params)
+        whole = _stream(eng, prompt, params, final=True)
         stamp(go)  # warm-up
-        out.runs = [stamp(go)[0] for _ in range(repeats)]
+        for _ in range(repeats):
+            out.runs.append(stamp(go)[0])
+            run = stamp(whole)[0]
+            out.answers.append(run.ttft + run.decode)
     with _engine(path, engine, kwargs, multiprocess=False) as eng:
         clock = PhaseClock()
         instrument(eng, clock)
