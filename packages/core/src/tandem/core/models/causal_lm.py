@@ -23,6 +23,7 @@ from tandem.core.models.decoder import DecoderModel
 from tandem.core.models.spec import ModelSpec
 from tandem.core.models.weights import drop_layers_from, load_named
 from tandem.kernels.backends import AttentionBackend
+from tandem.kernels.ops.gguf_linear import linear_gguf
 from tandem.kernels.ops.linear import Int8Weight, PackedWeight, linear_int8
 
 
@@ -64,13 +65,15 @@ class CausalLM(nn.Module):
             raise ValueError(
                 f"hidden must have shape [N, {self.spec.hidden_size}], got {list(hidden.shape)}"
             )
+        embed = self.model.embed_tokens
         if self.lm_head is not None:
             logits = self.lm_head(hidden).float()
+        elif embed.quant is not None:  # tied to a table kept in its GGUF blocks
+            logits = linear_gguf(hidden, embed.quant)
         elif self._tied_int8 is not None and hidden.device.type == "cpu":
             logits = linear_int8(hidden, self._tied_int8)
         else:
-            weight = self.model.embed_tokens.weight
-            logits = packed_linear(hidden, weight, None, self._tied_pack).float()
+            logits = packed_linear(hidden, embed.weight, None, self._tied_pack).float()
         spec = self.spec
         if spec.logits_divisor != 1.0:
             logits = logits.div_(spec.logits_divisor)
@@ -85,7 +88,8 @@ class CausalLM(nn.Module):
         for module in self.modules():
             if hasattr(module, "prepare") and module is not self:
                 module.prepare()
-        if self.lm_head is None and self._tied_int8 is None:
+        tied_float = self.model.embed_tokens.quant is None and self._tied_int8 is None
+        if self.lm_head is None and tied_float:
             cpu_copy(self.model.embed_tokens.weight, self._tied_pack)
 
     def quantize(self, method: str) -> int:
@@ -103,7 +107,7 @@ class CausalLM(nn.Module):
             raise ValueError("quantization='int8' needs torch._int_mm (torch >= 2.2 on the CPU)")
         if self.lm_head is not None:
             done += self.lm_head.quantize()
-        else:
+        elif self.model.embed_tokens.quant is None:
             self._tied_int8 = Int8Weight.pack(self.model.embed_tokens.weight)
             done += self._tied_int8 is not None
         return done
