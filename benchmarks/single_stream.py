@@ -89,14 +89,14 @@ def weight_bytes(cfg: dict, gguf: str | None) -> dict[str, float]:
         sizes = {t.name: int(t.n_bytes) for t in reader.tensors}
         tied = "output.weight" not in sizes
         read = sum(b for n, b in sizes.items() if n != "token_embd.weight" or tied)
-        out["as stored"] = float(read)
+        out["gguf"] = float(read)
     return out
 
 
 def fmt_table(rows: dict[str, dict], floors: dict[str, float]) -> list[str]:
     head = (
         f"{'runner':<24}{'best':>7}{'median':>8}{'spread':>14}{'answer':>8}"
-        f"{'ttft ms':>9}{'floor':>9}{'x floor':>9}"
+        f"{'ttft ms':>9}{'floor':>9}{'x floor':>9}{'cpu ms/tok':>11}{'(answer)':>9}"
     )
     out = [
         head + "   (decode tok/s streamed; answer: tok/s of a final-only answer)",
@@ -109,16 +109,18 @@ def fmt_table(rows: dict[str, dict], floors: dict[str, float]) -> list[str]:
             continue
         rates = sorted((x["tokens"] - 1) / x["decode"] for x in runs)
         n = runs[0]["tokens"]
-        answers = r.get("answers") or [x["ttft"] + x["decode"] for x in runs]
-        whole = statistics.median(n / s for s in answers)
+        answers = r.get("answers") or runs
+        whole = statistics.median(n / (a["ttft"] + a["decode"]) for a in answers)
+        cpu_answer = statistics.median(a.get("cpu", 0.0) / n for a in answers) * 1e3
         ttft = statistics.median(x["ttft"] for x in runs) * 1e3
         med = statistics.median(rates)
+        cpu = statistics.median(x.get("cpu", 0.0) / x["tokens"] for x in runs) * 1e3
         prec = name.split(" @")[0].split()[-1] if name.startswith("tandem") else "fp32"
         floor = floors.get(prec, floors["fp32"])
         spread = f"{rates[0]:.1f}..{rates[-1]:.1f}"
         out.append(
             f"{name:<24}{rates[-1]:7.1f}{med:8.1f}{spread:>14}{whole:8.1f}"
-            f"{ttft:9.1f}{floor:9.1f}{med / floor:9.3f}"
+            f"{ttft:9.1f}{floor:9.1f}{med / floor:9.3f}{cpu:11.1f}{cpu_answer:9.1f}"
         )
     return out
 

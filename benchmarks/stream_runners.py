@@ -22,12 +22,13 @@ class Run:
     ttft: float  # prompt in -> first token out
     decode: float  # first token -> last token
     tokens: int
+    cpu: float = 0.0  # CPU seconds of this process and its children over the whole run
 
 
 @dataclass(slots=True)
 class Result:
     runs: list[Run] = field(default_factory=list)
-    answers: list[float] = field(default_factory=list)  # whole-answer seconds, final only
+    answers: list[Run] = field(default_factory=list)  # final-only runs (one output at the end)
     phases: dict[str, float] = field(default_factory=dict)  # seconds per decode token
     note: str = ""
 
@@ -91,8 +92,25 @@ def instrument(engine: Any, clock: PhaseClock) -> None:
     runner.sampler = _TimedSampler(runner.sampler, clock)
 
 
+def cpu_seconds() -> float:
+    """CPU seconds used so far by this process and its live children (v1's processes):
+    unlike wall time, barely moved by other programs on a busy machine."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system
+    return total
+
+
 def stamp(tokens: Callable[[], Any]) -> tuple[Run, list[int]]:
     """Drain an iterator factory of token-id lists, stamping the first and the last."""
+    cpu = cpu_seconds()
     start = time.perf_counter()
     first = last = 0.0
     ids: list[int] = []
@@ -103,7 +121,7 @@ def stamp(tokens: Callable[[], Any]) -> tuple[Run, list[int]]:
         if not ids:
             first = last
         ids += list(new)
-    return Run(first - start, last - first, len(ids)), ids
+    return Run(first - start, last - first, len(ids), cpu_seconds() - cpu), ids
 
 
 def _engine(path: str, engine: str, kwargs: dict[str, Any], multiprocess: bool = True) -> Any:
@@ -155,8 +173,7 @@ def run_tandem(
         stamp(go)  # warm-up
         for _ in range(repeats):
             out.runs.append(stamp(go)[0])
-            run = stamp(whole)[0]
-            out.answers.append(run.ttft + run.decode)
+            out.answers.append(stamp(whole)[0])
     with _engine(path, engine, kwargs, multiprocess=False) as eng:
         clock = PhaseClock()
         instrument(eng, clock)

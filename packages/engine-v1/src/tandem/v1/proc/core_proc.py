@@ -3,7 +3,9 @@
 It starts importing torch and the model code at once, then reads its config from
 stdin (the client sends it once resolved). It blocks on its input socket only while
 it has nothing to do; otherwise it drains every pending message without waiting and
-runs one step.
+runs one step. Outputs no one reads before their sample ends wait here
+(:mod:`tandem.v1.proc.hold`), so a final-only request wakes the detokenizer once per
+sample instead of once per token.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING
 import zmq
 
 from tandem.v1 import messages as m
+from tandem.v1.proc.hold import OutputHold
 from tandem.v1.proc.ipc import endpoint, read_payload
 from tandem.v1.proc.procs import Terminate
 
@@ -65,6 +68,7 @@ def run(ipc_dir: str) -> int:
 def loop(core: EngineCore, inp: zmq.Socket, out: zmq.Socket) -> None:
     poller = zmq.Poller()
     poller.register(inp, zmq.POLLIN)
+    hold = OutputHold()
     while True:
         wait = None if not core.has_work() else 0
         if poller.poll(wait):
@@ -77,10 +81,11 @@ def loop(core: EngineCore, inp: zmq.Socket, out: zmq.Socket) -> None:
                 if isinstance(msg, m.GetStats):
                     out.send(m.encode(m.StatsReply(core.stats())))
                     continue
-                done = core.handle(msg)
+                hold.track(msg)
+                done = hold.pass_on(core.handle(msg))
                 if done:
                     out.send(m.encode(m.CoreOutputs(done, core.stats())))
         if core.has_work():
-            outputs = core.step()
+            outputs = hold.pass_on(core.step())
             if outputs:
                 out.send(m.encode(m.CoreOutputs(outputs, core.stats())))
