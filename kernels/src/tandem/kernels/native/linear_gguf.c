@@ -232,13 +232,19 @@ int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K, const uin
     if (bb < 0 || K % QK != 0 || M < 0 || N < 0)
         return -1;
     const int64_t nb = K / QK, row = nb * bb;
-    int8_t *xq = malloc((size_t)(M * K + 1));
-    float *xd = malloc(sizeof(float) * (size_t)(M * nb + 1));
-    float *xs = malloc(sizeof(float) * (size_t)(M * nb + 1));
-    if (!xq || !xd || !xs) {
-        free(xq), free(xd), free(xs);
-        return -1;
+    /* the quantized x: this thread's scratch, kept between calls (grown as needed) */
+    static __thread void *scratch = NULL;
+    static __thread size_t have = 0;
+    const size_t need = (size_t)(M * K) + 2 * sizeof(float) * (size_t)(M * nb) + 64;
+    if (need > have) {
+        free(scratch);
+        scratch = malloc(need);
+        have = scratch ? need : 0;
+        if (!scratch)
+            return -1;
     }
+    float *xd = (float *)scratch, *xs = xd + M * nb;
+    int8_t *xq = (int8_t *)(xs + M * nb);
     quantize_x(x, M, K, xq, xd, xs);
     const int64_t bands = (N + BAND - 1) / BAND;
 #pragma omp parallel for schedule(static)
@@ -251,6 +257,5 @@ int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K, const uin
                          out + m * N + n, N);
         }
     }
-    free(xq), free(xd), free(xs);
     return 0;
 }

@@ -37,6 +37,14 @@ def _(x: Tensor, data: Tensor, qtype: int, k: int) -> Tensor:
 
 def linear_gguf(x: Tensor, weight: QuantWeight) -> Tensor:
     """x: [..., k] float -> [..., n] fp32, ``weight`` in its GGUF blocks."""
+    if (
+        type(weight) is QuantWeight
+        and type(x) is Tensor
+        and x.dtype == torch.float32
+        and x.dim() == 2
+        and x.shape[1] == weight.k
+    ):  # a model's own call, once per layer and token: nothing more to check
+        return call("torch_linear_gguf", x, weight.data, weight.qtype, weight.k)
     xt = checks.tensor("x", x, dtypes=checks.FLOAT_DTYPES)
     if not isinstance(weight, QuantWeight):
         raise TypeError(f"weight must be a QuantWeight, got {type(weight).__name__}")
