@@ -58,6 +58,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
 
 def library() -> ctypes.CDLL | None:
     """The native kernels, built and loaded once per process; None where they cannot be."""
+    if "lib" in _STATE:  # loaded (or refused) already: every kernel call asks
+        return _STATE["lib"]  # type: ignore[return-value]
     with _LOCK:
         if "lib" not in _STATE:
             try:
