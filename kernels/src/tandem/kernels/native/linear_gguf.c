@@ -43,25 +43,11 @@ static float half(const uint8_t *p)
 #if GGUF_SIMD
     return _cvtsh_ss(h);
 #else
-    const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-    uint32_t exp = (h >> 10) & 0x1F, man = h & 0x3FF, bits;
-    if (exp == 0x1F) {
-        bits = sign | 0x7F800000u | (man << 13);
-    } else if (exp != 0) {
-        bits = sign | ((exp + 112) << 23) | (man << 13);
-    } else if (man == 0) {
-        bits = sign;
-    } else { /* subnormal: normalize */
-        exp = 113;
-        while (!(man & 0x400)) {
-            man <<= 1;
-            exp--;
-        }
-        bits = sign | (exp << 23) | ((man & 0x3FF) << 13);
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
+    const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+    const float v = e == 0    ? ldexpf((float)m, -24)
+                    : e == 31 ? (m ? NAN : INFINITY)
+                              : ldexpf((float)(m | 0x400), e - 25);
+    return (h & 0x8000) ? -v : v;
 #endif
 }
 
