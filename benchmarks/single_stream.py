@@ -17,7 +17,7 @@ A decode step streams every weight once, so its floor is the weight bytes read p
 in the same run (the best of large torch reads, before and after the runners). Each
 runner shows its fraction of the floor of its precision.
 
-The breakdown (ms per token) times one more run of each tandem runner with its parts
+The breakdown (ms per decode token) times one more run of each tandem runner with its parts
 wrapped: scheduler, model forward, logits, sampler, detokenizer and the rest of the
 step; v1's parts run with its in-process client there, and ``processes + IPC`` is what
 the multi-process engine's decode token costs beyond that in-process step.

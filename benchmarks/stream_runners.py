@@ -179,9 +179,11 @@ def run_tandem(
         instrument(eng, clock)
         go = _stream(eng, prompt, params)
         stamp(go)
-        clock.on = True
-        run, _ = stamp(go)
-    out.phases = {name: s / run.tokens for name, s in clock.seconds.items()}
+        tokens = 0
+        for new in go():  # the clock runs from the first token on: decode steps only
+            tokens += len(new)
+            clock.on = tokens > 0
+    out.phases = {name: s / max(tokens - 1, 1) for name, s in clock.seconds.items()}
     return out
 
 
@@ -210,6 +212,7 @@ def run_hf(path: str, prompt: list[int], new: int, threads: int, repeats: int) -
 
     def once() -> Run:
         stamps = _Stamps()
+        cpu = cpu_seconds()
         start = time.perf_counter()
         with torch.no_grad():
             model.generate(
@@ -222,7 +225,7 @@ def run_hf(path: str, prompt: list[int], new: int, threads: int, repeats: int) -
                 streamer=stamps,
             )
         t = stamps.times[1:]
-        return Run(t[0] - start, t[-1] - t[0], len(t))
+        return Run(t[0] - start, t[-1] - t[0], len(t), cpu_seconds() - cpu)
 
     once()
     return Result([once() for _ in range(repeats)])
