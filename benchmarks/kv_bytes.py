@@ -6,11 +6,13 @@ sliding-window model holds over a long generation.
 Part 1 is arithmetic on the architectures' real sizes (transformers' defaults, as
 ``tandem.core.hf_defaults`` writes them down) and the cache shape the engines allocate
 (``ModelConfig.num_kv_heads`` x ``head_dim``, K and V, bf16): DeepSeek-V3's latent row
-beside the full K and V its 128 heads would cache. Part 2 adds the window-bounded size of
-the sliding-window models at ``--tokens``: what they would hold if the KV manager freed
-the blocks outside every layer's window (it does not yet: every block stays). Part 3
-measures it on the tiny windowed Mistral (window 8) with the v0 engine: blocks in use
-after generating ``--measure`` tokens, against the window's bound.
+beside the full K and V its 128 heads would cache. Part 2 gives the sliding-window models'
+cache at ``--tokens``: every block, what the KV managers hold (where every layer slides,
+the blocks behind the window are freed: :mod:`tandem.core.kv_window`; Gemma's global
+layers keep whole tables), and the bound one table per window group would reach. Part 3
+measures it on the tiny windowed Mistral (window 8, blocks of 4) on both engines: the
+most blocks in use after a step while generating ``--measure`` tokens, in a cache of 12
+blocks (a whole sequence would need ``(--measure + 4) / 4``), against the window's bound.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from types import SimpleNamespace
 import torch
 
 from tandem.core.hf_defaults import DEFAULTS
+from tandem.core.kv_window import kv_window, peak_blocks
 from tandem.core.model_config import ModelConfig
+from tandem.core.models.architectures import build_spec
 from tandem.core.models.spec import ModelSpec
 
 BF16 = 2
@@ -34,7 +38,7 @@ def cache_shape(arch: str) -> tuple[ModelConfig, ModelSpec]:
         hf.num_key_value_heads = hf.num_attention_heads
     here = Path(".")
     mc = ModelConfig(here, hf, arch, torch.bfloat16, hf.max_position_embeddings, [], here)
-    return mc, ModelSpec.from_hf(hf, arch)
+    return mc, build_spec(hf, arch)
 
 
 def per_token(mc: ModelConfig) -> int:
@@ -57,39 +61,49 @@ def latent_table() -> None:
 
 def window_table(tokens: int) -> None:
     print(f"\nsliding-window models at {tokens} tokens, bf16 (MiB):")
-    print(f"{'architecture':<22}{'held now':>12}{'window-bounded':>16}")
+    print(f"{'architecture':<22}{'every block':>13}{'held':>10}{'per-layer bound':>17}")
     for arch in ("MistralForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM"):
         mc, spec = cache_shape(arch)
         layer = mc.num_kv_heads * mc.head_dim * 2 * BF16
-        now = layer * mc.num_layers * tokens
+        every = layer * mc.num_layers * tokens
+        window = kv_window(spec.windows)
+        held = every if window is None else layer * mc.num_layers * min(tokens, window)
         bounded = sum(layer * min(tokens, w or tokens) for w in spec.windows)
-        print(f"{arch:<22}{now / 2**20:>12.0f}{bounded / 2**20:>16.0f}")
+        print(f"{arch:<22}{every / 2**20:>13.0f}{held / 2**20:>10.0f}{bounded / 2**20:>17.0f}")
 
 
 def measured(tokens: int) -> None:
     from tandem.core.config import EngineArgs
+    from tandem.core.engines import load_engine_class
     from tandem.core.sampling_params import SamplingParams
     from tandem.core.testing import make_model
-    from tandem.v0 import LLMEngine
 
     path = make_model(arch="mistral_window")
-    args = EngineArgs(
-        model=str(path), dtype="float32", block_size=4, max_model_len=tokens + 8, num_kv_blocks=256
-    )
-    engine = LLMEngine.from_engine_args(args)
-    try:
-        params = SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True)
-        engine.add_request("r", [1, 5, 9, 13], params)
-        peak = 0
-        while engine.has_unfinished_requests():
-            engine.step()
-            stats = engine.stats()
-            peak = max(peak, stats.num_kv_blocks - stats.num_free_kv_blocks)
-    finally:
-        engine.shutdown()
-    bound = -(-8 // 4) + 1  # the window's 8 keys span at most 3 blocks of 4
-    print(f"\ntiny Mistral, window 8, blocks of 4: {tokens + 4} tokens used {peak} blocks")
-    print(f"  blocks a window-freeing KV manager would hold: {bound}")
+    block, window = 4, 8
+    print(f"\ntiny Mistral, window {window}, blocks of {block}, {tokens + 4} tokens:")
+    for name in ("v0", "v1"):
+        args = EngineArgs(
+            model=str(path),
+            dtype="float32",
+            block_size=block,
+            max_model_len=tokens + 8,
+            num_kv_blocks=12,
+            max_num_batched_tokens=8,
+        )
+        engine = load_engine_class(name).from_engine_args(args)
+        try:
+            params = SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True)
+            engine.add_request("r", [1, 5, 9, 13], params)
+            peak = 0
+            while engine.has_unfinished_requests():
+                engine.step()
+                stats = engine.stats()
+                peak = max(peak, stats.num_kv_blocks - stats.num_free_kv_blocks)
+        finally:
+            engine.shutdown()
+        whole = -(-(tokens + 4) // block)
+        bound = peak_blocks(window, 1, block)
+        print(f"  {name}: at most {peak} blocks in use (bound {bound}; every block: {whole})")
 
 
 def main() -> None:

@@ -27,7 +27,13 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run jobs locally (args after `--` go to each pytest job)")
     run.add_argument("--base", metavar="REV", help="only jobs affected since REV")
     run.add_argument("--jobs", nargs="+", metavar="LABEL", help="job names, labels or globs")
-    run.add_argument("--parallel", type=int, default=1, metavar="N", help="jobs at once")
+    run.add_argument(
+        "--parallel",
+        type=int,
+        default=None,
+        metavar="N",
+        help="jobs at once (default: the pipeline's `parallel` setting)",
+    )
     run.add_argument("--logs", type=Path, metavar="DIR", help="one log file per job here")
     for name, what in (("github", ".github/workflows/ci.yml"), ("tox", "tox.ini")):
         gen = sub.add_parser(name, help=f"write {what} from the pipeline")
@@ -84,7 +90,8 @@ def cmd_run(pipeline: Pipeline, root: Path, args: argparse.Namespace, extra: lis
         print("no jobs selected: nothing to run")
         return 0
     start = time.monotonic()
-    runner = Runner(pipeline, root, parallel=args.parallel, extra=extra, logs=args.logs)
+    parallel = pipeline.settings.parallel if args.parallel is None else args.parallel
+    runner = Runner(pipeline, root, parallel=parallel, extra=extra, logs=args.logs)
     results = runner.run(jobs)
     print("\n" + table(results, time.monotonic() - start))
     return 0 if all(r.ok for r in results) else 1

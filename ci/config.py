@@ -22,6 +22,7 @@ PIPELINE = Path(__file__).resolve().parent / "pipeline.toml"
 LABEL = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 PYTHON = re.compile(r"3\.\d{1,2}")
 MAX_TIMEOUT = 6 * 3600
+MAX_PARALLEL = 64
 # The accepted keys are exactly the dataclass fields: one list, no drift.
 SETTINGS_KEYS = {f.name for f in dataclasses.fields(Settings)}
 STEP_KEYS = {f.name for f in dataclasses.fields(Step)}
@@ -70,6 +71,12 @@ class _Check:
         value = table.get(name, False)
         if not isinstance(value, bool):
             raise self.fail(name, f"expected true or false, got {value!r}")
+        return value
+
+    def count(self, table: dict[str, Any], name: str, default: int) -> int:
+        value = table.get(name, default)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PARALLEL:
+            raise self.fail(name, f"expected a whole number in 1..{MAX_PARALLEL}, got {value!r}")
         return value
 
     def seconds(self, table: dict[str, Any], name: str, default: int) -> int:
@@ -145,6 +152,7 @@ def _settings(raw: Any, source: str) -> Settings:
         runner=check.text(raw, "runner", "ubuntu-latest"),
         gpu_runner=check.words(raw, "gpu_runner", ("self-hosted", "gpu")),
         install_timeout=check.seconds(raw, "install_timeout", 900),
+        parallel=check.count(raw, "parallel", 1),
     )
 
 

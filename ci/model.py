@@ -25,6 +25,7 @@ class Settings:
     runner: str = "ubuntu-latest"
     gpu_runner: tuple[str, ...] = ("self-hosted", "gpu")
     install_timeout: int = 900
+    parallel: int = 1  # jobs `python -m ci run` runs at once unless --parallel says otherwise
 
 
 @dataclass(slots=True, frozen=True)

@@ -49,3 +49,32 @@ def wait_removed(path: str | os.PathLike[str], timeout: float = 5.0) -> bool:
     while os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(0.05)
     return not os.path.exists(path)
+
+
+def listening_ports(pids: Iterable[int]) -> set[int]:
+    """TCP ports on which any of ``pids`` listens."""
+    ports = set()
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            for conn in psutil.Process(pid).net_connections(kind="tcp"):
+                if conn.status == psutil.CONN_LISTEN:
+                    ports.add(conn.laddr.port)
+    return ports
+
+
+def listening_anywhere(ports: Iterable[int]) -> set[int]:
+    """Which of ``ports`` some process on this machine still listens on."""
+    wanted = set(ports)
+    found = set()
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr.port in wanted:
+            found.add(conn.laddr.port)
+    return found
+
+
+def shm_segments() -> set[str]:
+    """Names under /dev/shm (POSIX shared memory segments)."""
+    try:
+        return set(os.listdir("/dev/shm"))
+    except OSError:
+        return set()

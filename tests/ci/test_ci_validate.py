@@ -61,6 +61,15 @@ DELETE = object()
 def test_base_is_valid() -> None:
     pipeline = parse(base(), FILES)
     assert [j.name for j in pipeline.jobs()] == ["docs", "kernels", "engine-v0", "engine-v1"]
+    assert pipeline.settings.parallel == 1
+
+
+def test_parallel_setting_is_read() -> None:
+    assert parse(with_change(("settings", "parallel"), 3), FILES).settings.parallel == 3
+
+
+def test_the_pipeline_runs_two_jobs_at_once() -> None:
+    assert load(Path(__file__).parents[2] / "ci" / "pipeline.toml").settings.parallel == 2
 
 
 CASES = [
@@ -88,6 +97,8 @@ CASES = [
     (("step", 1, "engines"), "v0", ["step 'kernels'", "'engines'", "list"]),
     (("settings", "python"), ["3"], ["[settings]", "'python'", "'3'"]),
     (("settings", "install"), "", ["[settings]", "'install'"]),
+    (("settings", "parallel"), 0, ["[settings]", "'parallel'", "1..64", "0"]),
+    (("settings", "parallel"), "2", ["[settings]", "'parallel'", "'2'"]),
     (("settings", "engine_args"), ["--engines"], ["'engine_args'", "{engine}"]),
     (("step",), [], ["at least one [[step]]"]),
     (("step", 0, "command"), "python -c 'x", ["step 'docs'", "'command'", "split"]),

@@ -124,6 +124,17 @@ def test_default_budget_capped_at_full_sequences() -> None:
     assert c.resolve_num_blocks(1000) == 16 == c.num_kv_blocks  # 4 seqs x 4 blocks
 
 
+def test_a_sliding_window_bounds_the_blocks_of_a_sequence() -> None:
+    # window 8, steps of 8 tokens, blocks of 4: positions p - 7 .. p + 7 span 5 blocks
+    c = _cache(block_size=4, sliding_window=8, step_tokens=8)
+    assert c.blocks_per_seq == 5  # not the 16 of 64 tokens
+    assert c.resolve_num_blocks(1000) == 20 and c.null_block == 20 and c.allocated_blocks == 21
+    full = _cache(block_size=4)
+    assert full.resolve_num_blocks(1000) == 64 and full.null_block is None
+    assert full.allocated_blocks == 64
+    assert _cache(block_size=4, sliding_window=8).blocks_per_seq == 16  # whole-prompt steps
+
+
 def test_default_budget_one_gib() -> None:
     c = _cache(max_num_seqs=10**6)
     assert c.resolve_num_blocks(1 << 20) == DEFAULT_KV_CACHE_BYTES >> 20
@@ -244,5 +255,20 @@ def test_checking_engine_args_does_not_import_torch(fresh_python) -> None:
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
         "from tandem.core.config import DTYPES\n"  # the lazy re-exports still resolve
         "assert list(DTYPES) == ['auto', 'float32', 'float16', 'bfloat16']\n"
+    )
+    fresh_python(code)
+
+
+def test_reading_the_windows_does_not_import_torch(fresh_python) -> None:
+    """The spec of a config (its layers' windows) is read without the model classes."""
+    code = (
+        "import sys\n"
+        "from types import SimpleNamespace\n"
+        "from tandem.core.hf_defaults import DEFAULTS\n"
+        "from tandem.core.models.architectures import build_spec\n"
+        "cfg = SimpleNamespace(**DEFAULTS['MistralForCausalLM'])\n"
+        "cfg.sliding_window = 4096\n"
+        "assert set(build_spec(cfg, 'MistralForCausalLM').windows) == {4096}\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     fresh_python(code)

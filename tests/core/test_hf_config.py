@@ -11,7 +11,7 @@ import torch
 
 from tandem.core.device import resolve_dtype
 from tandem.core.hf_config import DEFAULTS, load_hf_config, read_hf_config
-from tandem.core.models.spec import ModelSpec
+from tandem.core.models.architectures import build_spec
 
 MODEL_TYPES = {arch: values["model_type"] for arch, values in DEFAULTS.items()}
 # transformers' config class of each architecture, where its name is not the obvious one
@@ -72,11 +72,11 @@ def test_reads_what_transformers_reads(tmp_path: Path, arch: str, variant: str) 
     except Exception:  # transformers validates: Mistral, Gemma refuse a null num_key_value_heads
         if variant != "nulls":  # Phi-3 refuses the llama3 and linear ropes: so do we
             with pytest.raises(ValueError, match="rope_type must be one of"):
-                ModelSpec.from_hf(ours, arch)
+                build_spec(ours, arch)
             return
         assert ours.num_key_value_heads == ours.num_attention_heads  # as the others derive
         return
-    assert ModelSpec.from_hf(ours, arch) == ModelSpec.from_hf(theirs, arch)
+    assert build_spec(ours, arch) == build_spec(theirs, arch)
     for name in READ:
         if name == "num_key_value_heads" and theirs.num_key_value_heads is None:
             assert ours.num_key_value_heads == ours.num_attention_heads  # Qwen2-MoE keeps null

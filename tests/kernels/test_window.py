@@ -108,6 +108,46 @@ def test_blocks_before_the_window_are_never_needed(paged_case, name):
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
+def _point_at_null(case, window: int, first_query: list[int], fill: float) -> None:
+    """What the KV managers do: table entries wholly before each sequence's window point
+    at one block past the others (the null block), filled with ``fill``."""
+    S = case.k_cache.shape[1]
+    null = case.k_cache.shape[0]
+    pad = torch.full((1, *case.k_cache.shape[1:]), fill, dtype=case.k_cache.dtype)
+    case.k_cache = torch.cat([case.k_cache, pad])
+    case.v_cache = torch.cat([case.v_cache, pad])
+    tables = case.block_tables.clone()
+    for b, pos in enumerate(first_query):
+        tables[b, : max(0, pos - window + 1) // S] = null
+    case.block_tables = tables
+
+
+@pytest.mark.parametrize("name", [n for n in ("torch", "cpu") if n in available_backends()])
+def test_tables_pointing_at_the_null_block_before_the_window(paged_case, name):
+    """The C kernels and the torch prefill never read the null block; the torch decode
+    gathers it and masks it, which a zeroed block (the KV managers' null block is never
+    written) leaves exact, while NaNs there would leak through the masked product."""
+    backend = get_backend(name)
+    window = 5
+    dec = paged_case(21, [1, 1, 1], [30, 3, 17], 4, 2, 16, 4)
+    want = reference.decode_attention(*dec.decode_args(), window, 0.0)
+    _point_at_null(dec, window, [int(n) - 1 for n in dec.seq_lens], 0.0)
+    got = backend.decode(*dec.decode_args(), window=window)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    if name == "cpu" and native.library() is not None:  # C never reads it, NaN or not
+        dec.k_cache[-1] = dec.v_cache[-1] = float("nan")
+        got = native.paged_decode(*dec.decode_args(), window, 0.0)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+    q_lens = [3, 6]
+    pre = paged_case(22, q_lens, [25, 14], 4, 2, 16, 4)
+    want = reference.prefill_attention(*pre.prefill_args(), window, 0.0)
+    firsts = [int(n) - q for n, q in zip(pre.seq_lens, q_lens)]
+    _point_at_null(pre, window, firsts, float("nan"))  # prefill never reads it either
+    got = backend.prefill(*pre.prefill_args(), window=window)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
 def test_window_and_softcap_are_checked(paged_case):
     case = paged_case(1, [1], [3], 4, 2, 8, 4)
     with pytest.raises(ValueError, match=r"window must be an int >= 0 \(0: no sliding window\)"):

@@ -8,9 +8,11 @@ import pytest
 import torch
 
 from tandem.core.attention_metadata import build_metadata
+from tandem.core.kv_window import kv_window
 from tandem.core.layers.rotary import inv_freq
 from tandem.core.models import get_model_class, supported_architectures
-from tandem.core.models.spec import ModelSpec, read_rope
+from tandem.core.models.architectures import build_spec
+from tandem.core.models.spec import read_rope
 
 
 def hf(**kw):
@@ -91,15 +93,34 @@ def test_rope_matches_transformers_inv_freq():
 )
 def test_bad_configs(kw, match):
     with pytest.raises(ValueError, match=match):
-        ModelSpec.from_hf(hf(**kw))
+        build_spec(hf(**kw))
 
 
 def test_spec_traps():
-    spec = ModelSpec.from_hf(
-        hf(architectures=["Qwen2ForCausalLM"], head_dim=12, tie_word_embeddings=True)
-    )
+    spec = build_spec(hf(architectures=["Qwen2ForCausalLM"], head_dim=12, tie_word_embeddings=True))
     assert spec.attention.qkv_bias and not spec.attention.o_bias and spec.tie_word_embeddings
     assert spec.head_dim == 12
+
+
+@pytest.mark.parametrize(
+    ("arch", "kw", "windows", "kv_window_"),
+    [
+        ("MistralForCausalLM", {"sliding_window": 8}, [8, 8, 8], 8),
+        ("MistralForCausalLM", {"sliding_window": None}, [None] * 3, None),
+        ("Qwen2ForCausalLM", {"max_window_layers": 0}, [6, 6, 6], 6),  # every layer
+        ("Qwen2ForCausalLM", {"max_window_layers": 1}, [None, 6, 6], None),
+        ("Qwen2ForCausalLM", {"use_sliding_window": False}, [None] * 3, None),
+        ("Gemma2ForCausalLM", {"sliding_window": 8}, [8, None, 8], None),  # alternating
+    ],
+)
+def test_windows_and_the_window_bounding_the_cache(arch, kw, windows, kv_window_):
+    if arch == "Qwen2ForCausalLM":
+        kw = {"use_sliding_window": True, "sliding_window": 6, **kw}
+    if arch == "Gemma2ForCausalLM":
+        kw = {"head_dim": 4, **kw}
+    spec = build_spec(hf(architectures=[arch], num_hidden_layers=3, **kw))
+    assert list(spec.windows) == windows
+    assert kv_window(spec.windows) == kv_window_
 
 
 def test_forward_rejects_bad_inputs(tandem_models):
@@ -158,4 +179,4 @@ def test_forward_rejects_bad_inputs(tandem_models):
 )
 def test_configs_we_cannot_honour_name_the_field_and_value(arch, kw, match):
     with pytest.raises(ValueError, match=match):
-        ModelSpec.from_hf(hf(architectures=[arch], num_hidden_layers=2, **kw))
+        build_spec(hf(architectures=[arch], num_hidden_layers=2, **kw))

@@ -137,3 +137,21 @@ def test_an_engine_that_dies_while_idle_is_noticed(tiny_model) -> None:
             llm.process("a b")
         message = str(info.value)
         assert f"pid {core}" in message and "\n" not in message and "Traceback" not in message
+
+
+def test_a_loop_that_closes_with_a_request_in_flight_leaves_the_engine_serving(async_llm):
+    """A server's event loop may end (shutdown) while its request still runs in the
+    engine: outputs for it have no one to go to, and the engine thread carries on."""
+    long = SamplingParams(temperature=0.0, max_tokens=60, ignore_eos=True)
+
+    streams = []  # held, so that closing the loop does not finalise (abort) the stream
+
+    async def start() -> None:
+        streams.append(async_llm.generate("a b", long))
+        await streams[0].__anext__()  # in the engine now; the loop closes under it
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(start())
+    loop.close()
+    assert asyncio.run(_all(async_llm, "c d"))[-1].finished
+    assert async_llm.failure is None and not async_llm.stopped.is_set()

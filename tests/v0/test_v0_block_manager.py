@@ -85,3 +85,33 @@ def test_blocks_are_conserved(num_blocks: int, block_size: int, ops: list) -> No
         bm.check()
         owned = [b for s in seqs for b in s.block_table]
         assert len(owned) == len(set(owned)) == bm.num_used_blocks
+
+
+def test_blocks_behind_the_window_go_back_and_point_at_null() -> None:
+    bm = BlockManager(num_blocks=8, block_size=4, window=6)
+    seq = make_seq(0, 30)
+    bm.allocate(seq, 12)
+    seq.num_computed_tokens = 12  # the next query (12) reads 7..12: block 0 is behind
+    assert bm.free_behind_window(seq) == 1
+    assert seq.block_table[0] == bm.null_block == 8 and bm.num_used_blocks == 2
+    assert bm.free_behind_window(seq) == 0  # nothing new behind
+    bm.allocate(seq, 1)
+    seq.num_computed_tokens = 13  # 13 reads 8..13: block 1 (4..7) is behind too
+    assert bm.free_behind_window(seq) == 1 and seq.block_table[:2] == [8, 8]
+    bm.check()
+    bm.free(seq)
+    assert bm.num_free_blocks == 8 and seq.block_table == []
+    bm.check()
+
+
+def test_peak_blocks_with_and_without_a_window() -> None:
+    assert BlockManager(8, 4).peak_blocks(100, 8) == 25
+    # a window of 6 and 8 new tokens: positions p - 5 .. p + 7 span at most 4 blocks
+    assert BlockManager(8, 4, window=6).peak_blocks(100, 8) == 4
+    assert BlockManager(8, 4, window=6).peak_blocks(5, 8) == 2  # never past the whole
+
+
+@pytest.mark.parametrize("window", [0, -2, 1.5])
+def test_bad_window(window: object) -> None:
+    with pytest.raises(ValueError, match="window must be an int >= 1 or None"):
+        BlockManager(4, 4, window)  # type: ignore[arg-type]

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tandem.core.kv_window import blocks_behind, peak_blocks
 from tandem.v0.block_manager import BlockManager, blocks_for
 from tandem.v0.scheduler import Scheduler, SchedulerOutput
 from tandem.v0.sequence import Sequence, SequenceStatus
@@ -144,6 +145,20 @@ def test_request_that_can_never_fit_is_rejected(kwargs, prompt, max_tokens, matc
     assert not sched.has_unfinished()
 
 
+def test_a_window_bounds_what_a_request_needs() -> None:
+    """A 60-token request in a cache of 4 blocks of 4: too many without a window, enough
+    with one of 6 (its window and a chunk of 4 tokens span 3 blocks at most)."""
+    with pytest.raises(ValueError, match="KV cache has only 4 blocks"):
+        make_scheduler(blocks=4, tokens=4).add(make_seq(0, 30, 30))
+    sched = Scheduler(BlockManager(4, 4, window=6), 8, 4, 64, True)
+    seq = make_seq(0, 30, 30)
+    sched.add(seq)
+    while sched.has_unfinished():
+        run_step(sched)
+        assert sched.block_manager.num_used_blocks <= peak_blocks(6, 4, 4) == 3
+    assert seq.num_output_tokens == 30 and sched.block_manager.num_free_blocks == 4
+
+
 def test_abort_from_each_queue_frees_blocks() -> None:
     sched = make_scheduler(blocks=4, size=2, seqs=1)
     a, b = make_seq(0, 3, 4), make_seq(1, 1, 4)
@@ -165,9 +180,14 @@ def test_abort_from_each_queue_frees_blocks() -> None:
     reqs=st.lists(
         st.tuples(st.integers(1, 8), st.integers(1, 6), st.integers(0, 3)), min_size=1, max_size=8
     ),
+    window=st.one_of(st.none(), st.integers(1, 12)),
 )
-def test_scheduler_invariants(blocks, size, max_seqs, budget, chunked, reqs) -> None:
-    sched = Scheduler(BlockManager(blocks, size), max_seqs, budget, 64, chunked)
+def test_scheduler_invariants(blocks, size, max_seqs, budget, chunked, reqs, window) -> None:
+    """Any traffic runs to the end, blocks conserved; with a sliding window, each table's
+    null entries are exactly the blocks behind its window, the rest at most a window and
+    a step."""
+    bm = BlockManager(blocks, size, window)
+    sched = Scheduler(bm, max_seqs, budget, 64, chunked)
     pending = []
     for i, (plen, mt, delay) in enumerate(reqs):
         seq = make_seq(i, plen, mt)
@@ -198,9 +218,15 @@ def test_scheduler_invariants(blocks, size, max_seqs, budget, chunked, reqs) -> 
             if not chunked:
                 assert item.completes
         run_step_update(sched, out)
-        sched.block_manager.check()
-        used = sum(len(s.block_table) for s in sched.running)
-        assert used == sched.block_manager.num_used_blocks
+        bm.check()
+        live = [[b for b in s.block_table if b != bm.null_block] for s in sched.running]
+        assert sum(map(len, live)) == bm.num_used_blocks
+        for seq, kept in zip(sched.running, live):
+            behind = len(seq.block_table) - len(kept)
+            assert seq.block_table[:behind] == [bm.null_block] * behind
+            if window is not None:
+                assert behind == blocks_behind(seq.num_computed_tokens, window, size)
+                assert len(kept) <= peak_blocks(window, budget, size)
     assert all(s.is_finished and s.num_output_tokens == s.max_tokens for s in seqs)
     assert sched.block_manager.num_free_blocks == blocks
 

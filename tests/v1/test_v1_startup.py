@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from tandem.core.config import EngineArgs
-from tandem.core.models.spec import ModelSpec
+from tandem.core.models.architectures import build_spec
 from tandem.core.tokenizer import TextDecoder, Tokenizer, load_tokenizer
 from tandem.v1 import LLMEngine
 from tandem.v1.frontend.client import MPClient
@@ -27,7 +27,7 @@ def test_plain_config_reads_as_the_same_model(tiny_arch_model: Path) -> None:
     hf = config.model.hf_config
     plain = plain_hf_config(hf)
     arch = config.model.architecture
-    assert ModelSpec.from_hf(plain, arch) == ModelSpec.from_hf(hf, arch)
+    assert build_spec(plain, arch) == build_spec(hf, arch)
     assert plain.model_type == hf.model_type and plain.eos_token_id == hf.eos_token_id
     moved = core_config(config)
     assert moved.model.hf_config is not hf and config.model.hf_config is hf  # a copy

@@ -20,6 +20,9 @@ from .imports import OWN, WATCHER
 from .ops import OpCheck
 from .patches import PatchCheck
 from .processes import ProcessCheck
+from .runtimes import ProcessGroupCheck, RayCheck
+from .shm import ShmCheck
+from .sockets import SocketCheck
 from .threads import ThreadCheck
 
 Snap = tuple[Any, ...]
@@ -38,6 +41,8 @@ def kinds(
     if prefixes:
         checks.append(AttributeCheck(WATCHER))
     checks += [ProcessCheck(), ThreadCheck()]
+    # distributed runtimes first: taking one down closes its sockets and segments
+    checks += [ProcessGroupCheck(), RayCheck(), SocketCheck(), ShmCheck()]
     if settings.ops_namespace:
         checks.append(OpCheck(settings.ops_namespace))
     if prefixes:

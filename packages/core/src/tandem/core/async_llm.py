@@ -42,7 +42,17 @@ class _Sink:
     loop: asyncio.AbstractEventLoop
 
     def put(self, item: RequestOutput | BaseException) -> None:
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+        _post(self.loop, self.queue.put_nowait, item)
+
+
+def _post(loop: asyncio.AbstractEventLoop, callback: Any, *args: Any) -> None:
+    """Run ``callback(*args)`` on ``loop`` from the engine thread; a loop that has closed
+    (its server stopped while a request was still in the engine) has no one to tell."""
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:  # "Event loop is closed"
+        if not loop.is_closed():
+            raise
 
 
 class EngineStopped(RuntimeError):
@@ -245,9 +255,9 @@ class AsyncLLM:
                 loop, future = command[1], command[2]
                 try:
                     result: Any = engine.stats()
-                    loop.call_soon_threadsafe(_settle, future, result, None)
+                    _post(loop, _settle, future, result, None)
                 except Exception as exc:
-                    loop.call_soon_threadsafe(_settle, future, None, exc)
+                    _post(loop, _settle, future, None, exc)
 
     def _deliver(self, out: RequestOutput) -> None:
         sink = self._sinks.get(out.request_id)

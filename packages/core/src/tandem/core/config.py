@@ -8,13 +8,15 @@ the per-block byte size, which only the engine knows: ``CacheConfig.resolve_num_
 
 from __future__ import annotations
 
-import math
 import os
 import sys
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
+from tandem.core.cache_config import DEFAULT_KV_CACHE_BYTES, CacheConfig
 from tandem.core.device import DEVICES, DTYPE_NAMES
+from tandem.core.kv_window import kv_window
+from tandem.core.parallel.config import ParallelConfig, check_splits
 from tandem.core.validate import check_bool, check_int
 
 if TYPE_CHECKING:
@@ -49,11 +51,11 @@ __all__ = [
     "CacheConfig",
     "EngineArgs",
     "EngineConfig",
+    "ParallelConfig",
     "SchedulerConfig",
     *_LAZY,
 ]
 
-DEFAULT_KV_CACHE_BYTES = 1 << 30
 # Tokens per step unless max_num_batched_tokens is given. With chunked prefill a step
 # takes at most this many, whatever max_model_len is: past ~2048 rows a CPU matmul's rate
 # falls (SmolLM2's prefill steps of 8192 rows ran its MLP at 143-146 GFLOP/s, steps of
@@ -61,43 +63,6 @@ DEFAULT_KV_CACHE_BYTES = 1 << 30
 # Without chunked prefill a step must hold a whole prompt: max_model_len, if larger.
 DEFAULT_BATCHED_TOKENS = 2048
 QUANTIZATIONS = (None, "int8", "gguf")
-
-
-@dataclass(slots=True)
-class CacheConfig:
-    block_size: int
-    num_kv_blocks: int | None  # None until resolve_num_blocks() runs
-    kv_cache_memory_bytes: int | None  # None: 1 GiB, capped at max_num_seqs full sequences
-    max_num_seqs: int
-    max_model_len: int
-    enable_prefix_caching: bool
-
-    @property
-    def blocks_per_seq(self) -> int:
-        """Blocks one sequence of max_model_len tokens needs."""
-        return math.ceil(self.max_model_len / self.block_size)
-
-    def resolve_num_blocks(self, bytes_per_block: int) -> int:
-        """Fix ``num_kv_blocks`` from the byte budget (unless set explicitly); return it."""
-        check_int("bytes_per_block", bytes_per_block, lo=1)
-        if self.num_kv_blocks is not None:
-            blocks, source = self.num_kv_blocks, f"num_kv_blocks={self.num_kv_blocks}"
-        else:
-            budget = self.kv_cache_memory_bytes
-            if budget is None:
-                full = self.max_num_seqs * self.blocks_per_seq * bytes_per_block
-                budget = min(DEFAULT_KV_CACHE_BYTES, full)
-            blocks = budget // bytes_per_block
-            source = f"kv_cache_memory_bytes={budget} ({bytes_per_block} bytes per block)"
-        if blocks < self.blocks_per_seq:
-            raise ValueError(
-                f"the KV cache holds {blocks} blocks of {self.block_size} tokens "
-                f"({source}), but one sequence of max_model_len={self.max_model_len} needs "
-                f"{self.blocks_per_seq}; raise num_kv_blocks or kv_cache_memory_bytes, "
-                f"or lower max_model_len"
-            )
-        self.num_kv_blocks = blocks
-        return blocks
 
 
 @dataclass(slots=True)
@@ -121,6 +86,7 @@ class EngineConfig:
     # None: the model's dtype; "int8": int8 linear layers; "gguf": a GGUF file's quantized
     # tensors as stored (the default for a .gguf model in float32)
     quantization: str | None = None
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
 
     def configure_process(self) -> None:
         """Process-wide settings of the process that runs the model: torch's CPU threads
@@ -134,8 +100,10 @@ class EngineConfig:
             keep_activations_in_heap()
 
     def thread_count(self) -> int:
-        """CPU threads an engine runs torch with: ``num_threads`` when given, else
-        ``TANDEM_NUM_THREADS``, else the cores this process may run on."""
+        """CPU threads a process that runs the model uses: ``num_threads`` when given,
+        else ``TANDEM_NUM_THREADS``, else the cores this process may run on, divided
+        among the processes that run a model (tensor-parallel ranks, data-parallel
+        replicas)."""
         if self.num_threads is not None:
             return self.num_threads
         from tandem.core import envs
@@ -146,18 +114,28 @@ class EngineConfig:
                 raise ValueError(f"TANDEM_NUM_THREADS must be an integer >= 1, got {value}")
             return value
         try:
-            return max(len(os.sched_getaffinity(0)), 1)
+            cores = len(os.sched_getaffinity(0))
         except AttributeError:  # not on Linux
-            return max(os.cpu_count() or 1, 1)
+            cores = os.cpu_count() or 1
+        return max(cores // self.parallel.processes, 1)
+
+    @property
+    def kv_heads_per_rank(self) -> int:
+        """KV heads one rank's cache holds (its share, or the one it shares)."""
+        from tandem.core.parallel.partition import kv_head_range
+
+        lo, hi = kv_head_range(self.model.num_kv_heads, self.parallel.tensor_parallel_size, 0)
+        return hi - lo
 
     @property
     def kv_bytes_per_block(self) -> int:
-        """Bytes of one KV block over all layers (K and V) at the model's dtype."""
+        """Bytes of one KV block over all layers (K and V) at the model's dtype, in one
+        rank's cache."""
         from tandem.core.kv_cache import kv_cache_bytes_per_block
 
         m = self.model
         return kv_cache_bytes_per_block(
-            m.num_layers, m.num_kv_heads, m.head_dim, self.cache.block_size, self.dtype
+            m.num_layers, self.kv_heads_per_rank, m.head_dim, self.cache.block_size, self.dtype
         )
 
 
@@ -178,6 +156,9 @@ class EngineArgs:
     enable_chunked_prefill: bool = True
     num_threads: int | None = None
     quantization: str | None = None
+    tensor_parallel_size: int = 1
+    data_parallel_size: int = 1
+    distributed_executor_backend: str = "mp"
 
     def __post_init__(self) -> None:
         self.validate()
@@ -233,6 +214,12 @@ class EngineArgs:
                 f"quantization must be one of {', '.join(map(str, QUANTIZATIONS))}, "
                 f"got {self.quantization!r}"
             )
+        self.parallel_config().validate()
+
+    def parallel_config(self) -> ParallelConfig:
+        return ParallelConfig(
+            self.tensor_parallel_size, self.data_parallel_size, self.distributed_executor_backend
+        )
 
     def _quantization(self, model: Any) -> str | None:
         """``quantization``, or "gguf" (as stored) for a .gguf file read in float32."""
@@ -288,6 +275,8 @@ class EngineArgs:
             max_num_seqs=self.max_num_seqs,
             max_model_len=max_len,
             enable_prefix_caching=self.enable_prefix_caching,
+            sliding_window=kv_window(model.windows),
+            step_tokens=min(batched, max_len) if self.enable_chunked_prefill else max_len,
         )
         if self.num_kv_blocks is not None:
             cache.resolve_num_blocks(1)  # an explicit count is checked against max_model_len
@@ -307,7 +296,10 @@ class EngineArgs:
             seed=self.seed,
             num_threads=self.num_threads,
             quantization=self._quantization(model),
+            parallel=self.parallel_config(),
         )
+        if self.tensor_parallel_size > 1:
+            check_splits(config.parallel, config.model, config.device)
         if self.quantization == "int8" and (device.type != "cpu" or model.dtype != torch.float32):
             raise ValueError(
                 "quantization='int8' runs on the CPU with dtype float32, "

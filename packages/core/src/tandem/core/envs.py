@@ -103,6 +103,12 @@ REGISTRY: dict[str, EnvVar] = {
             120.0,
             "seconds v1 waits for its child processes to become ready",
         ),
+        EnvVar(
+            "TANDEM_DIST_TIMEOUT",
+            float,
+            120.0,
+            "seconds a tensor-parallel rank waits in the rendezvous or in one collective",
+        ),
         EnvVar("TANDEM_DEBUG_CHECKS", _bool, False, "extra internal consistency checks (slow)"),
         EnvVar(
             "TANDEM_API_KEY",

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from tandem.core.layers.no_init import no_init
 from tandem.core.models import get_model_class
+from tandem.core.parallel.group import TensorParallel
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
@@ -59,6 +60,7 @@ def load_model(
     device: torch.device | str = "cpu",
     dtype: torch.dtype | None = None,
     quantization: str | None = None,
+    tp: TensorParallel | None = None,
 ) -> nn.Module:
     """Build and load the model for ``model_config`` (a ModelConfig or a checkpoint dir).
 
@@ -67,6 +69,7 @@ def load_model(
     ``quantization="int8"`` switches its linear layers to int8 once loaded;
     ``quantization="gguf"`` loads a model converted from a GGUF file with its quantized
     tensors kept in their blocks, read from that file (:mod:`tandem.core.gguf_weights`).
+    ``tp`` builds and loads this rank's shard only.
     """
     hf_config, files, default_dtype = _resolve(model_config)
     dtype = dtype if dtype is not None else default_dtype
@@ -76,7 +79,7 @@ def load_model(
     cls = get_model_class(_architecture(model_config, hf_config))
     max_model_len = getattr(model_config, "max_model_len", None)  # picks longrope's factors
     with torch.device("meta"), no_init():  # every weight comes from the checkpoint
-        model = cls(hf_config, dtype=dtype, max_model_len=max_model_len)
+        model = cls(hf_config, dtype=dtype, max_model_len=max_model_len, tp=tp)
     if quantization == "gguf":
         from tandem.core.gguf_checkpoint import source_of
         from tandem.core.gguf_weights import load_gguf
@@ -85,6 +88,11 @@ def load_model(
         if source is None:
             raise ValueError(
                 f"quantization='gguf' needs a model read from a .gguf file, got {files[0].parent}"
+            )
+        if tp is not None and tp.size > 1:
+            raise ValueError(
+                "quantization='gguf' does not split over tensor-parallel ranks; "
+                "use tensor_parallel_size=1, or quantization=None or 'int8'"
             )
         with torch.no_grad():
             load_gguf(model, source, device)

@@ -70,6 +70,15 @@ class ModelConfig:
         return int(dim) if dim is not None else self.hidden_size // self.num_heads
 
     @property
+    def windows(self) -> tuple[int | None, ...]:
+        """Each layer's sliding window (None: the layer sees its whole sequence), as the
+        architecture's spec reads them (:mod:`tandem.core.models.architectures`)."""
+        from tandem.core.models.architectures import build_spec
+
+        spec = build_spec(self.hf_config, self.architecture, self.max_model_len)
+        return spec.windows
+
+    @property
     def vocab_size(self) -> int:
         return int(self.hf_config.vocab_size)
 

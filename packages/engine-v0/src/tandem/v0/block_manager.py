@@ -4,12 +4,18 @@ A sequence holding ``L`` tokens needs ``ceil(L / block_size)`` blocks; token ``j
 in ``block_table[j // block_size]`` at offset ``j % block_size`` (the layout of
 :mod:`tandem.kernels.reference`). Blocks are never shared in v0, so a free list is all
 the bookkeeping there is.
+
+With a sliding window on every layer (``window``), the blocks a sequence's window has
+left behind are returned after each step (:mod:`tandem.core.kv_window`); their table
+entries become :attr:`BlockManager.null_block` (one past the usable blocks), so a long
+generation holds the blocks of its window only.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
+from tandem.core.kv_window import blocks_behind, peak_blocks
 from tandem.v0.sequence import Sequence
 
 
@@ -19,13 +25,17 @@ def blocks_for(num_tokens: int, block_size: int) -> int:
 
 
 class BlockManager:
-    def __init__(self, num_blocks: int, block_size: int) -> None:
+    def __init__(self, num_blocks: int, block_size: int, window: int | None = None) -> None:
         if not isinstance(num_blocks, int) or num_blocks < 1:
             raise ValueError(f"num_blocks must be an int >= 1, got {num_blocks!r}")
         if not isinstance(block_size, int) or block_size < 1:
             raise ValueError(f"block_size must be an int >= 1, got {block_size!r}")
+        if window is not None and (not isinstance(window, int) or window < 1):
+            raise ValueError(f"window must be an int >= 1 or None, got {window!r}")
         self.num_blocks = num_blocks
         self.block_size = block_size
+        self.window = window
+        self.null_block = num_blocks  # what freed table entries point at; never handed out
         self._free: deque[int] = deque(range(num_blocks))
         self._owner: dict[int, int] = {}  # block -> seq_id
 
@@ -49,6 +59,14 @@ class BlockManager:
             raise ValueError(f"num_new_tokens must be >= 0, got {num_new_tokens}")
         total = seq.num_computed_tokens + num_new_tokens
         return max(0, blocks_for(total, self.block_size) - len(seq.block_table))
+
+    def peak_blocks(self, total_tokens: int, step_tokens: int) -> int:
+        """The most blocks a sequence of ``total_tokens`` holds at once when a step
+        computes at most ``step_tokens`` of its tokens."""
+        full = blocks_for(total_tokens, self.block_size)
+        if self.window is None:
+            return full
+        return min(full, peak_blocks(self.window, step_tokens, self.block_size))
 
     def can_allocate(self, seq: Sequence, num_new_tokens: int) -> bool:
         return self.blocks_needed(seq, num_new_tokens) <= len(self._free)
@@ -76,10 +94,28 @@ class BlockManager:
     def free(self, seq: Sequence) -> None:
         """Return every block of ``seq`` (finished, aborted or preempted)."""
         for block in seq.block_table:
-            if self._owner.pop(block, None) != seq.seq_id:
-                raise RuntimeError(f"block {block} is not owned by sequence {seq.seq_id}")
-            self._free.append(block)
+            if block != self.null_block:
+                self._give_back(seq, block)
         seq.block_table = []
+
+    def free_behind_window(self, seq: Sequence) -> int:
+        """Return the blocks no query from ``seq``'s next token on reads (none without a
+        window); returns how many. Called after each step."""
+        table = seq.block_table
+        if self.window is None or not table:
+            return 0
+        behind = blocks_behind(seq.num_computed_tokens, self.window, self.block_size)
+        j, freed = min(behind, len(table)) - 1, 0
+        while j >= 0 and table[j] != self.null_block:  # the freed ones are a prefix
+            self._give_back(seq, table[j])
+            table[j] = self.null_block
+            j, freed = j - 1, freed + 1
+        return freed
+
+    def _give_back(self, seq: Sequence, block: int) -> None:
+        if self._owner.pop(block, None) != seq.seq_id:
+            raise RuntimeError(f"block {block} is not owned by sequence {seq.seq_id}")
+        self._free.append(block)
 
     def check(self) -> None:
         """Internal consistency: every block is either free or owned, exactly once."""

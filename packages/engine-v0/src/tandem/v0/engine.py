@@ -38,6 +38,7 @@ class LLMEngine:
         sampler: Sampler | None = None,
         tokenizer: Tokenizer | None = None,
     ) -> None:
+        _check_single_process(config)
         self.config = config
         mc = config.model
         config.configure_process()
@@ -56,7 +57,7 @@ class LLMEngine:
             mc.num_layers,
             mc.num_kv_heads,
             mc.head_dim,
-            num_blocks,
+            config.cache.allocated_blocks,  # with a sliding window, the null block too
             block_size,
             config.dtype,
             config.device,
@@ -64,7 +65,7 @@ class LLMEngine:
         self.runner = ModelRunner(model, caches, block_size, sampler or Sampler(), config.device)
         sc = config.scheduler
         self.scheduler = Scheduler(
-            BlockManager(num_blocks, block_size),
+            BlockManager(num_blocks, block_size, config.cache.sliding_window),
             sc.max_num_seqs,
             sc.max_num_batched_tokens,
             sc.max_model_len,
@@ -84,6 +85,7 @@ class LLMEngine:
 
         if not isinstance(engine_args, EngineArgs):
             raise TypeError(f"engine_args must be an EngineArgs, got {type(engine_args).__name__}")
+        _check_single_process(engine_args)
         return cls(engine_args.create_config(), **components)
 
     # requests ------------------------------------------------------------------------
@@ -233,3 +235,26 @@ class LLMEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+# what engine v0 cannot do: it runs one model in the caller's process
+_ONE_PROCESS = (("tensor_parallel_size", 1), ("data_parallel_size", 1))
+
+
+def _check_single_process(args: Any) -> None:
+    """ValueError naming the argument when ``args`` (EngineArgs, or an EngineConfig's
+    parallel part) asks for more than one process."""
+    source = getattr(args, "parallel", args)
+    for name, allowed in _ONE_PROCESS:
+        value = getattr(source, name, allowed)
+        if value != allowed:
+            raise ValueError(
+                f"engine v0 runs the model in one process: {name} must be {allowed}, "
+                f"got {value}; engine='v1' runs {name}={value}"
+            )
+    backend = getattr(source, "distributed_executor_backend", "mp")
+    if backend != "mp":
+        raise ValueError(
+            f"engine v0 runs the model in one process: distributed_executor_backend must be "
+            f"'mp', got {backend!r}; engine='v1' runs distributed_executor_backend={backend!r}"
+        )

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from tandem.v0.block_manager import BlockManager, blocks_for
+from tandem.v0.block_manager import BlockManager
 from tandem.v0.sequence import Sequence, SequenceStatus
 
 
@@ -90,7 +90,9 @@ class Scheduler:
                 f"exceeds max_model_len={self.max_model_len}"
             )
         bm = self.block_manager
-        need = blocks_for(total, bm.block_size)
+        # a recompute after preemption computes up to total - 1 tokens in one step
+        step = min(total, self.max_num_batched_tokens) if self.chunked else total
+        need = bm.peak_blocks(total, step)
         if need > bm.num_blocks:
             raise ValueError(
                 f"request needs up to {total} tokens (prompt {num_prompt_tokens} + max_tokens "
@@ -178,9 +180,11 @@ class Scheduler:
         return out
 
     def update(self, out: SchedulerOutput) -> None:
-        """Record that the scheduled tokens were computed (their K/V are in the cache)."""
+        """Record that the scheduled tokens were computed (their K/V are in the cache);
+        with a sliding window, the blocks it left behind are freed."""
         for item in out.scheduled:
             item.seq.num_computed_tokens = item.start + item.num_new_tokens
+            self.block_manager.free_behind_window(item.seq)
 
     # leaving --------------------------------------------------------------------------
     def finish(self, seq: Sequence) -> None:

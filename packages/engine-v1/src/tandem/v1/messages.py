@@ -62,6 +62,7 @@ class Ready(msgspec.Struct, tag="ready", array_like=True, frozen=True):
     pid: int
     num_kv_blocks: int = 0
     attention_backend: str = ""  # the core's: what TANDEM_ATTENTION_BACKEND chose there
+    workers: dict[str, int] = {}  # the core's own children (tensor-parallel ranks) by name
 
 
 class Failed(msgspec.Struct, tag="failed", array_like=True, frozen=True):

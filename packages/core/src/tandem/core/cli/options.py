@@ -8,6 +8,12 @@ from typing import Any
 
 from tandem.core.named_models import DEFAULT, TINY
 
+PARALLEL_DEFAULTS = {
+    "tensor_parallel_size": 1,
+    "data_parallel_size": 1,
+    "distributed_executor_backend": "mp",
+}
+
 
 def _version() -> str:
     from importlib import metadata
@@ -70,6 +76,35 @@ def _engine_options(cmd: argparse.ArgumentParser, model_positional: bool = False
         help="int8: the MLP layers as int8 x int8 on the CPU (float32 models); gguf: a GGUF "
         "file's Q8_0/Q4_0/Q4_1 tensors kept as stored (default for a .gguf file, else none)",
     )
+    _parallel_options(cmd)
+
+
+def _parallel_options(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "--tensor-parallel-size",
+        type=number(int, "--tensor-parallel-size", lo=1),
+        default=1,
+        metavar="N",
+        help="split each layer over N rank processes in one torch.distributed group "
+        "(gloo on the CPU, nccl on CUDA; engine v1; default: 1)",
+    )
+    cmd.add_argument(
+        "--data-parallel-size",
+        type=number(int, "--data-parallel-size", lo=1),
+        default=1,
+        metavar="N",
+        help="run N engine cores, each with the whole model and its own KV cache, behind "
+        "one front door that sends each request to the one holding the fewest; a core "
+        "that dies fails only its own requests (engine v1; default: 1)",
+    )
+    cmd.add_argument(
+        "--distributed-executor-backend",
+        choices=("mp", "ray"),
+        default="mp",
+        help="how the tensor-parallel ranks run: mp (local processes, the default) or ray "
+        "(Ray actors in a placement group, on the cluster ray.init finds, else a local "
+        "one; pip install 'tandem-engine-v1[ray]')",
+    )
 
 
 def _sampling_options(gen: argparse.ArgumentParser) -> None:
@@ -109,8 +144,25 @@ def _sampling_options(gen: argparse.ArgumentParser) -> None:
     gen.add_argument("--ignore-eos", action="store_true", help="keep going past EOS")
 
 
+def architectures_epilog() -> str:
+    """What a model may be, listed from the registry of architectures (torch-free)."""
+    from tandem.core.gguf_checkpoint import ARCHS as GGUF_ARCHS
+    from tandem.core.models import supported_architectures
+
+    gguf = ", ".join(sorted(cls for cls, _, _ in GGUF_ARCHS.values()))
+    return (
+        "A model directory may hold a checkpoint of any of these architectures (the "
+        f"'architectures' entry of its config.json): {', '.join(supported_architectures())}. "
+        f"A .gguf file may hold one of: {gguf}. The README's Models section says what each "
+        "one runs."
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tandem", description="Tandem LLM inference.")
+    epilog = architectures_epilog()
+    parser = argparse.ArgumentParser(
+        prog="tandem", description="Tandem LLM inference.", epilog=epilog
+    )
     parser.add_argument("--version", action="version", version=f"tandem {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -118,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
         "generate",
         help="generate completions for prompts",
         description="Generate completions and print them (one prompt: as they are made).",
+        epilog=epilog,
     )
     gen.add_argument("prompts", nargs="+", metavar="PROMPT", help="prompt text(s)")
     _engine_options(gen)
@@ -135,6 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
         "between clients (an API key, else an address), within the limits below. SIGTERM or "
         "Ctrl-C stops it: no new requests are taken, those in flight get --shutdown-timeout "
         "seconds to finish, then are aborted.",
+        epilog=epilog,
     )
     _engine_options(serve, model_positional=True)
     serve.add_argument("--host", default="127.0.0.1")
@@ -220,6 +274,10 @@ def engine_args(args: argparse.Namespace, model: str) -> dict[str, Any]:
     out: dict[str, Any] = {"dtype": args.dtype}
     if args.quantization is not None:
         out["quantization"] = args.quantization
+    for name in ("tensor_parallel_size", "data_parallel_size", "distributed_executor_backend"):
+        value = getattr(args, name)
+        if value != PARALLEL_DEFAULTS[name]:  # left out: engine v0 takes the command too
+            out[name] = value
     out["max_model_len"] = (
         args.max_model_len if args.max_model_len is not None else default_len(model)
     )

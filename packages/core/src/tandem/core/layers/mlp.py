@@ -1,4 +1,10 @@
-"""The gated MLP: one fused gate/up projection, SiLU (SwiGLU) or tanh-GELU (GeGLU), down."""
+"""The gated MLP: one fused gate/up projection, SiLU (SwiGLU) or tanh-GELU (GeGLU), down.
+
+Under tensor parallelism a rank holds a run of the intermediate columns (its gate rows
+and the matching up rows) and the down projection's matching input columns, whose
+partial outputs are summed over the ranks (or left to the caller to sum, ``reduce``
+False: a mixture of experts adds its shared expert's share before its one sum).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,10 @@ import torch
 from torch import Tensor, nn
 
 from tandem.core.layers.linear import Linear
+from tandem.core.layers.parallel import RowParallelLinear
+from tandem.core.parallel.group import TensorParallel
+from tandem.core.parallel.layout import Layout, owned_by_first, split
+from tandem.core.parallel.partition import even_range
 from tandem.kernels import ops as kernel_ops
 
 # A CPU step of more than 2 * MLP_ROWS tokens runs its MLP MLP_ROWS rows at a time: the
@@ -24,13 +34,29 @@ class GatedMLP(nn.Module):
         activation: str = "silu",
         bias: bool = False,
         dtype: torch.dtype | None = None,
+        tp: TensorParallel | None = None,
+        reduce: bool = True,
     ) -> None:
         super().__init__()
         if activation not in GATES:
             raise ValueError(f"activation must be one of {', '.join(GATES)}, got {activation!r}")
         self.gate = GATES[activation]
-        self.gate_up_proj = Linear(hidden_size, 2 * intermediate_size, bias=bias, dtype=dtype)
-        self.down_proj = Linear(intermediate_size, hidden_size, bias=bias, dtype=dtype)
+        inter = intermediate_size
+        if tp is not None:
+            self.tp_layouts = _gate_up_layouts(hidden_size, inter, tp)
+            inter //= tp.size
+        self.gate_up_proj = Linear(hidden_size, 2 * inter, bias=bias, dtype=dtype)
+        if tp is None:
+            self.down_proj = Linear(inter, hidden_size, bias=bias, dtype=dtype)
+        elif reduce:
+            self.down_proj = RowParallelLinear(intermediate_size, hidden_size, bias, dtype, tp)
+        else:  # the caller sums: the same shard as above, without the sum
+            self.down_proj = Linear(inter, hidden_size, bias=bias, dtype=dtype)
+            lo, hi = even_range(intermediate_size, tp.size, tp.rank)
+            self.down_proj.tp_layouts = {
+                "weight": split((hidden_size, intermediate_size), 1, (lo, hi)),
+                "bias": owned_by_first((hidden_size,), tp.rank),
+            }
 
     def forward(self, x: Tensor) -> Tensor:
         # x: [T, C] -> [T, C]
@@ -49,3 +75,13 @@ class GatedMLP(nn.Module):
 
     def quantize(self) -> int:
         return int(self.gate_up_proj.quantize()) + int(self.down_proj.quantize())
+
+
+def _gate_up_layouts(hidden: int, inter: int, tp: TensorParallel) -> dict[str, Layout]:
+    """This rank's gate rows, then the same run of up rows."""
+    lo, hi = even_range(inter, tp.size, tp.rank)
+    rows = ((lo, hi), (inter + lo, inter + hi))
+    return {
+        "gate_up_proj.weight": split((2 * inter, hidden), 0, *rows),
+        "gate_up_proj.bias": split((2 * inter,), 0, *rows),
+    }

@@ -5,6 +5,11 @@ then up) and ``experts.down.weight`` [E, C, I]; a step's tokens are grouped by e
 each expert runs as one matmul pair over its tokens (:mod:`tandem.kernels.ops.moe`). On
 the CPU each expert's matrices go through the same packed kernels as the dense layers
 (or int8 after :meth:`SparseMoE.quantize`); elsewhere through ``tandem::torch_fused_moe``.
+
+Under tensor parallelism the experts are split, not sliced: each rank holds a contiguous
+run of whole experts (expert parallel) and runs the pairs routed to them; the router is
+every rank's, the shared expert is split like a dense MLP, and one sum over the ranks
+adds both partial outputs.
 """
 
 from __future__ import annotations
@@ -12,10 +17,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tandem.core.layers.linear import Linear, cpu_copy, packed_kernel, packed_linear
 from tandem.core.layers.mlp import GatedMLP
+from tandem.core.parallel.group import TensorParallel
+from tandem.core.parallel.layout import split
+from tandem.core.parallel.partition import spread_range
 from tandem.kernels import ops as kernel_ops
 from tandem.kernels.ops.linear import Int8Weight, PackedWeight, linear_int8
 from tandem.kernels.ops.moe import gate_and_mul, grouped_route, run_grouped, topk_route
@@ -33,10 +42,26 @@ class Stacked(nn.Module):
 
 
 class Experts(nn.Module):
+    """The routed experts, stacked; under tensor parallelism this rank's run of them."""
+
     def __init__(
-        self, experts: int, hidden: int, inter: int, activation: str, dtype: torch.dtype | None
+        self,
+        experts: int,
+        hidden: int,
+        inter: int,
+        activation: str,
+        dtype: torch.dtype | None,
+        tp: TensorParallel | None = None,
     ) -> None:
         super().__init__()
+        self.first: int | None = None  # the first expert held, under tensor parallelism
+        if tp is not None:
+            lo, hi = spread_range(experts, tp.size, tp.rank)
+            self.tp_layouts = {
+                "gate_up.weight": split((experts, 2 * inter, hidden), 0, (lo, hi)),
+                "down.weight": split((experts, hidden, inter), 0, (lo, hi)),
+            }
+            self.first, experts = lo, hi - lo
         self.num_experts = experts
         self.activation = activation
         self.gate_up = Stacked(experts, 2 * inter, hidden, dtype)
@@ -46,12 +71,39 @@ class Experts(nn.Module):
 
     def forward(self, x: Tensor, ids: Tensor, weights: Tensor) -> Tensor:
         # x: [T, C]; ids, weights: [T, K] -> [T, C]
+        if self.first is not None:
+            return self._held(x, ids, weights)
         if x.device.type == "cpu" and self.int8 is not None:
             return run_grouped(x, ids, weights, self.num_experts, self._int8_expert)
         if x.device.type == "cpu" and packed_kernel() is not None:
             return run_grouped(x, ids, weights, self.num_experts, self._packed_expert)
         w13, w2 = self.gate_up.weight, self.down.weight
         return kernel_ops.fused_moe(x, w13, w2, ids, weights, self.activation)
+
+    def _held(self, x: Tensor, ids: Tensor, weights: Tensor) -> Tensor:
+        """The share of the output from the experts held here: pairs routed elsewhere
+        go to one extra bucket, which adds nothing. x: [T, C]; ids, weights: [T, K]."""
+        assert self.first is not None
+        n = self.num_experts
+        local = ids - self.first  # [T, K]
+        held = (local >= 0) & (local < n)
+        local = torch.where(held, local, torch.full_like(local, n))
+        if x.device.type != "cpu":
+            run = self._plain_expert
+        elif self.int8 is not None:
+            run = self._int8_expert
+        else:
+            run = self._packed_expert if packed_kernel() is not None else self._plain_expert
+
+        def expert(e: int, rows: Tensor) -> Tensor:
+            return rows.new_zeros(rows.shape) if e == n else run(e, rows)
+
+        return run_grouped(x, local, weights, n + 1, expert)
+
+    def _plain_expert(self, e: int, rows: Tensor) -> Tensor:
+        # rows: [n, C] -> [n, C] with F.linear
+        h = F.linear(rows, self.gate_up.weight[e])
+        return F.linear(gate_and_mul(h, self.activation), self.down.weight[e])
 
     def _packed_expert(self, e: int, rows: Tensor) -> Tensor:
         # rows: [n, C] -> [n, 2I] -> [n, I] -> [n, C], on expert e's packed weights
@@ -90,23 +142,32 @@ class Experts(nn.Module):
 
 
 class SparseMoE(nn.Module):
-    def __init__(self, hidden: int, spec: MLPSpec, dtype: torch.dtype | None) -> None:
+    def __init__(
+        self,
+        hidden: int,
+        spec: MLPSpec,
+        dtype: torch.dtype | None,
+        tp: TensorParallel | None = None,
+    ) -> None:
         super().__init__()
         moe = spec.moe
         assert moe is not None
         self.moe = moe
+        self.tp = tp
         self.gate = Linear(hidden, moe.num_experts, bias=False, dtype=dtype)  # the router
         if moe.score_bias:  # added to the scores for the choice of experts only
             bias = torch.empty(moe.num_experts, dtype=torch.float32)
             self.gate.e_score_correction_bias = nn.Parameter(bias, requires_grad=False)
         self.experts = Experts(
-            moe.num_experts, hidden, moe.intermediate_size, spec.activation, dtype
+            moe.num_experts, hidden, moe.intermediate_size, spec.activation, dtype, tp
         )
         self.shared_expert: GatedMLP | None = None
         self.shared_expert_gate: Linear | None = None
         if moe.shared_intermediate_size:
             inter = moe.shared_intermediate_size
-            self.shared_expert = GatedMLP(hidden, inter, spec.activation, dtype=dtype)
+            self.shared_expert = GatedMLP(
+                hidden, inter, spec.activation, dtype=dtype, tp=tp, reduce=False
+            )
             if moe.shared_gate:
                 self.shared_expert_gate = Linear(hidden, 1, bias=False, dtype=dtype)
 
@@ -135,6 +196,8 @@ class SparseMoE(nn.Module):
             if self.shared_expert_gate is not None:  # [T, 1] in (0, 1)
                 shared = shared * torch.sigmoid(self.shared_expert_gate(x))
             out = out + shared
+        if self.tp is not None:  # both shares summed at once
+            out = self.tp.all_reduce(out)
         return out
 
     def quantize(self) -> int:

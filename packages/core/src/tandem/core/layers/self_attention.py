@@ -1,5 +1,10 @@
 """Self-attention of a decoder layer: one fused q/k/v projection, optional q/k norms, rope,
-paged attention (windowed or soft-capped where the spec says), the output projection."""
+paged attention (windowed or soft-capped where the spec says), the output projection.
+
+Under tensor parallelism a rank holds its share of the query heads and the KV heads they
+read (:func:`~tandem.core.parallel.partition.kv_head_range`), so attention itself runs
+unchanged on fewer heads; the output projection sums the ranks' partial outputs.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,11 @@ from tandem.core.attention_metadata import AttentionMetadata
 from tandem.core.layers.attention import PagedAttention
 from tandem.core.layers.linear import Linear
 from tandem.core.layers.norm import RMSNorm
+from tandem.core.layers.parallel import RowParallelLinear
 from tandem.core.layers.rotary import RotaryEmbedding
+from tandem.core.parallel.group import TensorParallel
+from tandem.core.parallel.layout import Layout, split
+from tandem.core.parallel.partition import even_range, kv_head_range
 from tandem.kernels.backends import AttentionBackend
 
 if TYPE_CHECKING:  # models imports layers: keep this edge type-only
@@ -30,14 +39,23 @@ class SelfAttention(nn.Module):
         eps: float,
         window: int | None,
         dtype: torch.dtype | None,
+        tp: TensorParallel | None = None,
     ) -> None:
         super().__init__()
         h, kvh, d = spec.num_heads, spec.num_kv_heads, spec.head_dim
+        if tp is not None:  # this rank's heads
+            k0, k1 = kv_head_range(kvh, tp.size, tp.rank)
+            h, kvh = h // tp.size, k1 - k0
+            self.tp_layouts = _qkv_layouts(spec, hidden_size, tp)
         self.sizes = (h * d, kvh * d, kvh * d)
         self.shape = (h, kvh, d)
         self.qk_norm = spec.qk_norm
         self.qkv_proj = Linear(hidden_size, sum(self.sizes), bias=spec.qkv_bias, dtype=dtype)
-        self.o_proj = Linear(h * d, hidden_size, bias=spec.o_bias, dtype=dtype)
+        if tp is None:
+            self.o_proj = Linear(h * d, hidden_size, bias=spec.o_bias, dtype=dtype)
+        else:
+            full = spec.num_heads * d
+            self.o_proj = RowParallelLinear(full, hidden_size, spec.o_bias, dtype, tp)
         if spec.qk_norm != "none":  # over each head, or over the whole projection
             per_head = spec.qk_norm == "head"
             self.q_norm = RMSNorm(d if per_head else h * d, eps, dtype)
@@ -69,3 +87,19 @@ class SelfAttention(nn.Module):
         v = v.reshape(t, kvh, d)
         out = self.attn(q, k, v, cache[0], cache[1], meta, backend)  # [T, H, D]
         return self.o_proj(out.reshape(t, h * d))
+
+
+def _qkv_layouts(spec: AttentionSpec, hidden_size: int, tp: TensorParallel) -> dict[str, Layout]:
+    """This rank's rows of the fused projection: its query heads, then its KV heads'
+    keys, then their values (each a run of the full q | k | v rows)."""
+    h, kvh, d = spec.num_heads, spec.num_kv_heads, spec.head_dim
+    q0, q1 = even_range(h, tp.size, tp.rank)
+    k0, k1 = kv_head_range(kvh, tp.size, tp.rank)
+    k, v = h + k0, h + kvh + k0  # where this rank's keys and values start, in heads
+    n = k1 - k0
+    rows = ((q0 * d, q1 * d), (k * d, (k + n) * d), (v * d, (v + n) * d))
+    full = (h + 2 * kvh) * d
+    return {
+        "qkv_proj.weight": split((full, hidden_size), 0, *rows),
+        "qkv_proj.bias": split((full,), 0, *rows),
+    }

@@ -17,11 +17,13 @@ from tandem.core.attention_backend import get_attention_backend, select_attentio
 from tandem.core.attention_metadata import AttentionMetadata
 from tandem.core.layers.linear import Linear, cpu_copy, packed_linear
 from tandem.core.layers.norm import RMSNorm
+from tandem.core.layers.parallel import collect_layouts, vocab_layout
 from tandem.core.layers.self_attention import KVCache
-from tandem.core.models.architectures import architecture
+from tandem.core.models.architectures import architecture, build_spec
 from tandem.core.models.decoder import DecoderModel
-from tandem.core.models.spec import ModelSpec
 from tandem.core.models.weights import drop_layers_from, load_named
+from tandem.core.parallel.group import TensorParallel
+from tandem.core.parallel.partition import check_tensor_parallel
 from tandem.kernels.backends import AttentionBackend
 from tandem.kernels.ops.gguf_linear import linear_gguf
 from tandem.kernels.ops.linear import Int8Weight, PackedWeight, linear_int8
@@ -31,17 +33,26 @@ class CausalLM(nn.Module):
     """``forward`` -> hidden states; ``compute_logits`` -> fp32 logits. No sampler here."""
 
     def __init__(
-        self, hf_config: Any, dtype: torch.dtype | None = None, max_model_len: int | None = None
+        self,
+        hf_config: Any,
+        dtype: torch.dtype | None = None,
+        max_model_len: int | None = None,
+        tp: TensorParallel | None = None,
     ) -> None:
         super().__init__()
         arch = type(self).__name__
-        self.spec = ModelSpec.from_hf(hf_config, arch, max_model_len)
-        self.model = DecoderModel(self.spec, dtype)
+        self.spec = spec = build_spec(hf_config, arch, max_model_len)
+        if tp is not None:
+            check_tensor_parallel(spec, tp.size)
+        self.tp = tp
+        self.model = DecoderModel(spec, dtype, tp)
         self.lm_head: Linear | None = None
-        if not self.spec.tie_word_embeddings:
-            self.lm_head = Linear(
-                self.spec.hidden_size, self.spec.vocab_size, bias=False, dtype=dtype
-            )
+        if not spec.tie_word_embeddings:
+            rows = spec.vocab_size
+            if tp is not None:
+                layout, rows = vocab_layout(spec.vocab_size, spec.hidden_size, tp)
+                self.tp_layouts = {"lm_head.weight": layout}
+            self.lm_head = Linear(spec.hidden_size, rows, bias=False, dtype=dtype)
         self._tied_pack = PackedWeight()  # the embedding's packed copy, for tied logits
         self._tied_int8: Int8Weight | None = None  # its int8 copy, after quantize("int8")
         self.attention_backend: str | None = None
@@ -75,6 +86,8 @@ class CausalLM(nn.Module):
         else:
             logits = packed_linear(hidden, embed.weight, None, self._tied_pack).float()
         spec = self.spec
+        if self.tp is not None:  # [N, V / ranks] -> [N, V]
+            logits = self.tp.gather_columns(logits, spec.vocab_size)
         if spec.logits_divisor != 1.0:
             logits = logits.div_(spec.logits_divisor)
         if spec.final_softcap is not None:
@@ -122,7 +135,7 @@ class CausalLM(nn.Module):
         arch = architecture(self.spec.architecture)
         if arch.extra_layers:  # e.g. DeepSeek-V3's multi-token-prediction layer
             weights = drop_layers_from(weights, self.spec.num_layers)
-        load_named(self, weights, arch.names(self.spec), skip=skip)
+        load_named(self, weights, arch.names(self.spec), skip, collect_layouts(self))
         for module in self.modules():
             if module is not self and hasattr(module, "finish_loading"):
                 module.finish_loading()

@@ -3,6 +3,10 @@
 A layer's input is carried as ``(x, residual)`` whose sum is the hidden state (the
 residual is None before the first layer), so a norm that follows a residual add runs as
 one fused add-and-norm kernel, as in the Llama family's pre-norm layers.
+
+Given a :class:`~tandem.core.parallel.group.TensorParallel`, the blocks hold this rank's
+shard and sum their outputs over the ranks; the norms and the residual stream are whole
+on every rank.
 """
 
 from __future__ import annotations
@@ -14,18 +18,22 @@ from tandem.core.attention_metadata import AttentionMetadata
 from tandem.core.layers.embedding import Embedding
 from tandem.core.layers.mlp import GatedMLP
 from tandem.core.layers.norm import RMSNorm
+from tandem.core.layers.parallel import VocabParallelEmbedding
 from tandem.core.layers.rotary import RotaryEmbedding
 from tandem.core.layers.self_attention import KVCache, SelfAttention
 from tandem.core.models.spec import MLPSpec, ModelSpec
+from tandem.core.parallel.group import TensorParallel
 from tandem.kernels.backends import AttentionBackend
 
 
-def build_mlp(spec: ModelSpec, mlp: MLPSpec, dtype: torch.dtype | None) -> nn.Module:
+def build_mlp(
+    spec: ModelSpec, mlp: MLPSpec, dtype: torch.dtype | None, tp: TensorParallel | None = None
+) -> nn.Module:
     if mlp.moe is not None:
         from tandem.core.layers.moe import SparseMoE
 
-        return SparseMoE(spec.hidden_size, mlp, dtype)
-    return GatedMLP(spec.hidden_size, mlp.intermediate_size, mlp.activation, mlp.bias, dtype)
+        return SparseMoE(spec.hidden_size, mlp, dtype, tp)
+    return GatedMLP(spec.hidden_size, mlp.intermediate_size, mlp.activation, mlp.bias, dtype, tp)
 
 
 class DecoderLayer(nn.Module):
@@ -40,7 +48,12 @@ class DecoderLayer(nn.Module):
     """
 
     def __init__(
-        self, spec: ModelSpec, index: int, rotary: RotaryEmbedding, dtype: torch.dtype | None
+        self,
+        spec: ModelSpec,
+        index: int,
+        rotary: RotaryEmbedding,
+        dtype: torch.dtype | None,
+        tp: TensorParallel | None = None,
     ) -> None:
         super().__init__()
         c, eps = spec.hidden_size, spec.rms_norm_eps
@@ -52,8 +65,8 @@ class DecoderLayer(nn.Module):
 
             self.self_attn = LatentAttention(spec.attention, c, rotary, eps, dtype)
         else:
-            self.self_attn = SelfAttention(spec.attention, c, rotary, eps, window, dtype)
-        self.mlp = build_mlp(spec, spec.layer_mlp(index), dtype)
+            self.self_attn = SelfAttention(spec.attention, c, rotary, eps, window, dtype, tp)
+        self.mlp = build_mlp(spec, spec.layer_mlp(index), dtype, tp)
         if spec.norm in ("pre", "sandwich"):
             self.input_layernorm = RMSNorm(c, eps, dtype)
         self.post_attention_layernorm = RMSNorm(c, eps, dtype)
@@ -96,10 +109,15 @@ class DecoderLayer(nn.Module):
 
 
 class DecoderModel(nn.Module):
-    def __init__(self, spec: ModelSpec, dtype: torch.dtype | None) -> None:
+    def __init__(
+        self, spec: ModelSpec, dtype: torch.dtype | None, tp: TensorParallel | None = None
+    ) -> None:
         super().__init__()
         self.embedding_scale = spec.embedding_scale
-        self.embed_tokens = Embedding(spec.vocab_size, spec.hidden_size, dtype=dtype)
+        if tp is None:
+            self.embed_tokens = Embedding(spec.vocab_size, spec.hidden_size, dtype=dtype)
+        else:
+            self.embed_tokens = VocabParallelEmbedding(spec.vocab_size, spec.hidden_size, tp, dtype)
         # One rope table per distinct rope (not a parameter, see RotaryEmbedding).
         ropes: dict[object, RotaryEmbedding] = {}
         for layer in spec.layers:
@@ -107,7 +125,8 @@ class DecoderModel(nn.Module):
                 dim = spec.attention.rope_dim
                 ropes[layer.rope] = RotaryEmbedding(dim, spec.max_position, layer.rope)
         self.layers = nn.ModuleList(
-            DecoderLayer(spec, i, ropes[layer.rope], dtype) for i, layer in enumerate(spec.layers)
+            DecoderLayer(spec, i, ropes[layer.rope], dtype, tp)
+            for i, layer in enumerate(spec.layers)
         )
         self.norm = RMSNorm(spec.hidden_size, spec.rms_norm_eps, dtype)
 

@@ -3,14 +3,14 @@
 Every architecture is one :class:`ModelSpec`: which attention (heads, biases, q/k norms,
 scale, soft-capping, a sliding window per layer), which MLP (gated with SiLU or GELU, or
 a mixture of experts), where the norms sit, the scalars some families multiply by, and
-the rope of each layer. :mod:`tandem.core.models.architectures` turns a config into a
-spec; :mod:`tandem.core.models.decoder` builds the model from it.
+the rope of each layer. :func:`tandem.core.models.architectures.build_spec` turns a config
+into a spec (the arrow runs from the architectures to this module, never back);
+:mod:`tandem.core.models.decoder` builds the model from it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from tandem.core.models.rope_config import RopeSpec, read_rope
 
@@ -124,16 +124,6 @@ class ModelSpec:
     @property
     def windows(self) -> tuple[int | None, ...]:
         return tuple(layer.window for layer in self.layers)
-
-    @classmethod
-    def from_hf(
-        cls, hf_config: Any, architecture: str | None = None, max_model_len: int | None = None
-    ) -> ModelSpec:
-        """The spec of a config (a transformers config or tandem's namespace of it);
-        ``max_model_len`` chooses between the short and long factors of longrope."""
-        from tandem.core.models.architectures import build_spec
-
-        return build_spec(hf_config, architecture, max_model_len)
 
 
 __all__ = [

@@ -2,16 +2,25 @@
 
 An architecture's name map says, for each checkpoint module inside a layer, where its
 tensors land: a module of ours (renamed, or the same name), rows of a fused module (q, k
-and v in one projection), or one expert's slice of a stacked expert weight.
+and v in one projection), or one expert's slice of a stacked expert weight. A parameter
+with a :class:`~tandem.core.parallel.layout.Layout` (a tensor-parallel shard) takes only
+the part of each tensor its layout holds.
+
+torch is imported where tensors are copied, not with the module: the architectures
+import their name maps from here, and reading a config's spec (the engine's front
+process reads the layers' windows) stays torch-free.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-from torch import Tensor, nn
+if TYPE_CHECKING:
+    from torch import Tensor, nn
+
+from tandem.core.parallel.layout import Layout, copies
 
 # Tensors some checkpoints carry that are derived state, not weights.
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
@@ -81,14 +90,49 @@ def _destination(param: nn.Parameter, shard: Shard) -> Tensor:
     return dest[shard.offset : shard.offset + shard.size]
 
 
+def _box(shard: Shard, full: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """The part of the full parameter a checkpoint tensor fills: its expert, its rows."""
+    lead = [] if shard.expert is None else [(shard.expert, shard.expert + 1)]
+    rest = full[len(lead) :]
+    rows = (0, rest[0]) if shard.size is None else (shard.offset, shard.offset + shard.size)
+    return (*lead, rows, *((0, n) for n in rest[1:]))
+
+
+def _load_shard(
+    name: str, param: nn.Parameter, shard: Shard, layout: Layout, tensor: Tensor
+) -> None:
+    box = _box(shard, layout.full)
+    want = tuple(b - a for a, b in box)
+    lead = 0 if shard.expert is None else 1  # the expert dim, absent from the tensor
+    if tuple(tensor.shape) != want[lead:]:
+        raise ValueError(
+            f"weight {name!r} has shape {list(tensor.shape)} but the model expects "
+            f"{list(want[lead:])}"
+        )
+    source = tensor.unsqueeze(0) if lead else tensor
+    for src, dst in copies(layout, box):
+        param[dst].copy_(source[src])
+
+
 def load_named(
     model: nn.Module,
     weights: Iterable[tuple[str, Tensor]],
     shards: NameMap,
     skip: Iterable[str] = (),
+    layouts: Mapping[str, Layout] | None = None,
 ) -> None:
-    """Load every expected tensor exactly once; raise on missing, unexpected or misshaped."""
+    """Load every expected tensor exactly once; raise on missing, unexpected or misshaped.
+
+    ``layouts`` (parameter name -> layout) marks the parameters that hold a shard; they
+    start zeroed (padding rows, a bias another rank adds) and take their part only."""
+    import torch
+
     expected = expected_names(model, shards)
+    sharded: dict[int, Layout] = {}
+    for pname, param in model.named_parameters():
+        if layouts and pname in layouts:
+            sharded[id(param)] = layouts[pname]
+            param.data.zero_()
     skipped = set(skip)
     loaded: set[str] = set()
     unexpected: list[str] = []
@@ -98,6 +142,11 @@ def load_named(
             if entry is None:
                 if name not in skipped and not name.endswith(_IGNORED_SUFFIXES):
                     unexpected.append(name)
+                continue
+            layout = sharded.get(id(entry[0]))
+            if layout is not None:
+                _load_shard(name, entry[0], entry[1], layout, tensor)
+                loaded.add(name)
                 continue
             dest = _destination(*entry)
             if tuple(tensor.shape) != tuple(dest.shape):

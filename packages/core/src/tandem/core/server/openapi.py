@@ -50,7 +50,15 @@ def streamed(*codes: int) -> dict[int | str, dict[str, Any]]:
     """A route that answers JSON, or server-sent events under ``"stream": true``."""
     event_stream = {
         "description": "`data: {chunk}` events, then `data: [DONE]`.",
-        "schema": {"type": "string"},
+        # OpenAPI 3.1 without itemSchema: the schema describes one event
+        "schema": {
+            "type": "object",
+            "properties": {
+                "data": {"type": "string", "description": "a JSON chunk, or [DONE]"},
+                "event": {"type": "string"},
+            },
+            "required": ["data"],
+        },
     }
     return {200: {"content": {"text/event-stream": event_stream}}, **errors(*codes)}
 

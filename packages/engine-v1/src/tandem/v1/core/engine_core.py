@@ -28,9 +28,9 @@ class EngineCore:
         self.config = config
         self.runner = runner
         self.num_kv_blocks = runner.num_kv_blocks
-        sc = config.scheduler
+        sc, cc = config.scheduler, config.cache
         self.kv = KVCacheManager(
-            self.num_kv_blocks, config.cache.block_size, sc.enable_prefix_caching
+            self.num_kv_blocks, cc.block_size, sc.enable_prefix_caching, cc.sliding_window
         )
         self.scheduler = Scheduler(
             self.kv, sc.max_num_seqs, sc.max_num_batched_tokens, sc.enable_chunked_prefill

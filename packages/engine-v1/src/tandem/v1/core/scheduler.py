@@ -202,6 +202,7 @@ class Scheduler:
                 continue
             req.num_computed_tokens += row.num_tokens
             self.kv.cache_full_blocks(req)  # newly full blocks join the prefix cache
+            self.kv.free_behind_window(req)  # then those behind a sliding window go
             tok = result.sampled.get(row.key)
             plp = result.prompt_logprobs.get(row.key)
             if tok is None:

@@ -43,7 +43,8 @@ class ScheduledRequest:
     key: str
     start: int  # computed tokens so far: the position of this step's first token
     num_tokens: int  # tokens computed this step
-    block_table: list[int]  # the request's KV blocks, in order
+    # the request's KV blocks, in order; those behind a sliding window are the null block
+    block_table: list[int]
     sample: bool  # this step computes the last known token, so one token is drawn
     counter: int  # index of the output token drawn (its output tokens so far)
     banned: list[int] = field(default_factory=list)  # masked for the draw (min_tokens)
@@ -79,9 +80,16 @@ class StepOutput:
 
 
 class Executor(Protocol):
-    """The worker as the engine core drives it."""
+    """The worker as the engine core drives it: one model runner in the core's process,
+    or the ranks of a tensor-parallel group, each handed the same step."""
 
     num_kv_blocks: int
     attention_backend: str
 
     def execute(self, step: SchedulerOutput) -> StepOutput: ...
+
+    def check_health(self) -> None:
+        """Raise when a process of the executor has died (called while idle)."""
+
+    def shutdown(self) -> None:
+        """Stop whatever the executor started; idempotent."""

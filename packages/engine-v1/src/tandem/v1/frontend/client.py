@@ -70,6 +70,7 @@ class MPClient:
         self.dead: str | None = None
         self.num_kv_blocks = 0
         self.attention_backend = ""  # the core's, as its Ready message says
+        self.worker_pids: dict[str, int] = {}  # the core's children (tensor-parallel ranks)
         # the core's counts as of the latest Results seen (cheap, possibly a step old)
         self.last_stats: m.CoreStats | None = None
         self._pending: list[m.Result] = []  # results read while waiting for a StatsReply
@@ -116,11 +117,17 @@ class MPClient:
 
     @property
     def pids(self) -> dict[str, int]:
-        return {role: p.pid for role, p in self._res.procs.items()}
+        """Every process of the engine by name: the children, then the core's own."""
+        return {**{role: p.pid for role, p in self._res.procs.items()}, **self.worker_pids}
 
     @property
     def ipc_dir(self) -> str | None:
         return self._res.ipc_dir
+
+    @property
+    def inbox(self) -> zmq.Socket:
+        """The socket results arrive on (to wait on several clients at once)."""
+        return self._in
 
     def _handshake(self) -> None:
         waiting = set(ROLES)
@@ -139,6 +146,7 @@ class MPClient:
                 if msg.who == "core":
                     self.num_kv_blocks = msg.num_kv_blocks
                     self.attention_backend = msg.attention_backend
+                    self.worker_pids = dict(msg.workers)
             elif isinstance(msg, m.Failed):
                 raise EngineStartupError(self._failure_text(msg))
 
@@ -149,6 +157,8 @@ class MPClient:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 code = f" ({describe_exit(proc.wait(timeout=5))})"
         stage = "failed to start" if msg.during_startup else "failed"
+        if not msg.traceback.startswith("Traceback"):  # how a process the core ran ended
+            return f"engine v1: the {msg.who} process (pid {msg.pid}) {stage}: {msg.traceback}"
         return (
             f"engine v1: the {msg.who} process (pid {msg.pid}) {stage}{code}; "
             f"its traceback:\n{msg.traceback}"

@@ -23,16 +23,22 @@ from tandem.v1.frontend.streams import RequestStream
 
 if TYPE_CHECKING:
     from tandem.core.config import EngineArgs, EngineConfig
+    from tandem.core.parallel.config import ParallelConfig
     from tandem.v1.frontend.client import MPClient
+    from tandem.v1.frontend.dp_client import DPClient
     from tandem.v1.frontend.inproc_client import InprocClient
 
 
 class LLMEngine:
     def __init__(
-        self, config: EngineConfig, multiprocess: bool = True, client: MPClient | None = None
+        self,
+        config: EngineConfig,
+        multiprocess: bool = True,
+        client: MPClient | DPClient | None = None,
     ) -> None:
         if not isinstance(multiprocess, bool):
             raise TypeError(f"multiprocess must be a bool, got {multiprocess!r}")
+        _check_parallel(config.parallel, multiprocess)
         self.config = config
         self._streams: dict[str, RequestStream] = {}
         self._closed = False
@@ -44,11 +50,13 @@ class LLMEngine:
             self.client: MPClient | InprocClient = InprocClient(config, self.tokenizer)
             return
         from tandem.v1.frontend.client import MPClient
+        from tandem.v1.frontend.dp_client import DPClient
 
         if client is None:
-            client = MPClient(float(envs.TANDEM_ENGINE_READY_TIMEOUT))
-        elif not isinstance(client, MPClient):
-            raise TypeError(f"client must be an MPClient, got {type(client).__name__}")
+            client = _new_client(config.parallel.data_parallel_size)
+        elif not isinstance(client, (MPClient, DPClient)):
+            kind = type(client).__name__
+            raise TypeError(f"client must be an MPClient or a DPClient, got {kind}")
         try:
             client.configure(config)
             # the core builds the model meanwhile
@@ -71,12 +79,11 @@ class LLMEngine:
         if not isinstance(multiprocess, bool):
             raise TypeError(f"multiprocess must be a bool, got {multiprocess!r}")
         engine_args.validate()
+        _check_parallel(engine_args.parallel_config(), multiprocess)
         if not multiprocess or not os.path.isfile(os.path.join(engine_args.model, "config.json")):
             # no children to overlap (or a model dir that create_config will refuse)
             return cls(engine_args.create_config(), multiprocess=multiprocess)
-        from tandem.v1.frontend.client import MPClient
-
-        client = MPClient(float(envs.TANDEM_ENGINE_READY_TIMEOUT))
+        client = _new_client(engine_args.data_parallel_size)
         try:
             config = engine_args.create_config()
         except BaseException:
@@ -183,6 +190,32 @@ class LLMEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def _check_parallel(parallel: ParallelConfig, multiprocess: bool) -> None:
+    """What the parallel arguments need, checked before any process starts."""
+    if parallel.distributed_executor_backend == "ray" and parallel.tensor_parallel_size > 1:
+        from tandem.v1.proc.ray_rank import require_ray
+
+        require_ray()
+    size = parallel.data_parallel_size
+    if size > 1 and not multiprocess:
+        raise ValueError(
+            f"data_parallel_size={size} runs one engine-core process per replica: "
+            "it needs multiprocess=True (or data_parallel_size=1)"
+        )
+
+
+def _new_client(replicas: int) -> MPClient | DPClient:
+    """One engine core's client, or the client of ``replicas`` engine cores."""
+    timeout = float(envs.TANDEM_ENGINE_READY_TIMEOUT)
+    if replicas > 1:
+        from tandem.v1.frontend.dp_client import DPClient
+
+        return DPClient(replicas, timeout)
+    from tandem.v1.frontend.client import MPClient
+
+    return MPClient(timeout)
 
 
 __all__ = ["EngineDeadError", "LLMEngine"]

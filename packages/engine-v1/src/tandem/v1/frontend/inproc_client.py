@@ -1,23 +1,29 @@
 """The engine core, its worker and the detokenizer logic in the caller's process (tests,
-debugging): the same parts the child processes run, called directly."""
+debugging): the same parts the child processes run, called directly (a tensor-parallel
+group's ranks are still processes of their own, started from here)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from tandem.v1 import messages as m
 from tandem.v1.core.engine_core import EngineCore
 from tandem.v1.detokenizer.processor import OutputProcessor
-from tandem.v1.worker.model_runner import ModelRunner
+from tandem.v1.errors import EngineDeadError
+from tandem.v1.proc.executors import make_executor
+from tandem.v1.proc.ranks import RankLost
 
 if TYPE_CHECKING:
     from tandem.core.config import EngineConfig
     from tandem.core.tokenizer import Tokenizer
 
+T = TypeVar("T")
+
 
 class InprocClient:
     def __init__(self, config: EngineConfig, tokenizer: Tokenizer) -> None:
-        runner = ModelRunner(config)
+        self.runner = runner = make_executor(config)
         self.core = EngineCore(config, runner)
         self.outputs = OutputProcessor(tokenizer)
         self.num_kv_blocks = self.core.num_kv_blocks
@@ -41,16 +47,30 @@ class InprocClient:
         out, self._pending = self._pending, []
         if not self.core.has_work():
             return out
-        results, stopped = self.outputs.process(self.core.step())
+        results, stopped = self.outputs.process(self._guard(self.core.step))
         if stopped:
             self.outputs.process(self.core.handle(m.Abort([], stopped)))
         return out + results
 
     def check(self) -> None:
-        """Nothing to watch: the core runs in this process."""
+        """The core runs in this process; its executor may have processes to watch."""
+        self._guard(self.runner.check_health)
+
+    def _guard(self, call: Callable[[], T]) -> T:
+        """``call()``; a lost tensor-parallel rank ends the engine (EngineDeadError)."""
+        if self.dead is not None:
+            raise EngineDeadError(f"{self.dead}\nThe engine is unusable; create a new one.")
+        try:
+            return call()
+        except RankLost as exc:
+            self.dead = f"engine v1: the {exc.who} process (pid {exc.pid}) died: {exc.text}"
+            self.runner.shutdown()
+            unusable = "\nThe engine is unusable; create a new one."
+            raise EngineDeadError(self.dead + unusable) from None
 
     def stats(self) -> m.CoreStats:
         return self.core.stats()
 
     def shutdown(self) -> None:
+        self.runner.shutdown()
         self.core = None  # type: ignore[assignment]

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 3:
         print(
-            "usage: python -m tandem.v1.proc.child {core,detokenizer} IPC_DIR PARENT_PID",
+            "usage: python -m tandem.v1.proc.child {core,detokenizer,rank} IPC_DIR PARENT_PID",
             file=sys.stderr,
         )
         return 2
@@ -43,8 +43,10 @@ def main(argv: list[str] | None = None) -> int:
             from tandem.v1.proc.core_proc import run
         elif role == "detokenizer":
             from tandem.v1.proc.detok_proc import run
+        elif role == "rank":
+            from tandem.v1.proc.rank_proc import run
         else:
-            print(f"role must be one of core, detokenizer; got {role!r}", file=sys.stderr)
+            print(f"role must be one of core, detokenizer, rank; got {role!r}", file=sys.stderr)
             return 2
         return run(ipc_dir)
     except Terminate:

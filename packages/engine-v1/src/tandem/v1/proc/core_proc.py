@@ -2,10 +2,11 @@
 
 It starts importing torch and the model code at once, then reads its config from
 stdin (the client sends it once resolved). It blocks on its input socket only while
-it has nothing to do; otherwise it drains every pending message without waiting and
-runs one step. Outputs no one reads before their sample ends wait here
-(:mod:`tandem.v1.proc.hold`), so a final-only request wakes the detokenizer once per
-sample instead of once per token.
+it has nothing to do (waking once a second to check its executor's processes);
+otherwise it drains every pending message without waiting and runs one step. Outputs no
+one reads before their sample ends wait here (:mod:`tandem.v1.proc.hold`), so a
+final-only request wakes the detokenizer once per sample instead of once per token. A
+lost tensor-parallel rank is reported as that rank's failure, so the client names it.
 """
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ from tandem.v1 import messages as m
 from tandem.v1.proc.hold import OutputHold
 from tandem.v1.proc.ipc import endpoint, read_payload
 from tandem.v1.proc.procs import Terminate
+from tandem.v1.proc.ranks import RankLost
 
 if TYPE_CHECKING:
     from tandem.v1.core.engine_core import EngineCore
+    from tandem.v1.core.step import Executor
+
+IDLE_CHECK_MS = 1000
 
 
 def run(ipc_dir: str) -> int:
@@ -31,38 +36,50 @@ def run(ipc_dir: str) -> int:
     inp = ctx.socket(zmq.PULL)
     out = ctx.socket(zmq.PUSH)
     linger = 0
+    executor: Executor | None = None
     try:
         inp.bind(endpoint(ipc_dir, "core_in"))
         out.bind(endpoint(ipc_dir, "core_out"))
         try:
             # the heavy imports run while the client is still resolving the config
             from tandem.v1.core.engine_core import EngineCore
-            from tandem.v1.worker.model_runner import ModelRunner
+            from tandem.v1.proc.executors import make_executor
 
             payload = read_payload(sys.stdin.buffer)
             if payload is None:  # the client gave up before sending the config
                 return 0
             config = payload["config"]
-            core = EngineCore(config, ModelRunner(config))
-        except Exception:
+            executor = make_executor(config)
+            core = EngineCore(config, executor)
+        except Exception as exc:
             linger = 2000
-            out.send(m.encode(m.Failed("core", os.getpid(), traceback.format_exc(), True)))
+            out.send(m.encode(_failed(exc, True)))
             return 1
         backend = core.runner.attention_backend
-        out.send(m.encode(m.Ready("core", os.getpid(), core.num_kv_blocks, backend)))
+        workers = getattr(executor, "pids", {})
+        out.send(m.encode(m.Ready("core", os.getpid(), core.num_kv_blocks, backend, workers)))
         try:
             loop(core, inp, out)
-        except Exception:
+        except Exception as exc:
             linger = 2000
-            out.send(m.encode(m.Failed("core", os.getpid(), traceback.format_exc(), False)))
+            out.send(m.encode(_failed(exc, False)))
             return 1
         return 0
     except Terminate:
         return 0
     finally:
+        if executor is not None:
+            executor.shutdown()
         inp.close(linger=0)
         out.close(linger=linger)
         ctx.term()
+
+
+def _failed(exc: Exception, startup: bool) -> m.Failed:
+    """The failure to report: a lost rank's own (the client names it), else the core's."""
+    if isinstance(exc, RankLost):
+        return m.Failed(exc.who, exc.pid, exc.text, startup or exc.during_startup)
+    return m.Failed("core", os.getpid(), traceback.format_exc(), startup)
 
 
 def loop(core: EngineCore, inp: zmq.Socket, out: zmq.Socket) -> None:
@@ -70,8 +87,11 @@ def loop(core: EngineCore, inp: zmq.Socket, out: zmq.Socket) -> None:
     poller.register(inp, zmq.POLLIN)
     hold = OutputHold()
     while True:
-        wait = None if not core.has_work() else 0
-        if poller.poll(wait):
+        idle = not core.has_work()
+        if not poller.poll(IDLE_CHECK_MS if idle else 0):
+            if idle:
+                core.runner.check_health()
+        else:
             while True:
                 try:
                     raw = inp.recv(zmq.NOBLOCK)

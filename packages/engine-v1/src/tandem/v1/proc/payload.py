@@ -3,7 +3,7 @@
 * The engine core gets the ``EngineConfig`` with the transformers config object swapped
   for a plain namespace of the same attributes: unpickling a transformers config would
   import transformers (half a second to a second) in a process that never uses it.
-  The model reads it through its own ``ModelSpec.from_hf``, as it reads the original.
+  The model reads it through its own ``build_spec``, as it reads the original.
 * The detokenizer gets the tokenizer's fast backend as ``tokenizers`` JSON, so it
   decodes with a :class:`~tandem.core.tokenizer.TextDecoder` and never imports torch
   or transformers; a tokenizer without a fast backend is loaded there in full.
@@ -83,3 +83,11 @@ def load_decoder(setup: dict[str, Any]) -> TextDecoder | Tokenizer:
     if text is not None:
         return TextDecoder.from_json(text)
     return load_tokenizer(setup["tokenizer"])
+
+
+def plain_config(config: EngineConfig) -> EngineConfig:
+    """``config`` with a plain transformers config, as :func:`core_config` makes it (a
+    config already made so, as an engine core process holds it, is kept as it is)."""
+    if type(config.model.hf_config).__module__ == "types":
+        return config
+    return core_config(config)

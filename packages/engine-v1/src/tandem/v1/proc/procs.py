@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 
 PR_SET_PDEATHSIG = 1
+ROLES = ("core", "detokenizer", "rank")
 
 
 # seconds an orphaned child may take to unwind before its parent watch ends it
@@ -99,8 +100,8 @@ def watch_parent(
 def launch(role: str, ipc_dir: str) -> subprocess.Popen[bytes]:
     """Start one child; its stdout/stderr are the caller's, its stdin a pipe that
     carries its start-up payload (see :func:`tandem.v1.proc.ipc.write_payload`)."""
-    if role not in ("core", "detokenizer"):
-        raise ValueError(f"role must be one of core, detokenizer; got {role!r}")
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}; got {role!r}")
     cmd = [sys.executable, "-m", "tandem.v1.proc.child", role, ipc_dir, str(os.getpid())]
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")

@@ -7,7 +7,8 @@ after this step are sampled; a partial chunk only fills the cache.
 A failure fails the requests it concerns, never the step's others: a request whose
 state does not fit the batch, or whose draw or prompt logprobs fail, fails alone; a
 forward that raises fails the requests of that step. The scheduler finishes them with
-``"error"`` and the engine goes on.
+``"error"`` and the engine goes on. A failed collective of a tensor-parallel rank is not a
+request's failure: it propagates, and the rank (then the engine) stops.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tandem.core.kv_cache import allocate_kv_caches
 from tandem.core.loader import load_model
 from tandem.core.logprobs import TopEntry, entries, top_logprobs
 from tandem.core.outputs import error_text
+from tandem.core.parallel.group import CollectiveError, TensorParallel
 from tandem.v1.core.step import ScheduledRequest, SchedulerOutput, StepOutput
 from tandem.v1.worker.input_batch import InputBatch
 from tandem.v1.worker.sampler import Sampler, SamplingBatch
@@ -33,7 +35,11 @@ if TYPE_CHECKING:
 
 
 class ModelRunner:
-    def __init__(self, config: EngineConfig, sampler: Sampler | None = None) -> None:
+    """The worker of one process: the whole model, or (``tp``) this rank's shard of it."""
+
+    def __init__(
+        self, config: EngineConfig, sampler: Sampler | None = None, tp: TensorParallel | None = None
+    ) -> None:
         config.configure_process()
         self.config = config
         mc = config.model
@@ -41,14 +47,14 @@ class ModelRunner:
         # what TANDEM_ATTENTION_BACKEND (or the default) gives this process; the model
         # asks the same cached selector at every forward
         self.attention_backend = select_attention_backend(self.device.type)
-        self.model = load_model(mc, config.device, config.dtype, config.quantization)
+        self.model = load_model(mc, config.device, config.dtype, config.quantization, tp)
         self.block_size = config.cache.block_size
         self.num_kv_blocks = config.cache.resolve_num_blocks(config.kv_bytes_per_block)
         self.kv_caches = allocate_kv_caches(
             mc.num_layers,
-            mc.num_kv_heads,
+            config.kv_heads_per_rank,
             mc.head_dim,
-            self.num_kv_blocks,
+            config.cache.allocated_blocks,  # with a sliding window, the null block too
             self.block_size,
             config.dtype,
             config.device,
@@ -73,6 +79,8 @@ class ModelRunner:
             return result
         try:
             hidden = self._forward(rows)  # [T, C]
+        except CollectiveError:
+            raise
         except Exception as exc:
             why = error_text(exc)
             result.failed.update((r.key, why) for r in rows)
@@ -80,6 +88,12 @@ class ModelRunner:
         self._prompt_logprobs(rows, hidden, result)
         self._sample(rows, hidden, result)
         return result
+
+    def check_health(self) -> None:
+        """Nothing to watch: the model runs in this process."""
+
+    def shutdown(self) -> None:
+        """Nothing to stop: the model's memory goes with this object."""
 
     def _forward(self, rows: list[ScheduledRequest]) -> Tensor:
         query_lens = [r.num_tokens for r in rows]
@@ -99,6 +113,8 @@ class ModelRunner:
         chosen = [rows[i] for i in done]
         try:
             logits = self.model.compute_logits(hidden[ends[done].to(self.device)])  # [B, V]
+        except CollectiveError:
+            raise
         except Exception as exc:
             why = error_text(exc)
             result.failed.update((r.key, why) for r in chosen)
@@ -177,6 +193,8 @@ class ModelRunner:
                     ids = self.batch.token_ids[self.batch.rows[r.key]]
                     target = ids[span.first + 1 : span.end + 1].to(lp.device)  # [P]
                     out += entries(*top_logprobs(lp, target, span.k), [span.k] * len(target))
+            except CollectiveError:
+                raise
             except Exception as exc:
                 result.failed[r.key] = error_text(exc)
                 continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tandem.core.models.architectures.common import attention, llama_like
-from tandem.core.models.fields import number, optional_int
+from tandem.core.models.fields import count, number
 from tandem.core.models.spec import ModelSpec
 
 
@@ -20,7 +20,7 @@ def mistral(cfg: Any, arch: str, max_model_len: int | None) -> ModelSpec:
 
 def _qwen_sliding(cfg: Any) -> Any:
     """Qwen's rule where ``layer_types`` is left out: layers from ``max_window_layers`` on."""
-    first = optional_int(cfg, "max_window_layers", 28) or 0
+    first = count(cfg, "max_window_layers", 28)  # 0: every layer
     return lambda i: i >= first
 
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from tandem.core.models.architectures.common import attention, llama_like, split_qkv_gate_up
-from tandem.core.models.fields import flag, optional_int, positive_int
+from tandem.core.models.fields import count, flag, optional_int, positive_int
 from tandem.core.models.spec import MLPSpec, ModelSpec, MoESpec
 from tandem.core.models.weights import NameMap, Shard, fused
 
@@ -44,7 +44,7 @@ def mixtral(cfg: Any, arch: str, max_model_len: int | None) -> ModelSpec:
 def _qwen2_moe_sliding(cfg: Any) -> Any:
     """Qwen2-MoE's rule where ``layer_types`` is left out: every other layer below
     ``max_window_layers`` (not Qwen2's "from max_window_layers on")."""
-    below = optional_int(cfg, "max_window_layers", 28) or 0
+    below = count(cfg, "max_window_layers", 28)
     return lambda i: bool((i + 1) % 2) and i < below
 
 

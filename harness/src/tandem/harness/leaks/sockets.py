@@ -1,0 +1,96 @@
+"""Leak check: a listening TCP socket a test opened in its process and left open.
+
+The snapshot is cheap: the socket inodes among this process's open descriptors
+(``/proc/self/fd``). Only when new ones appear are the kernel's tables of listening
+sockets (``/proc/net/tcp``, ``tcp6``) read to tell which of them listen, and on what
+address. A Python socket object that holds one is named and closed; a socket held in
+native code (a C++ store, a server library) is named by its address and descriptor.
+Linux only: elsewhere the check sees nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import socket
+
+from .base import Leak
+
+Inodes = frozenset[tuple[int, str]]  # (fd, inode)
+LISTEN = "0A"
+
+
+def _socket_fds() -> Inodes:
+    out = set()
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/self/fd/{name}")
+                if target.startswith("socket:["):
+                    out.add((int(name), target[8:-1]))
+    return frozenset(out)
+
+
+def _hex_address(text: str) -> str:
+    """``0100007F:1F90`` (the kernel's form) -> ``127.0.0.1:8080``; IPv6 kept as hex."""
+    host, port = text.split(":")
+    if len(host) == 8:
+        ip = ".".join(str(int(host[i : i + 2], 16)) for i in (6, 4, 2, 0))
+    else:
+        ip = "[" + host + "]"
+    return f"{ip}:{int(port, 16)}"
+
+
+def _listening(inodes: set[str]) -> dict[str, str]:
+    """inode -> address of those of ``inodes`` that are listening TCP sockets."""
+    found: dict[str, str] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            next(f, None)
+            for line in f:
+                cols = line.split()
+                if len(cols) > 9 and cols[3] == LISTEN and cols[9] in inodes:
+                    found[cols[9]] = _hex_address(cols[1])
+    return found
+
+
+def _owner(fd: int) -> socket.socket | None:
+    """The Python socket object that holds descriptor ``fd``, if one does."""
+    for obj in gc.get_objects():
+        if isinstance(obj, socket.socket):
+            with contextlib.suppress(OSError):
+                if obj.fileno() == fd:
+                    return obj
+    return None
+
+
+def _leaks(fds: Inodes, whose: str) -> list[Leak]:
+    if not fds:
+        return []
+    where = _listening({inode for _, inode in fds})
+    out = []
+    for fd, inode in sorted(fds):
+        if inode not in where:
+            continue
+        sock = _owner(fd)
+        held = f"a {type(sock).__name__} object" if sock is not None else "native code"
+        text = f"listening socket{whose} on {where[inode]} is still open (fd {fd}, held by {held})"
+        out.append(Leak(text, sock.close if sock is not None else None))
+    return out
+
+
+class SocketCheck:
+    """Snapshot: the socket descriptors open in this process."""
+
+    def snapshot(self) -> Inodes:
+        return _socket_fds()
+
+    def compare(self, before: Inodes) -> list[Leak]:
+        return _leaks(_socket_fds() - before, "")
+
+    def absorb(self, snap: Inodes, start: Inodes, end: Inodes) -> Inodes:
+        return snap | (end - start)
+
+    def left_over(self, start: Inodes, end: Inodes) -> list[Leak]:
+        return _leaks((end - start) & _socket_fds(), " it opened")
