@@ -41,3 +41,16 @@ def test_streamed_and_stop_string_requests_pass_at_once() -> None:
     hold.track(_add("s", OutputKind.FINAL_ONLY, stop=["."]))  # the detokenizer checks it
     outs = [_out("d", 0, 1), _out("c", 0, 2), _out("s", 0, 3)]
     assert hold.pass_on(outs) == outs
+
+
+def test_a_prompt_prefilled_in_chunks_keeps_every_chunks_prompt_logprobs() -> None:
+    hold = OutputHold()
+    hold.track(_add("p", OutputKind.FINAL_ONLY, prompt_logprobs=1))
+    first = m.CoreOutput("p", 0, [], [], prompt_logprobs=[[(7, -1.0, 1)]])
+    last = m.CoreOutput(
+        "p", 0, [3], [-0.1], prompt_logprobs=[[(8, -2.0, 1)]], finish_reason="length"
+    )
+    assert hold.pass_on([first]) == []
+    (done,) = hold.pass_on([last])
+    assert done.prompt_logprobs == [[(7, -1.0, 1)], [(8, -2.0, 1)]]
+    assert done.new_token_ids == [3]

@@ -26,13 +26,16 @@ def merge(a: m.CoreOutput, b: m.CoreOutput) -> m.CoreOutput:
     logprobs = None
     if a.logprobs is not None or b.logprobs is not None:
         logprobs = (a.logprobs or []) + (b.logprobs or [])
+    prompt_logprobs = None  # a prompt prefilled in chunks brings its logprobs in parts
+    if a.prompt_logprobs is not None or b.prompt_logprobs is not None:
+        prompt_logprobs = (a.prompt_logprobs or []) + (b.prompt_logprobs or [])
     return m.CoreOutput(
         request_id=b.request_id,
         index=b.index,
         new_token_ids=a.new_token_ids + b.new_token_ids,
         new_logprobs=a.new_logprobs + b.new_logprobs,
         logprobs=logprobs,
-        prompt_logprobs=a.prompt_logprobs if a.prompt_logprobs is not None else b.prompt_logprobs,
+        prompt_logprobs=prompt_logprobs,
         finish_reason=b.finish_reason,
         stop_reason=b.stop_reason,
         num_cached_tokens=b.num_cached_tokens,
