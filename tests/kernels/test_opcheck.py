@@ -81,11 +81,13 @@ def test_every_registered_op_is_checked():
     from tandem.kernels.ops import registered_op_names
 
     torch_ops = {n.split("::")[1] for n in registered_op_names() if "::torch_" in n}
-    checked_elsewhere = {  # fused_moe: test_moe.py; latent_*: test_latent.py
+    # fused_moe: test_moe.py; latent_*: test_latent.py; linear_gguf: test_linear_gguf.py
+    checked_elsewhere = {
         "torch_prefill_attention",
         "torch_decode_attention",
         "torch_fused_moe",
         "torch_latent_prefill",
         "torch_latent_decode",
+        "torch_linear_gguf",
     }
     assert torch_ops == set(SIMPLE) | checked_elsewhere

@@ -51,7 +51,9 @@ def test_int8_linear_checks_its_input() -> None:
 
 
 def test_quantization_option_is_checked(tiny_model) -> None:
-    with pytest.raises(ValueError, match="quantization must be one of None, int8, got 'int4'"):
+    with pytest.raises(
+        ValueError, match="quantization must be one of None, int8, gguf, got 'int4'"
+    ):
         EngineArgs(model=str(tiny_model), quantization="int4")
     with pytest.raises(ValueError, match="quantization='int8' runs on the CPU with dtype float32"):
         EngineArgs(model=str(tiny_model), quantization="int8", dtype="bfloat16").create_config()

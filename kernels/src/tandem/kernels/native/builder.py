@@ -21,7 +21,14 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-SOURCES = ("paged_attention.c", "elementwise.c", "quantize.c", "linear_i8.c", "linear_f32.c")
+SOURCES = (
+    "paged_attention.c",
+    "elementwise.c",
+    "quantize.c",
+    "linear_i8.c",
+    "linear_f32.c",
+    "linear_gguf.c",
+)
 HEADERS = ("fastmath.h",)
 FLAGS = (
     "-O3",

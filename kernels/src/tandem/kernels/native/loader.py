@@ -47,6 +47,10 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.tandem_linear_f32.argtypes = [ptr, i64, i64, ptr, ptr, i64, ptr]
     lib.tandem_linear_f32_available.restype = ctypes.c_int
     lib.tandem_linear_f32_available.argtypes = []
+    lib.tandem_linear_gguf.restype = ctypes.c_int
+    lib.tandem_linear_gguf.argtypes = [ctypes.c_int, ptr, i64, i64, ptr, i64, ptr]
+    lib.tandem_linear_gguf_simd.restype = ctypes.c_int
+    lib.tandem_linear_gguf_simd.argtypes = []
     lib.tandem_rotary_f32.restype = None
     lib.tandem_rotary_f32.argtypes = [ptr, ptr, i64, ptr, i64, i64, i64, ptr]
     return lib
@@ -54,6 +58,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
 
 def library() -> ctypes.CDLL | None:
     """The native kernels, built and loaded once per process; None where they cannot be."""
+    if "lib" in _STATE:  # loaded (or refused) already: every kernel call asks
+        return _STATE["lib"]  # type: ignore[return-value]
     with _LOCK:
         if "lib" not in _STATE:
             try:

@@ -62,7 +62,7 @@ __all__ = [
 # 2048 at ~200, and the offline throughput run took 38.6-41 s against 35-36 s).
 # Without chunked prefill a step must hold a whole prompt: max_model_len, if larger.
 DEFAULT_BATCHED_TOKENS = 2048
-QUANTIZATIONS = (None, "int8")
+QUANTIZATIONS = (None, "int8", "gguf")
 
 
 @dataclass(slots=True)
@@ -83,7 +83,9 @@ class EngineConfig:
     dtype: torch.dtype
     seed: int
     num_threads: int | None
-    quantization: str | None = None  # None: the model's dtype; "int8": int8 linear layers
+    # None: the model's dtype; "int8": int8 linear layers; "gguf": a GGUF file's quantized
+    # tensors as stored (the default for a .gguf model in float32)
+    quantization: str | None = None
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
 
     def configure_process(self) -> None:
@@ -219,6 +221,25 @@ class EngineArgs:
             self.tensor_parallel_size, self.data_parallel_size, self.distributed_executor_backend
         )
 
+    def _quantization(self, model: Any) -> str | None:
+        """``quantization``, or "gguf" (as stored) for a .gguf file read in float32."""
+        import torch
+
+        from tandem.core.gguf_checkpoint import is_gguf, source_of
+
+        if self.quantization is None:
+            gguf = is_gguf(os.fspath(self.model)) and model.dtype == torch.float32
+            return "gguf" if gguf else None
+        if self.quantization == "gguf":
+            if source_of(model.path) is None:
+                raise ValueError(
+                    "quantization='gguf' needs a model read from a .gguf file, got "
+                    f"{os.fspath(self.model)!r}"
+                )
+            if model.dtype != torch.float32:
+                raise ValueError(f"quantization='gguf' runs with dtype float32, got {model.dtype}")
+        return self.quantization
+
     def create_config(self) -> EngineConfig:
         import torch
 
@@ -274,7 +295,7 @@ class EngineArgs:
             dtype=model.dtype,
             seed=self.seed,
             num_threads=self.num_threads,
-            quantization=self.quantization,
+            quantization=self._quantization(model),
             parallel=self.parallel_config(),
         )
         if self.tensor_parallel_size > 1:

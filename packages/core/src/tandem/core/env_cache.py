@@ -19,6 +19,12 @@ from typing import Any, TypeVar
 F = TypeVar("F", bound=Callable[..., Any])
 
 _REGISTRY: weakref.WeakSet[EnvCached] = weakref.WeakSet()
+_MISSING = object()
+# os.environ's own table (encoded names -> encoded values), read directly: a cached call
+# runs once per linear layer and token, and os.environ.get re-encodes the name each time.
+# Every change through os.environ lands there; without it (not CPython) .get is used.
+_TABLE: dict[Any, Any] | None = getattr(os.environ, "_data", None)
+_ENCODE: Callable[[str], Any] = getattr(os.environ, "encodekey", lambda name: name)
 
 
 class EnvCached:
@@ -30,19 +36,23 @@ class EnvCached:
         self.var_names = var_names
         self._values: dict[Hashable, Any] = {}
         self._lock = threading.Lock()
+        self._encoded = tuple(_ENCODE(name) for name in var_names)
         self.hits = 0
         self.misses = 0
 
     def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Hashable:
-        env = tuple(os.environ.get(name) for name in self.var_names)
-        return env, args, tuple(sorted(kwargs.items()))
+        if _TABLE is not None:
+            env = tuple(map(_TABLE.get, self._encoded))
+        else:
+            env = tuple(os.environ.get(name) for name in self.var_names)
+        return (env, args, tuple(sorted(kwargs.items()))) if kwargs else (env, args)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         key = self._key(args, kwargs)
-        with self._lock:
-            if key in self._values:
-                self.hits += 1
-                return self._values[key]
+        value = self._values.get(key, _MISSING)  # a dict read needs no lock
+        if value is not _MISSING:
+            self.hits += 1  # a count for reports: a lost increment under threads is harmless
+            return value
         value = self.fn(*args, **kwargs)
         with self._lock:
             self.misses += 1

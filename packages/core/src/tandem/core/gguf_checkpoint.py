@@ -183,6 +183,17 @@ def convert(
     return out
 
 
+def source_of(directory: str | os.PathLike[str]) -> Path | None:
+    """The GGUF file a directory was converted from (None: not a converted directory, or
+    its file is gone)."""
+    stamp = Path(directory) / STAMP
+    try:
+        source = Path(json.loads(stamp.read_text())["source"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return source if is_gguf(source) else None
+
+
 def _digest(path: Path) -> str:
     stat = path.stat()
     key = f"{FORMAT_VERSION}:{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"

@@ -66,8 +66,10 @@ def load_model(
 
     A ModelConfig-like object needs ``hf_config`` and either ``weight_files`` or the
     checkpoint directory as ``model``/``path``; ``dtype`` defaults to its ``dtype``.
-    ``quantization="int8"`` switches its linear layers to int8 once loaded. ``tp``
-    builds and loads this rank's shard only.
+    ``quantization="int8"`` switches its linear layers to int8 once loaded;
+    ``quantization="gguf"`` loads a model converted from a GGUF file with its quantized
+    tensors kept in their blocks, read from that file (:mod:`tandem.core.gguf_weights`).
+    ``tp`` builds and loads this rank's shard only.
     """
     hf_config, files, default_dtype = _resolve(model_config)
     dtype = dtype if dtype is not None else default_dtype
@@ -78,11 +80,28 @@ def load_model(
     max_model_len = getattr(model_config, "max_model_len", None)  # picks longrope's factors
     with torch.device("meta"), no_init():  # every weight comes from the checkpoint
         model = cls(hf_config, dtype=dtype, max_model_len=max_model_len, tp=tp)
-    model = model.to_empty(device=device)
-    with torch.no_grad():
-        model.load_weights(iterate_weights(files))
+    if quantization == "gguf":
+        from tandem.core.gguf_checkpoint import source_of
+        from tandem.core.gguf_weights import load_gguf
+
+        source = source_of(files[0].parent)
+        if source is None:
+            raise ValueError(
+                f"quantization='gguf' needs a model read from a .gguf file, got {files[0].parent}"
+            )
+        if tp is not None and tp.size > 1:
+            raise ValueError(
+                "quantization='gguf' does not split over tensor-parallel ranks; "
+                "use tensor_parallel_size=1, or quantization=None or 'int8'"
+            )
+        with torch.no_grad():
+            load_gguf(model, source, device)
+    else:
+        model = model.to_empty(device=device)
+        with torch.no_grad():
+            model.load_weights(iterate_weights(files))
     model.requires_grad_(False)
-    if quantization is not None:
+    if quantization not in (None, "gguf"):
         model.quantize(quantization)
     model.prepare()
     return model.eval()

@@ -71,9 +71,10 @@ def _engine_options(cmd: argparse.ArgumentParser, model_positional: bool = False
     cmd.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
     cmd.add_argument(
         "--quantization",
-        choices=("int8",),
+        choices=("int8", "gguf"),
         default=None,
-        help="int8: the MLP layers as int8 x int8 on the CPU (float32 models; default: none)",
+        help="int8: the MLP layers as int8 x int8 on the CPU (float32 models); gguf: a GGUF "
+        "file's Q8_0/Q4_0/Q4_1 tensors kept as stored (default for a .gguf file, else none)",
     )
     _parallel_options(cmd)
 

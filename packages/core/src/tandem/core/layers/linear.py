@@ -16,7 +16,9 @@ from torch import Tensor, nn
 from tandem.core import envs
 from tandem.core.env_cache import env_cache
 from tandem.core.layers.no_init import skipping
+from tandem.kernels.gguf_blocks import QuantWeight
 from tandem.kernels.native.linear_f32 import PackedF32
+from tandem.kernels.ops.gguf_linear import linear_gguf
 from tandem.kernels.ops.linear import Int8Weight, PackedWeight, linear, linear_int8
 
 
@@ -43,7 +45,9 @@ def packed_linear(x: Tensor, weight: Tensor, bias: Tensor | None, pack: PackedWe
 class Linear(nn.Linear):
     """``nn.Linear`` with the packed copy of its weight beside it (made on first use).
 
-    After :meth:`quantize` it multiplies in int8 (``quantization="int8"``).
+    After :meth:`quantize` it multiplies in int8 (``quantization="int8"``); after
+    :meth:`use_quantized` on a GGUF weight kept in its blocks (then it has no float
+    ``weight``: ``quantization="gguf"``).
     """
 
     def __init__(
@@ -52,6 +56,17 @@ class Linear(nn.Linear):
         super().__init__(in_features, out_features, bias=bias, dtype=dtype)
         self.pack = PackedWeight()
         self.int8: Int8Weight | None = None
+        self.quant: QuantWeight | None = None
+
+    def use_quantized(self, weight: QuantWeight) -> None:
+        """Multiply by ``weight`` (GGUF blocks, [out, in]) from now on; the float weight
+        must already be gone (the loader never makes it)."""
+        if (weight.n, weight.k) != (self.out_features, self.in_features):
+            raise ValueError(
+                f"quantized weight is [{weight.n}, {weight.k}], the layer "
+                f"[{self.out_features}, {self.in_features}]"
+            )
+        self.quant = weight
 
     def reset_parameters(self) -> None:
         if not skipping():  # inside no_init: the loader fills the weight
@@ -59,15 +74,20 @@ class Linear(nn.Linear):
 
     def quantize(self) -> bool:
         """Use int8 weights from now on (CPU); False where no int8 kernel exists."""
+        if self.quant is not None:
+            return False
         self.int8 = Int8Weight.pack(self.weight, self.bias)
         return self.int8 is not None
 
     def prepare(self) -> None:
         """Make the packed copy now (at load) rather than in the first forward pass."""
-        if self.int8 is None:
+        if self.int8 is None and self.quant is None:
             cpu_copy(self.weight, self.pack)
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.quant is not None:
+            out = linear_gguf(x, self.quant)
+            return (out if self.bias is None else out + self.bias).to(x.dtype)
         if self.int8 is not None and x.device.type == "cpu":
             return linear_int8(x, self.int8).to(x.dtype)
         return packed_linear(x, self.weight, self.bias, self.pack)

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from tandem.core.layers.embedding import Embedding
 from tandem.core.layers.linear import Linear
-from tandem.core.layers.no_init import Embedding
 from tandem.core.parallel.group import TensorParallel
 from tandem.core.parallel.layout import Layout, owned_by_first, split
 from tandem.core.parallel.partition import even_range, padded_range

@@ -25,6 +25,7 @@ from tandem.core.models.weights import drop_layers_from, load_named
 from tandem.core.parallel.group import TensorParallel
 from tandem.core.parallel.partition import check_tensor_parallel
 from tandem.kernels.backends import AttentionBackend
+from tandem.kernels.ops.gguf_linear import linear_gguf
 from tandem.kernels.ops.linear import Int8Weight, PackedWeight, linear_int8
 
 
@@ -75,13 +76,15 @@ class CausalLM(nn.Module):
             raise ValueError(
                 f"hidden must have shape [N, {self.spec.hidden_size}], got {list(hidden.shape)}"
             )
+        embed = self.model.embed_tokens
         if self.lm_head is not None:
             logits = self.lm_head(hidden).float()
+        elif embed.quant is not None:  # tied to a table kept in its GGUF blocks
+            logits = linear_gguf(hidden, embed.quant)
         elif self._tied_int8 is not None and hidden.device.type == "cpu":
             logits = linear_int8(hidden, self._tied_int8)
         else:
-            weight = self.model.embed_tokens.weight
-            logits = packed_linear(hidden, weight, None, self._tied_pack).float()
+            logits = packed_linear(hidden, embed.weight, None, self._tied_pack).float()
         spec = self.spec
         if self.tp is not None:  # [N, V / ranks] -> [N, V]
             logits = self.tp.gather_columns(logits, spec.vocab_size)
@@ -98,7 +101,8 @@ class CausalLM(nn.Module):
         for module in self.modules():
             if hasattr(module, "prepare") and module is not self:
                 module.prepare()
-        if self.lm_head is None and self._tied_int8 is None:
+        tied_float = self.model.embed_tokens.quant is None and self._tied_int8 is None
+        if self.lm_head is None and tied_float:
             cpu_copy(self.model.embed_tokens.weight, self._tied_pack)
 
     def quantize(self, method: str) -> int:
@@ -116,7 +120,7 @@ class CausalLM(nn.Module):
             raise ValueError("quantization='int8' needs torch._int_mm (torch >= 2.2 on the CPU)")
         if self.lm_head is not None:
             done += self.lm_head.quantize()
-        else:
+        elif self.model.embed_tokens.quant is None:
             self._tied_int8 = Int8Weight.pack(self.model.embed_tokens.weight)
             done += self._tied_int8 is not None
         return done

@@ -15,8 +15,8 @@ import torch
 from torch import Tensor, nn
 
 from tandem.core.attention_metadata import AttentionMetadata
+from tandem.core.layers.embedding import Embedding
 from tandem.core.layers.mlp import GatedMLP
-from tandem.core.layers.no_init import Embedding
 from tandem.core.layers.norm import RMSNorm
 from tandem.core.layers.parallel import VocabParallelEmbedding
 from tandem.core.layers.rotary import RotaryEmbedding

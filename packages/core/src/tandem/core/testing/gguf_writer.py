@@ -42,7 +42,9 @@ def permute(w: Any, heads: int) -> Any:
     return w.reshape(heads, 2, rows // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_gguf(hf_dir: str | Path, out: str | Path) -> Path:
+def write_gguf(hf_dir: str | Path, out: str | Path, qtypes: dict[str, int] | None = None) -> Path:
+    """``hf_dir`` as a GGUF file; ``qtypes`` stores the tensors whose names end with a key
+    in that GGUF block format (2: Q4_0, 3: Q4_1, 8: Q8_0), F32 otherwise."""
     import gguf
     import numpy as np
     from safetensors.numpy import load_file
@@ -87,7 +89,16 @@ def write_gguf(hf_dir: str | Path, out: str | Path) -> Path:
             t = permute(t, heads)
         elif arch == "llama" and name.endswith("k_proj.weight"):
             t = permute(t, kv)
-        w.add_tensor(gguf_name(name), np.ascontiguousarray(t))
+        qtype = next((q for end, q in (qtypes or {}).items() if name.endswith(end)), None)
+        if qtype is None:
+            w.add_tensor(gguf_name(name), np.ascontiguousarray(t))
+            continue
+        import torch
+
+        from tandem.kernels.gguf_blocks import quantize
+
+        data = quantize(torch.from_numpy(np.ascontiguousarray(t)), qtype).data.numpy()
+        w.add_tensor(gguf_name(name), data, raw_dtype=gguf.GGMLQuantizationType(qtype))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

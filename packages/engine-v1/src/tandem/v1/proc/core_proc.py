@@ -3,8 +3,10 @@
 It starts importing torch and the model code at once, then reads its config from
 stdin (the client sends it once resolved). It blocks on its input socket only while
 it has nothing to do (waking once a second to check its executor's processes);
-otherwise it drains every pending message without waiting and runs one step. A lost
-tensor-parallel rank is reported as that rank's failure, so the client names it.
+otherwise it drains every pending message without waiting and runs one step. Outputs no
+one reads before their sample ends wait here (:mod:`tandem.v1.proc.hold`), so a
+final-only request wakes the detokenizer once per sample instead of once per token. A
+lost tensor-parallel rank is reported as that rank's failure, so the client names it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING
 import zmq
 
 from tandem.v1 import messages as m
+from tandem.v1.proc.hold import OutputHold
 from tandem.v1.proc.ipc import endpoint, read_payload
 from tandem.v1.proc.procs import Terminate
 from tandem.v1.proc.ranks import RankLost
@@ -82,6 +85,7 @@ def _failed(exc: Exception, startup: bool) -> m.Failed:
 def loop(core: EngineCore, inp: zmq.Socket, out: zmq.Socket) -> None:
     poller = zmq.Poller()
     poller.register(inp, zmq.POLLIN)
+    hold = OutputHold()
     while True:
         idle = not core.has_work()
         if not poller.poll(IDLE_CHECK_MS if idle else 0):
@@ -97,10 +101,11 @@ def loop(core: EngineCore, inp: zmq.Socket, out: zmq.Socket) -> None:
                 if isinstance(msg, m.GetStats):
                     out.send(m.encode(m.StatsReply(core.stats())))
                     continue
-                done = core.handle(msg)
+                hold.track(msg)
+                done = hold.pass_on(core.handle(msg))
                 if done:
                     out.send(m.encode(m.CoreOutputs(done, core.stats())))
         if core.has_work():
-            outputs = core.step()
+            outputs = hold.pass_on(core.step())
             if outputs:
                 out.send(m.encode(m.CoreOutputs(outputs, core.stats())))

@@ -1,0 +1,247 @@
+/* Linear layers on GGUF block-quantized weights, kept in their blocks: out = x @ W^T.
+ *
+ * A weight row of K values is K / 32 blocks, stored as the GGUF file stores them:
+ *   Q8_0 (type 8): f16 d, int8 q[32]          value = d * q
+ *   Q4_0 (type 2): f16 d, uint8 nib[16]       value = d * (n - 8)
+ *   Q4_1 (type 3): f16 d, f16 m, uint8 nib[16] value = d * n + m
+ * where element j < 16 of a 4-bit block is the low nibble of byte j and element j >= 16
+ * the high nibble of byte j - 16.
+ *
+ * x is quantized per row and per 32-block to int8 (xd = amax / 127, q = round(x / xd)),
+ * with xs = xd * sum(q) per block, so a block's dot product is an integer one:
+ *   Q8_0: wd * xd * sum(wq * xq)
+ *   Q4_0: wd * xd * sum(n * xq) - 8 * wd * xs
+ *   Q4_1: wd * xd * sum(n * xq) + wm * xs
+ * The integer sums use unsigned x signed byte products (AVX2 maddubs, or VNNI's dpbusd
+ * where the compiler targets AVX-512 VNNI), the same sums in plain C elsewhere.
+ *
+ * Work split: threads take bands of output channels; within a band each weight block is
+ * unpacked once and used for up to four rows of x (prefill), so the weights stream once
+ * per call at every batch size.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define GGUF_SIMD 1
+#else
+#define GGUF_SIMD 0
+#endif
+
+enum { Q4_0 = 2, Q4_1 = 3, Q8_0 = 8 };
+#define QK 32
+#define RB 4   /* rows of x per weight block */
+#define BAND 8 /* output channels per unit of work */
+
+static float half(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+#if GGUF_SIMD
+    return _cvtsh_ss(h);
+#else
+    const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+    const float v = e == 0    ? ldexpf((float)m, -24)
+                    : e == 31 ? (m ? NAN : INFINITY)
+                              : ldexpf((float)(m | 0x400), e - 25);
+    return (h & 0x8000) ? -v : v;
+#endif
+}
+
+int64_t tandem_gguf_block_bytes(int type)
+{
+    return type == Q8_0 ? 34 : type == Q4_0 ? 18 : type == Q4_1 ? 20 : -1;
+}
+
+/* x [M, K] -> q [M, K] int8, d and s [M, K / 32] */
+static void quantize_x(const float *x, int64_t M, int64_t K, int8_t *q, float *d, float *s)
+{
+    const int64_t nb = K / QK;
+#pragma omp parallel for schedule(static) if (M > 1)
+    for (int64_t m = 0; m < M; m++) {
+        for (int64_t b = 0; b < nb; b++) {
+            const float *v = x + m * K + b * QK;
+            int8_t *o = q + m * K + b * QK;
+            float amax = 0.0f;
+            for (int i = 0; i < QK; i++)
+                amax = fmaxf(amax, fabsf(v[i]));
+            const float scale = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+            int sum = 0;
+            for (int i = 0; i < QK; i++) {
+                const int r = (int)lrintf(v[i] * inv);
+                o[i] = (int8_t)r;
+                sum += r;
+            }
+            d[m * nb + b] = scale;
+            s[m * nb + b] = scale * (float)sum;
+        }
+    }
+}
+
+#if GGUF_SIMD
+static inline __m256i dot_u8s8(__m256i u, __m256i s)
+{
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+static inline float hsum(__m256 v)
+{
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+/* Block b of a weight row against R rows of x, into acc[r] and extra[r]. */
+static inline __attribute__((always_inline)) void block(int type, int R, const uint8_t *blk,
+                                                         int64_t b, const int8_t *xq,
+                                                         const float *xd, const float *xs,
+                                                         int64_t K, __m256 *acc, __m256 *extra)
+{
+    const float wd = half(blk);
+    __m256i u; /* the weights as unsigned bytes (Q8_0: their magnitudes) */
+    __m256i sgn = _mm256_setzero_si256();
+    float wm = 0.0f;
+    if (type == Q8_0) {
+        sgn = _mm256_loadu_si256((const __m256i *)(blk + 2));
+        u = _mm256_sign_epi8(sgn, sgn);
+    } else {
+        const __m128i low = _mm_set1_epi8(0x0F);
+        wm = type == Q4_1 ? half(blk + 2) : -8.0f * wd;
+        const __m128i raw = _mm_loadu_si128((const __m128i *)(blk + (type == Q4_1 ? 4 : 2)));
+        const __m128i lo = _mm_and_si128(raw, low);
+        const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), low);
+        u = _mm256_set_m128i(hi, lo);
+    }
+    const int64_t nb = K / QK;
+    for (int r = 0; r < R; r++) {
+        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + r * K + b * QK));
+        if (type == Q8_0)
+            xv = _mm256_sign_epi8(xv, sgn);
+        const __m256 dot = _mm256_cvtepi32_ps(dot_u8s8(u, xv));
+        acc[r] = _mm256_fmadd_ps(dot, _mm256_set1_ps(wd * xd[r * nb + b]), acc[r]);
+        if (type != Q8_0) /* lane 0 only: the block's offset term */
+            extra[r] = _mm256_fmadd_ps(_mm256_set1_ps(wm), _mm256_set1_ps(xs[r * nb + b]),
+                                       extra[r]);
+    }
+}
+
+/* One weight row against R rows of x: out[r * ldo] for r < R. Inlined with constant
+ * type and R, so each format and row count gets its own loop with registers only; two
+ * sets of accumulators take alternate blocks, so no add waits on the one before. */
+static inline __attribute__((always_inline)) void row_dot(int type, const uint8_t *w,
+                                                           int64_t nb, const int8_t *xq,
+                                                           const float *xd, const float *xs,
+                                                           int64_t K, int R, float *out,
+                                                           int64_t ldo)
+{
+    __m256 acc[2][RB], extra[2][RB];
+    for (int r = 0; r < RB; r++) {
+        acc[0][r] = acc[1][r] = extra[0][r] = extra[1][r] = _mm256_setzero_ps();
+    }
+    const int64_t bb = type == Q8_0 ? 34 : type == Q4_0 ? 18 : 20;
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2) {
+        block(type, R, w + b * bb, b, xq, xd, xs, K, acc[0], extra[0]);
+        block(type, R, w + (b + 1) * bb, b + 1, xq, xd, xs, K, acc[1], extra[1]);
+    }
+    if (b < nb)
+        block(type, R, w + b * bb, b, xq, xd, xs, K, acc[0], extra[0]);
+    for (int r = 0; r < R; r++) {
+        const __m256 e = _mm256_add_ps(extra[0][r], extra[1][r]);
+        out[r * ldo] = hsum(_mm256_add_ps(acc[0][r], acc[1][r])) + _mm_cvtss_f32(_mm256_castps256_ps128(e));
+    }
+}
+#else
+static inline void row_dot(int type, const uint8_t *w, int64_t nb, const int8_t *xq, const float *xd,
+                    const float *xs, int64_t K, int R, float *out, int64_t ldo)
+{
+    const int64_t bb = tandem_gguf_block_bytes(type);
+    for (int r = 0; r < R; r++) {
+        float total = 0.0f;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = w + b * bb;
+            const int8_t *xv = xq + r * K + b * QK;
+            const float wd = half(blk), d = xd[r * (K / QK) + b], s = xs[r * (K / QK) + b];
+            int32_t sum = 0;
+            if (type == Q8_0) {
+                const int8_t *q = (const int8_t *)(blk + 2);
+                for (int i = 0; i < QK; i++)
+                    sum += q[i] * xv[i];
+                total += wd * d * (float)sum;
+                continue;
+            }
+            const uint8_t *nib = blk + (type == Q4_1 ? 4 : 2);
+            for (int i = 0; i < QK / 2; i++)
+                sum += (nib[i] & 0x0F) * xv[i] + (nib[i] >> 4) * xv[i + QK / 2];
+            const float wm = type == Q4_1 ? half(blk + 2) : -8.0f * wd;
+            total += wd * d * (float)sum + wm * s;
+        }
+        out[r * ldo] = total;
+    }
+}
+#endif
+
+#define CASE(T, R)                                                                             \
+    case (T) * 8 + (R):                                                                        \
+        row_dot((T), w, nb, xq, xd, xs, K, (R), out, ldo);                                     \
+        return;
+#define CASES(T) CASE(T, 1) CASE(T, 2) CASE(T, 3) CASE(T, 4)
+
+static void dispatch(int type, int R, const uint8_t *w, int64_t nb, const int8_t *xq,
+                     const float *xd, const float *xs, int64_t K, float *out, int64_t ldo)
+{
+    switch (type * 8 + R) {
+        CASES(Q4_0)
+        CASES(Q4_1)
+        CASES(Q8_0)
+    default:
+        return;
+    }
+}
+
+int tandem_linear_gguf_simd(void) { return GGUF_SIMD; }
+
+/* out [M, N] = x [M, K] @ W^T, W: N rows of K / 32 blocks of ``type``. 0, or -1 when the
+ * type is unknown, K is not a multiple of 32, or scratch memory is short. */
+int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K, const uint8_t *w,
+                       int64_t N, float *out)
+{
+    const int64_t bb = tandem_gguf_block_bytes(type);
+    if (bb < 0 || K % QK != 0 || M < 0 || N < 0)
+        return -1;
+    const int64_t nb = K / QK, row = nb * bb;
+    /* the quantized x: this thread's scratch, kept between calls (grown as needed) */
+    static __thread void *scratch = NULL;
+    static __thread size_t have = 0;
+    const size_t need = (size_t)(M * K) + 2 * sizeof(float) * (size_t)(M * nb) + 64;
+    if (need > have) {
+        free(scratch);
+        scratch = malloc(need);
+        have = scratch ? need : 0;
+        if (!scratch)
+            return -1;
+    }
+    float *xd = (float *)scratch, *xs = xd + M * nb;
+    int8_t *xq = (int8_t *)(xs + M * nb);
+    quantize_x(x, M, K, xq, xd, xs);
+    const int64_t bands = (N + BAND - 1) / BAND;
+#pragma omp parallel for schedule(static)
+    for (int64_t band = 0; band < bands; band++) {
+        const int64_t n0 = band * BAND, n1 = n0 + BAND < N ? n0 + BAND : N;
+        for (int64_t m = 0; m < M; m += RB) {
+            const int R = (int)(M - m < RB ? M - m : RB);
+            for (int64_t n = n0; n < n1; n++)
+                dispatch(type, R, w + n * row, nb, xq + m * K, xd + m * nb, xs + m * nb, K,
+                         out + m * N + n, N);
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,61 @@
+"""``tandem::torch_linear_gguf``: x @ W^T with W kept in its GGUF blocks (Q8_0, Q4_0, Q4_1).
+
+On the CPU the C kernel (``native/linear_gguf.c``) reads the blocks directly: the
+activations are quantized per 32 values to int8 and every block's dot product is an
+integer one, so a decode step streams the weights' file bytes once (a Q4_1 weight is
+0.625 bytes a value, fp32's 4). Elsewhere, or where C is missing, the reference runs:
+dequantize (:func:`tandem.kernels.gguf_blocks.dequantize`), then ``F.linear``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from tandem.kernels import checks
+from tandem.kernels.gguf_blocks import FORMATS, QuantWeight, dequantize, row_bytes
+from tandem.kernels.native import linear_gguf as native
+from tandem.kernels.ops.library import call, define
+
+
+def reference(x: Tensor, data: Tensor, qtype: int, k: int) -> Tensor:
+    """The op's meaning: dequantize every block to fp32, then multiply. [M, k] -> [M, N]."""
+    return F.linear(x.float(), dequantize(data, qtype, k).to(x.device))
+
+
+@define("torch_linear_gguf")
+def _linear_gguf(x: Tensor, data: Tensor, qtype: int, k: int) -> Tensor:
+    done = native.linear(x, data, qtype, k) if x.device.type == "cpu" else None
+    return reference(x, data, qtype, k) if done is None else done
+
+
+@_linear_gguf.register_fake
+def _(x: Tensor, data: Tensor, qtype: int, k: int) -> Tensor:
+    return x.new_empty((x.shape[0], data.shape[0]), dtype=torch.float32)
+
+
+def linear_gguf(x: Tensor, weight: QuantWeight) -> Tensor:
+    """x: [..., k] float -> [..., n] fp32, ``weight`` in its GGUF blocks."""
+    if (
+        type(weight) is QuantWeight
+        and type(x) is Tensor
+        and x.dtype == torch.float32
+        and x.dim() == 2
+        and x.shape[1] == weight.k
+    ):  # a model's own call, once per layer and token: nothing more to check
+        return call("torch_linear_gguf", x, weight.data, weight.qtype, weight.k)
+    xt = checks.tensor("x", x, dtypes=checks.FLOAT_DTYPES)
+    if not isinstance(weight, QuantWeight):
+        raise TypeError(f"weight must be a QuantWeight, got {type(weight).__name__}")
+    if xt.dim() < 1 or xt.shape[-1] != weight.k:
+        raise ValueError(f"x must have shape [..., {weight.k}], got {list(xt.shape)}")
+    lead = xt.shape[:-1]
+    flat = xt.reshape(-1, weight.k)
+    if flat.dtype != torch.float32:
+        flat = flat.float()
+    out = call("torch_linear_gguf", flat, weight.data, weight.qtype, weight.k)
+    return out.reshape(*lead, weight.n)
+
+
+__all__ = ["FORMATS", "QuantWeight", "linear_gguf", "reference", "row_bytes"]

@@ -1,0 +1,88 @@
+"""GGUF block weights (``gguf_blocks``) and ``tandem::torch_linear_gguf`` against the
+reference: dequantize, then multiply."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from tandem.kernels.gguf_blocks import FORMATS, QuantWeight, dequantize, quantize
+from tandem.kernels.ops.gguf_linear import linear_gguf, reference
+
+QTYPES = sorted(FORMATS)
+
+
+@pytest.mark.parametrize("qtype", QTYPES)
+def test_blocks_read_as_the_gguf_package_reads_them(qtype) -> None:
+    gguf = pytest.importorskip("gguf")
+    from gguf.quants import dequantize as theirs
+
+    w = torch.randn(6, 96, generator=torch.Generator().manual_seed(qtype))
+    qw = quantize(w, qtype)
+    kind = gguf.GGMLQuantizationType[FORMATS[qtype][0]]
+    ours = dequantize(qw.data, qtype, 96)
+    torch.testing.assert_close(ours, torch.from_numpy(theirs(qw.data.numpy(), kind)))
+    step = {8: 1 / 127, 2: 1 / 7, 3: 1 / 15}[qtype]  # one quantization step, per block range
+    assert (ours - w).abs().max() <= step * w.abs().max() + 1e-3
+
+
+def _bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """How far the kernel may be from the reference: x is rounded to int8 per 32 values
+    (half a step, amax / 254, per value), times |W| summed, plus float rounding."""
+    m, k = x.shape
+    half_step = x.reshape(m, k // 32, 32).abs().amax(-1, keepdim=True) / 254
+    err = half_step.expand(m, k // 32, 32).reshape(m, k)
+    return 1.01 * err @ w.abs().t() + 1e-4 * (x.abs() @ w.abs().t()) + 1e-5
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    qtype=st.sampled_from(QTYPES),
+    m=st.integers(0, 9),
+    blocks=st.integers(1, 6),
+    n=st.integers(1, 40),
+    seed=st.integers(0, 2**31 - 1),
+)
+@example(qtype=3, m=1, blocks=18, n=17, seed=0)  # a decode row, an odd count of blocks
+@example(qtype=8, m=9, blocks=2, n=9, seed=1)  # two row groups and a tail, a band's tail
+def test_kernel_matches_reference(qtype, m, blocks, n, seed) -> None:
+    g = torch.Generator().manual_seed(seed)
+    k = 32 * blocks
+    qw = quantize(torch.randn(n, k, generator=g), qtype)
+    x = torch.randn(m, k, generator=g) * torch.rand(m, 1, generator=g).mul(4)
+    got = linear_gguf(x, qw)
+    want = reference(x, qw.data, qtype, k)
+    assert got.shape == (m, n) and got.dtype == torch.float32
+    w = dequantize(qw.data, qtype, k)
+    assert ((got - want).abs() <= _bound(x, w)).all()
+
+
+def test_leading_dims_and_dtypes() -> None:
+    qw = quantize(torch.randn(8, 64), 3)
+    x = torch.randn(2, 3, 64)
+    got = linear_gguf(x, qw)
+    assert got.shape == (2, 3, 8)
+    torch.testing.assert_close(got.reshape(6, 8), linear_gguf(x.reshape(6, 64), qw))
+    assert linear_gguf(x.double(), qw).dtype == torch.float32
+
+
+def test_bad_input_is_named() -> None:
+    qw = quantize(torch.randn(8, 64), 8)
+    with pytest.raises(ValueError, match=r"x must have shape \[\.\.\., 64\]"):
+        linear_gguf(torch.randn(2, 32), qw)
+    with pytest.raises(TypeError, match="weight must be a QuantWeight"):
+        linear_gguf(torch.randn(2, 64), torch.randn(8, 64))
+    with pytest.raises(ValueError, match="qtype must be one of"):
+        QuantWeight(qw.data, 5, 8, 64)
+    with pytest.raises(ValueError, match="data must be uint8 of shape"):
+        QuantWeight(qw.data[:4], 8, 8, 64)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        quantize(torch.randn(2, 40), 2)
+
+
+def test_opcheck() -> None:
+    qw = quantize(torch.randn(8, 64), 2)
+    op = torch.ops.tandem.torch_linear_gguf
+    torch.library.opcheck(op, (torch.randn(3, 64), qw.data, qw.qtype, qw.k))
