@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
+from tandem.core.cli.flags import number
+from tandem.core.cli.server_flags import add_server_flags
 from tandem.core.named_models import DEFAULT, TINY
 
 PARALLEL_DEFAULTS = {
@@ -22,29 +23,6 @@ def _version() -> str:
         return metadata.version("tandem-core")
     except metadata.PackageNotFoundError:
         return "unknown"
-
-
-def number(
-    kind: type, name: str, lo: float | None = None, hi: float | None = None, lo_open: bool = False
-) -> Callable[[str], Any]:
-    """An argparse ``type=`` that parses ``kind`` and checks its range, naming the flag."""
-
-    def parse(raw: str) -> Any:
-        try:
-            value = kind(raw)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{name} must be {'an integer' if kind is int else 'a number'}, got {raw!r}"
-            ) from None
-        too_low = lo is not None and (value <= lo if lo_open else value < lo)
-        too_high = hi is not None and value > hi
-        if too_low or too_high:
-            left = "(" if lo_open else "["
-            bounds = f"{left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]"
-            raise argparse.ArgumentTypeError(f"{name} must be in {bounds}, got {raw}")
-        return value
-
-    return parse
 
 
 def _engine_options(cmd: argparse.ArgumentParser, model_positional: bool = False) -> None:
@@ -207,74 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how long requests in flight may run on after SIGTERM or Ctrl-C (default: 10)",
     )
-    _guard_options(serve)
+    add_server_flags(serve)
     return parser
-
-
-def _guard_options(serve: argparse.ArgumentParser) -> None:
-    """The flags of a server that guards itself: keys, limits, timeouts, manners."""
-    from tandem.core.server.config import ServerConfig
-    from tandem.core.server.tool_parsers import PARSERS
-
-    d = ServerConfig(model_names=("-",))
-    serve.add_argument(
-        "--api-key",
-        action="append",
-        default=None,
-        metavar="KEY",
-        help="require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize and "
-        "/metrics (repeatable; default: $TANDEM_API_KEY, else no key)",
-    )
-    limits = [
-        ("--max-body-bytes", d.max_body_bytes, "largest request body (a 413 past it)"),
-        ("--max-prompts", d.max_prompts, "prompts in one request"),
-        ("--max-sequences", d.max_sequences, "prompts x n in one request"),
-        ("--max-waiting", d.max_waiting, "sequences waiting for the engine (a 429 past it)"),
-    ]
-    for flag, default, what in limits:
-        serve.add_argument(
-            flag,
-            type=number(int, flag, lo=1),
-            default=default,
-            metavar="N",
-            help=f"{what} (default: {default})",
-        )
-    serve.add_argument(
-        "--engine-window",
-        type=number(int, "--engine-window", lo=1),
-        default=None,
-        metavar="N",
-        help="sequences inside the engine at once, let in round-robin between clients "
-        "(default: 64, at most the engine's max_num_seqs; larger: more throughput for one "
-        "client, a longer wait for the others)",
-    )
-    serve.add_argument(
-        "--timeout-keep-alive",
-        type=number(int, "--timeout-keep-alive", lo=1),
-        default=5,
-        metavar="SECONDS",
-        help="close an idle connection after this long (default: 5)",
-    )
-    serve.add_argument(
-        "--timeout-body",
-        type=number(float, "--timeout-body", lo=0.0, lo_open=True),
-        default=d.body_timeout,
-        metavar="SECONDS",
-        help=f"a 408 when a body stalls this long (default: {d.body_timeout:g})",
-    )
-    serve.add_argument(
-        "--strict-fields",
-        action="store_true",
-        help="refuse a body with a field the server does not know (400) instead of ignoring it",
-    )
-    serve.add_argument(
-        "--tool-call-parser",
-        choices=sorted(PARSERS),
-        default=d.tool_call_parser,
-        help="how tool calls are read from the model's text under tool_choice auto "
-        f"(default: {d.tool_call_parser}: <tool_call>{{...}}</tool_call>)",
-    )
-    serve.add_argument("--quiet", action="store_true", help="no access log line per request")
 
 
 def engine_args(args: argparse.Namespace, model: str) -> dict[str, Any]:

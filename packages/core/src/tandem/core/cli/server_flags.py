@@ -1,0 +1,73 @@
+"""The flags of ``tandem serve`` that guard the server: keys, limits, timeouts, manners."""
+
+from __future__ import annotations
+
+import argparse
+
+from tandem.core.cli.flags import number
+
+
+def add_server_flags(serve: argparse.ArgumentParser) -> None:
+    """The flags of a server that guards itself: keys, limits, timeouts, manners."""
+    from tandem.core.server.config import ServerConfig
+    from tandem.core.server.tool_parsers import PARSERS
+
+    d = ServerConfig(model_names=("-",))
+    serve.add_argument(
+        "--api-key",
+        action="append",
+        default=None,
+        metavar="KEY",
+        help="require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize and "
+        "/metrics (repeatable; default: $TANDEM_API_KEY, else no key)",
+    )
+    limits = [
+        ("--max-body-bytes", d.max_body_bytes, "largest request body (a 413 past it)"),
+        ("--max-prompts", d.max_prompts, "prompts in one request"),
+        ("--max-sequences", d.max_sequences, "prompts x n in one request"),
+        ("--max-waiting", d.max_waiting, "sequences waiting for the engine (a 429 past it)"),
+    ]
+    for flag, default, what in limits:
+        serve.add_argument(
+            flag,
+            type=number(int, flag, lo=1),
+            default=default,
+            metavar="N",
+            help=f"{what} (default: {default})",
+        )
+    serve.add_argument(
+        "--engine-window",
+        type=number(int, "--engine-window", lo=1),
+        default=None,
+        metavar="N",
+        help="sequences inside the engine at once, let in round-robin between clients "
+        "(default: 64, at most the engine's max_num_seqs; larger: more throughput for one "
+        "client, a longer wait for the others)",
+    )
+    serve.add_argument(
+        "--timeout-keep-alive",
+        type=number(int, "--timeout-keep-alive", lo=1),
+        default=5,
+        metavar="SECONDS",
+        help="close an idle connection after this long (default: 5)",
+    )
+    serve.add_argument(
+        "--timeout-body",
+        type=number(float, "--timeout-body", lo=0.0, lo_open=True),
+        default=d.body_timeout,
+        metavar="SECONDS",
+        help=f"a 408 when a body stalls this long (default: {d.body_timeout:g})",
+    )
+    serve.add_argument(
+        "--strict-fields",
+        action="store_true",
+        help="refuse a body with a field the server does not know (400) instead of ignoring it",
+    )
+    serve.add_argument(
+        "--tool-call-parser",
+        choices=sorted(PARSERS),
+        default=d.tool_call_parser,
+        help="how tool calls are read from the model's text under tool_choice auto "
+        f"(default: {d.tool_call_parser}: <tool_call>{{...}}</tool_call>)",
+    )
+    serve.add_argument("--quiet", action="store_true", help="no access log line per request")
