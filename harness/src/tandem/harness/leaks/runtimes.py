@@ -41,11 +41,11 @@ def _destroy(dist: Any) -> None:
     dist.destroy_process_group()
 
 
-class ProcessGroupCheck:
-    """Snapshot: whether a default process group was up."""
+class _RuntimeCheck:
+    """Snapshot: whether a process-wide runtime was up; a leak is one a test left up."""
 
     def snapshot(self) -> bool:
-        return _group() is not None
+        return self._up()
 
     def compare(self, before: bool) -> list[Leak]:
         return self._leak("") if not before else []
@@ -56,8 +56,20 @@ class ProcessGroupCheck:
     def left_over(self, start: bool, end: bool) -> list[Leak]:
         return self._leak(" it started") if end and not start else []
 
-    @staticmethod
-    def _leak(whose: str) -> list[Leak]:
+    def _up(self) -> bool:
+        raise NotImplementedError
+
+    def _leak(self, whose: str) -> list[Leak]:
+        raise NotImplementedError
+
+
+class ProcessGroupCheck(_RuntimeCheck):
+    """Whether a default torch.distributed process group was up."""
+
+    def _up(self) -> bool:
+        return _group() is not None
+
+    def _leak(self, whose: str) -> list[Leak]:
         dist = _group()
         if dist is None:
             return []
@@ -85,23 +97,13 @@ def _address(ray: Any) -> str:
     return ""
 
 
-class RayCheck:
-    """Snapshot: whether a Ray runtime was up in this process."""
+class RayCheck(_RuntimeCheck):
+    """Whether a Ray runtime was up in this process."""
 
-    def snapshot(self) -> bool:
+    def _up(self) -> bool:
         return _ray() is not None
 
-    def compare(self, before: bool) -> list[Leak]:
-        return self._leak("") if not before else []
-
-    def absorb(self, snap: bool, start: bool, end: bool) -> bool:
-        return snap or (end and not start)
-
-    def left_over(self, start: bool, end: bool) -> list[Leak]:
-        return self._leak(" it started") if end and not start else []
-
-    @staticmethod
-    def _leak(whose: str) -> list[Leak]:
+    def _leak(self, whose: str) -> list[Leak]:
         ray = _ray()
         if ray is None:
             return []
