@@ -25,6 +25,7 @@ import msgspec
 from tandem.core.engines import Engine
 from tandem.core.inputs import EngineRequest, OutputKind
 from tandem.core.llm import LLM
+from tandem.core.loop_calls import post, settle
 from tandem.core.outputs import RequestOutput, error_text
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.stats import EngineStats
@@ -42,17 +43,7 @@ class _Sink:
     loop: asyncio.AbstractEventLoop
 
     def put(self, item: RequestOutput | BaseException) -> None:
-        _post(self.loop, self.queue.put_nowait, item)
-
-
-def _post(loop: asyncio.AbstractEventLoop, callback: Any, *args: Any) -> None:
-    """Run ``callback(*args)`` on ``loop`` from the engine thread; a loop that has closed
-    (its server stopped while a request was still in the engine) has no one to tell."""
-    try:
-        loop.call_soon_threadsafe(callback, *args)
-    except RuntimeError:  # "Event loop is closed"
-        if not loop.is_closed():
-            raise
+        post(self.loop, self.queue.put_nowait, item)
 
 
 class EngineStopped(RuntimeError):
@@ -255,9 +246,9 @@ class AsyncLLM:
                 loop, future = command[1], command[2]
                 try:
                     result: Any = engine.stats()
-                    _post(loop, _settle, future, result, None)
+                    post(loop, settle, future, result, None)
                 except Exception as exc:
-                    _post(loop, _settle, future, None, exc)
+                    post(loop, settle, future, None, exc)
 
     def _deliver(self, out: RequestOutput) -> None:
         sink = self._sinks.get(out.request_id)
@@ -266,12 +257,3 @@ class AsyncLLM:
         if out.finished:
             del self._sinks[out.request_id]
         sink.put(out)
-
-
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)

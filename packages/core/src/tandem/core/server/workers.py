@@ -14,16 +14,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from tandem.core.loop_calls import post, settle
+
 T = TypeVar("T")
-
-
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
 
 
 class Workers:
@@ -57,7 +50,7 @@ class Workers:
             except BaseException as exc:
                 result, error = None, exc
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-                loop.call_soon_threadsafe(_settle, future, result, error)
+                post(loop, settle, future, result, error)
 
     def close(self) -> None:
         for _ in self._threads:
