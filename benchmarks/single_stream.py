@@ -2,12 +2,15 @@
 
     python benchmarks/single_stream.py [--size smollm2|tiny] [--threads 2] [--rounds 3]
         [--repeats 2] [--new-tokens 128] [--quant fp32 int8] [--runners NAME ...]
-        [--baseline REF]
+        [--baseline REF] [--llama-cpp-venv DIR [--formats f32 q8_0 q4_1 q4_k_m]]
 
 One chat prompt, greedy, ``--new-tokens`` tokens with EOS ignored. Runners, each in a
 fresh process: the tandem engines (``tandem v0``, ``tandem v1``, per ``--quant``),
 transformers ``generate`` and, only where ``llama_cpp`` is importable, llama.cpp on the
-model's GGUF file (this script never builds it). Rounds interleave the runners so a
+model's GGUF file (this script never builds it). With ``--llama-cpp-venv`` (made by
+``llama_cpp_venv.sh``), each of ``--formats`` is a GGUF file of the same weights
+(``gguf_files.py``) that llama.cpp, in that venv, and the tandem engines, keeping it as
+stored, both run. Rounds interleave the runners so a
 slow spell of the shared machine falls on all of them; every timed run counts, and the
 table shows the best, the median and the spread (min..max) of decode tok/s (first token
 to last), the median time to first token and the median whole-answer tok/s.
@@ -32,8 +35,12 @@ import statistics
 import subprocess
 import sys
 from dataclasses import asdict
+from pathlib import Path
+
+from gguf_files import FORMATS
 
 MARK = "RESULT "
+OUT_DIR = Path(__file__).parent / "results" / "gguf"
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 
 
@@ -42,11 +49,13 @@ def child(args: argparse.Namespace) -> None:
 
     name, prompt, n = args.child, json.loads(args.prompt), args.new_tokens
     parts = name.split(" @")[0].split()
-    if parts[0] == "tandem":
+    if parts[0] == "tandem" and parts[2] in FORMATS:  # the GGUF file, kept as stored
+        res = sr.run_tandem(args.gguf, parts[1], prompt, n, args.threads, args.repeats, "gguf")
+    elif parts[0] == "tandem":
         res = sr.run_tandem(args.path, parts[1], prompt, n, args.threads, args.repeats, parts[2])
     elif name == "transformers":
         res = sr.run_hf(args.path, prompt, n, args.threads, args.repeats)
-    elif name == "llama.cpp":
+    elif parts[0] == "llama.cpp":
         res = sr.run_llama_cpp(args.gguf, prompt, n, args.threads, args.repeats)
     else:
         raise ValueError(f"unknown runner {name!r}")
@@ -54,14 +63,18 @@ def child(args: argparse.Namespace) -> None:
 
 
 def spawn(name: str, args: argparse.Namespace, path: str, gguf: str, prompt: list[int]) -> dict:
-    env = dict(os.environ)
+    env, python = dict(os.environ), sys.executable
+    fmt = name.split(" @")[0].split()[-1]
+    gguf = args.files.get(fmt, gguf)
+    if name.startswith("llama.cpp") and args.llama_cpp_venv:
+        python = os.path.join(args.llama_cpp_venv, "bin", "python")
     if " @" in name:
         from throughput import SOURCES, baseline_tree
 
         tree = baseline_tree(name.split(" @", 1)[1])
         paths = [str(tree / src) for src in SOURCES]
         env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(":")
-    cmd = [sys.executable, __file__, "--child", name, "--path", path, "--gguf", gguf]
+    cmd = [python, __file__, "--child", name, "--path", path, "--gguf", gguf]
     cmd += ["--prompt", json.dumps(prompt), "--threads", str(args.threads)]
     cmd += ["--repeats", str(args.repeats), "--new-tokens", str(args.new_tokens)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
@@ -72,7 +85,7 @@ def spawn(name: str, args: argparse.Namespace, path: str, gguf: str, prompt: lis
     return json.loads(lines[-1][len(MARK) :])
 
 
-def weight_bytes(cfg: dict, gguf: str | None) -> dict[str, float]:
+def weight_bytes(cfg: dict, gguf: str | None, files: dict[str, str]) -> dict[str, float]:
     """Weight bytes one decode token reads, per precision (linear layers + logits)."""
     c, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
     h, kvh = cfg["num_attention_heads"], cfg["num_key_value_heads"]
@@ -82,15 +95,19 @@ def weight_bytes(cfg: dict, gguf: str | None) -> dict[str, float]:
     values = layers * sum(matrices) + c * vocab
     rows = layers * ((h + 2 * kvh) * d + c + 2 * inter + c) + vocab
     out = {"fp32": 4.0 * values, "int8": values + 4.0 * rows}  # int8: one fp32 scale a row
-    if gguf:
-        from gguf import GGUFReader
-
-        reader = GGUFReader(gguf)
-        sizes = {t.name: int(t.n_bytes) for t in reader.tensors}
-        tied = "output.weight" not in sizes
-        read = sum(b for n, b in sizes.items() if n != "token_embd.weight" or tied)
-        out["gguf"] = float(read)
+    for fmt, file in [("gguf", gguf), *files.items()]:
+        if file:
+            out[fmt] = _file_bytes(file)
     return out
+
+
+def _file_bytes(gguf: str) -> float:
+    """Bytes of a GGUF file's tensors a decode token reads (one embedding row aside)."""
+    from gguf import GGUFReader
+
+    sizes = {t.name: int(t.n_bytes) for t in GGUFReader(gguf).tensors}
+    tied = "output.weight" not in sizes
+    return float(sum(b for n, b in sizes.items() if n != "token_embd.weight" or tied))
 
 
 def fmt_table(rows: dict[str, dict], floors: dict[str, float]) -> list[str]:
@@ -115,7 +132,8 @@ def fmt_table(rows: dict[str, dict], floors: dict[str, float]) -> list[str]:
         ttft = statistics.median(x["ttft"] for x in runs) * 1e3
         med = statistics.median(rates)
         cpu = statistics.median(x.get("cpu", 0.0) / x["tokens"] for x in runs) * 1e3
-        prec = name.split(" @")[0].split()[-1] if name.startswith("tandem") else "fp32"
+        prec = name.split(" @")[0].split()[-1]
+        prec = {"llama.cpp": "gguf", "transformers": "fp32", "f32": "fp32"}.get(prec, prec)
         floor = floors.get(prec, floors["fp32"])
         spread = f"{rates[0]:.1f}..{rates[-1]:.1f}"
         out.append(
@@ -159,6 +177,16 @@ def main() -> None:
     parser.add_argument("--quant", nargs="+", default=["fp32"], help="fp32, int8, ...")
     parser.add_argument("--runners", nargs="+", default=None, help="keep names containing these")
     parser.add_argument("--baseline", default=None, metavar="REF", help="also the engines at REF")
+    parser.add_argument(
+        "--llama-cpp-venv", default="", metavar="DIR", help="llama.cpp side by side (see --formats)"
+    )
+    parser.add_argument(
+        "--formats",
+        nargs="+",
+        default=["f32", "q8_0", "q4_1", "q4_k_m"],
+        choices=FORMATS,
+        help="with --llama-cpp-venv: GGUF files run by llama.cpp and by the tandem engines",
+    )
     for hidden in ("--child", "--path", "--gguf", "--prompt"):
         parser.add_argument(hidden, default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -188,7 +216,18 @@ def main() -> None:
     names = [f"tandem {e} {q}" for q in args.quant for e in args.engines]
     if args.baseline:
         names += [f"tandem {e} {q} @{args.baseline}" for q in args.quant for e in args.engines]
-    names += ["transformers", "llama.cpp"]
+    args.files = {}
+    if args.llama_cpp_venv:
+        from gguf_files import make
+
+        args.files = make(
+            Path(args.llama_cpp_venv), Path(path), Path(gguf), OUT_DIR, list(args.formats)
+        )
+        names += [f"tandem {e} {f}" for f in args.formats for e in args.engines]
+        names += [f"llama.cpp {f}" for f in args.formats]
+        names += ["transformers"]
+    else:
+        names += ["transformers", "llama.cpp"]
     if args.runners:
         names = [n for n in names if any(part in n for part in args.runners)]
     bandwidth = memory_bandwidth(args.threads)
@@ -212,7 +251,7 @@ def main() -> None:
             rates = " ".join(f"{(x['tokens'] - 1) / x['decode']:.1f}" for x in r["runs"])
             print(f"  round {i + 1} {name:<24} {rates or r['note']}", flush=True)
     bandwidth = max(bandwidth, memory_bandwidth(args.threads))
-    floors = {k: bandwidth / b for k, b in weight_bytes(full, gguf).items()}
+    floors = {k: bandwidth / b for k, b in weight_bytes(full, gguf, args.files).items()}
     print(f"memory bandwidth (read) {bandwidth / 1e9:.1f} GB/s; floor tok/s per precision: ")
     print("  " + ", ".join(f"{k} {v:.1f}" for k, v in floors.items()))
     print("\n".join(fmt_table(rows, floors)))
