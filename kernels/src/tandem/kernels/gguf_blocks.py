@@ -8,6 +8,10 @@ GGUF type numbers):
 - ``Q4_0`` (2): f16 d, 16 bytes of nibbles; value = d * (n - 8) (18 bytes)
 - ``Q4_1`` (3): f16 d, f16 m, 16 bytes of nibbles; value = d * n + m (20 bytes)
 
+and the K-quants ``Q4_K`` (12), ``Q5_K`` (13), ``Q6_K`` (14), whose super-blocks hold 256
+values each (:mod:`tandem.kernels.gguf_kquants` has their layouts): a K-quant row is
+[K / 256 * block_bytes].
+
 In a 4-bit block, value j < 16 is the low nibble of byte j, value j >= 16 the high nibble
 of byte j - 16. :func:`dequantize` is the reference every kernel is tested against;
 :func:`quantize` makes such weights from floats (tests, and checkpoints made here).
@@ -20,9 +24,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from tandem.kernels import gguf_kquants
+from tandem.kernels.gguf_kquants import KFORMATS, QK_K
+
 QK = 32
-# GGUF type number -> (name, bytes per block)
+# GGUF type number -> (name, bytes per block); a block is QK values, a K-quant's QK_K
 FORMATS: dict[int, tuple[str, int]] = {2: ("Q4_0", 18), 3: ("Q4_1", 20), 8: ("Q8_0", 34)}
+FORMATS |= KFORMATS
 BY_NAME = {name: code for code, (name, _) in FORMATS.items()}
 
 
@@ -54,10 +62,17 @@ class QuantWeight:
         return dequantize(self.data[index], self.qtype, self.k)
 
 
+def block_values(qtype: int) -> int:
+    """How many weights one block of ``qtype`` holds: 32, or 256 for a K-quant."""
+    return QK_K if qtype in KFORMATS else QK
+
+
 def row_bytes(qtype: int, k: int) -> int:
-    if k % QK:
-        raise ValueError(f"a GGUF block row needs k to be a multiple of {QK}, got {k}")
-    return k // QK * FORMATS[qtype][1]
+    size = block_values(qtype)
+    if k % size:
+        name = FORMATS[qtype][0]
+        raise ValueError(f"a GGUF {name} row needs k to be a multiple of {size}, got {k}")
+    return k // size * FORMATS[qtype][1]
 
 
 def _half(raw: Tensor) -> Tensor:
@@ -72,6 +87,8 @@ def _nibbles(raw: Tensor) -> Tensor:
 
 def dequantize(data: Tensor, qtype: int, k: int) -> Tensor:
     """data: [N, row_bytes] uint8 -> [N, k] fp32."""
+    if qtype in KFORMATS:
+        return gguf_kquants.dequantize(data, qtype, k)
     size = FORMATS[qtype][1]
     blocks = data.reshape(data.shape[0], k // QK, size)  # [N, B, size]
     d = _half(blocks[..., 0:2]).unsqueeze(-1)  # [N, B, 1]
@@ -91,9 +108,12 @@ def _f16_bytes(x: Tensor) -> Tensor:
 
 
 def quantize(w: Tensor, qtype: int) -> QuantWeight:
-    """w: [N, K] float (K a multiple of 32) -> its blocks, by round to nearest."""
+    """w: [N, K] float (K a multiple of 32, of 256 for a K-quant) -> its blocks, by round
+    to nearest."""
     n, k = w.shape
     row_bytes(qtype, k)
+    if qtype in KFORMATS:
+        return QuantWeight(gguf_kquants.quantize(w, qtype), qtype, n, k)
     x = w.detach().float().reshape(n, k // QK, QK)  # [N, B, 32]
     if qtype == 8:
         d = x.abs().amax(-1) / 127.0
