@@ -15,45 +15,31 @@
  * The integer sums use unsigned x signed byte products (AVX2 maddubs, or VNNI's dpbusd
  * where the compiler targets AVX-512 VNNI), the same sums in plain C elsewhere.
  *
+ * The K-quants (Q4_K, Q5_K, Q6_K: super-blocks of 256) are in linear_gguf_k.c; they share
+ * the quantized x and the work split.
+ *
  * Work split: threads take bands of output channels; within a band each weight block is
  * unpacked once and used for up to four rows of x (prefill), so the weights stream once
  * per call at every batch size.
  */
-#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
-#include <math.h>
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#include <immintrin.h>
-#define GGUF_SIMD 1
-#else
-#define GGUF_SIMD 0
-#endif
+#include "gguf_common.h"
 
-enum { Q4_0 = 2, Q4_1 = 3, Q8_0 = 8 };
-#define QK 32
 #define RB 4   /* rows of x per weight block */
 #define BAND 8 /* output channels per unit of work */
 
-static float half(const uint8_t *p)
-{
-    uint16_t h;
-    memcpy(&h, p, 2);
-#if GGUF_SIMD
-    return _cvtsh_ss(h);
-#else
-    const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
-    const float v = e == 0    ? ldexpf((float)m, -24)
-                    : e == 31 ? (m ? NAN : INFINITY)
-                              : ldexpf((float)(m | 0x400), e - 25);
-    return (h & 0x8000) ? -v : v;
-#endif
-}
-
 int64_t tandem_gguf_block_bytes(int type)
 {
-    return type == Q8_0 ? 34 : type == Q4_0 ? 18 : type == Q4_1 ? 20 : -1;
+    switch (type) {
+    case Q8_0: return 34;
+    case Q4_0: return 18;
+    case Q4_1: return 20;
+    case Q4_K: return 144;
+    case Q5_K: return 176;
+    case Q6_K: return 210;
+    default: return -1;
+    }
 }
 
 /* x [M, K] -> q [M, K] int8, d and s [M, K / 32] */
@@ -82,23 +68,6 @@ static void quantize_x(const float *x, int64_t M, int64_t K, int8_t *q, float *d
 }
 
 #if GGUF_SIMD
-static inline __m256i dot_u8s8(__m256i u, __m256i s)
-{
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
-#else
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-#endif
-}
-
-static inline float hsum(__m256 v)
-{
-    __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
-}
-
 /* Block b of a weight row against R rows of x, into acc[r] and extra[r]. */
 static inline __attribute__((always_inline)) void block(int type, int R, const uint8_t *blk,
                                                          int64_t b, const int8_t *xq,
@@ -209,15 +178,17 @@ static void dispatch(int type, int R, const uint8_t *w, int64_t nb, const int8_t
 
 int tandem_linear_gguf_simd(void) { return GGUF_SIMD; }
 
-/* out [M, N] = x [M, K] @ W^T, W: N rows of K / 32 blocks of ``type``. 0, or -1 when the
- * type is unknown, K is not a multiple of 32, or scratch memory is short. */
+/* out [M, N] = x [M, K] @ W^T, W: N rows of K / 32 blocks of ``type`` (K / 256 of a
+ * K-quant). 0, or -1 when the type is unknown, K is not a multiple of the block, or
+ * scratch memory is short. */
 int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K, const uint8_t *w,
                        int64_t N, float *out)
 {
     const int64_t bb = tandem_gguf_block_bytes(type);
-    if (bb < 0 || K % QK != 0 || M < 0 || N < 0)
+    const int kq = type == Q4_K || type == Q5_K || type == Q6_K;
+    if (bb < 0 || K % (kq ? QK_K : QK) != 0 || M < 0 || N < 0)
         return -1;
-    const int64_t nb = K / QK, row = nb * bb;
+    const int64_t nb = K / QK, row = K / (kq ? QK_K : QK) * bb;
     /* the quantized x: this thread's scratch, kept between calls (grown as needed) */
     static __thread void *scratch = NULL;
     static __thread size_t have = 0;
@@ -238,9 +209,14 @@ int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K, const uin
         const int64_t n0 = band * BAND, n1 = n0 + BAND < N ? n0 + BAND : N;
         for (int64_t m = 0; m < M; m += RB) {
             const int R = (int)(M - m < RB ? M - m : RB);
-            for (int64_t n = n0; n < n1; n++)
-                dispatch(type, R, w + n * row, nb, xq + m * K, xd + m * nb, xs + m * nb, K,
-                         out + m * N + n, N);
+            const int8_t *q = xq + m * K;
+            const float *d = xd + m * nb, *s = xs + m * nb;
+            for (int64_t n = n0; n < n1; n++) {
+                if (kq)
+                    tandem_gguf_k_rows(type, R, w + n * row, q, d, s, K, out + m * N + n, N);
+                else
+                    dispatch(type, R, w + n * row, nb, q, d, s, K, out + m * N + n, N);
+            }
         }
     }
     return 0;
