@@ -62,6 +62,30 @@ class QuantWeight:
         return dequantize(self.data[index], self.qtype, self.k)
 
 
+@dataclass(frozen=True, slots=True)
+class QuantStack:
+    """A weight [n, k] whose row ranges are kept in different formats: ``parts`` stacked
+    along n. A fused module of a Q4_K_M file (q, k in Q4_K, v in Q6_K) is one."""
+
+    parts: tuple[QuantWeight, ...]
+
+    def __post_init__(self) -> None:
+        if not self.parts or len({p.k for p in self.parts}) != 1:
+            raise ValueError("parts must be one or more QuantWeights of the same k")
+
+    @property
+    def n(self) -> int:
+        return sum(p.n for p in self.parts)
+
+    @property
+    def k(self) -> int:
+        return self.parts[0].k
+
+    @property
+    def name(self) -> str:
+        return "+".join(p.name for p in self.parts)
+
+
 def block_values(qtype: int) -> int:
     """How many weights one block of ``qtype`` holds: 32, or 256 for a K-quant."""
     return QK_K if qtype in KFORMATS else QK
