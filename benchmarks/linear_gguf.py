@@ -4,7 +4,8 @@ Every linear layer of the model (forward order, as :func:`linear.shapes` lists t
 made from one set of random fp32 weights, then kept in each GGUF format asked for
 (default Q4_1 and the K-quants Q4_K, Q5_K, Q6_K). For each token count M the whole set
 is run once per pass, so the weights stream from memory as in a forward pass; the table
-gives each format's weight bytes, ms per pass, the weights' read rate (GB/s: bytes per
+gives each format's weight bytes, ms per pass (the best pass of three interleaved
+rounds), the weights' read rate (GB/s: bytes per
 pass / time) and its speed as a ratio to fp32 (the packed C / oneDNN kernel, the
 engines' fp32 path) and to Q4_1.
 """
@@ -22,16 +23,19 @@ from tandem.kernels.ops.gguf_linear import linear_gguf
 from tandem.kernels.ops.linear import linear, pack_native, pack_weight
 
 DEFAULT = ("Q4_1", "Q4_K", "Q5_K", "Q6_K")
+ROUNDS = 3
 
 
-def seconds_per_call(fn: Callable[[], None], seconds: float) -> float:
-    for _ in range(2):
-        fn()
-    reps, start = 0, time.perf_counter()
+def best_call(fn: Callable[[], None], seconds: float) -> float:
+    """The fastest of the calls made in ``seconds`` (after one warm-up): on a shared
+    machine the least disturbed pass is the kernel's own speed."""
+    fn()
+    best, start = float("inf"), time.perf_counter()
     while time.perf_counter() - start < seconds:
+        t0 = time.perf_counter()
         fn()
-        reps += 1
-    return (time.perf_counter() - start) / reps
+        best = min(best, time.perf_counter() - t0)
+    return best
 
 
 def table(
@@ -61,14 +65,18 @@ def table(
             for (w, k), p in zip(floats, packs):
                 linear(xs[k], w, None, p)
 
-        times = {"fp32": seconds_per_call(run_fp32, seconds)}
+        runs = {"fp32": run_fp32}
         for name, qs in quant.items():
 
             def run_q(qs: list[QuantWeight] = qs, xs: dict[int, Tensor] = xs) -> None:
                 for q in qs:
                     linear_gguf(xs[q.k], q)
 
-            times[name] = seconds_per_call(run_q, seconds)
+            runs[name] = run_q
+        times = dict.fromkeys(runs, float("inf"))
+        for _ in range(ROUNDS):  # formats in turn, so a busy moment does not hit one only
+            for name, fn in runs.items():
+                times[name] = min(times[name], best_call(fn, seconds / ROUNDS))
         for name, t in times.items():
             vs_q41 = f"{times['Q4_1'] / t:8.2f}" if "Q4_1" in times else f"{'-':>8}"
             lines.append(
