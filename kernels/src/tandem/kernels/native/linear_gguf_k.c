@@ -38,18 +38,22 @@ static inline __attribute__((always_inline)) void super_q45(int five, int R, con
                                                              int64_t s, const int8_t *xq,
                                                              const float *xd, const float *xs,
                                                              int64_t K, __m256 *acc,
-                                                             __m256 *extra)
+                                                             __m256 *acc2, __m256 *extra)
 {
     const int64_t nb = K / QK, b0 = s * 8;
-    const float d = half(blk), dmin = half(blk + 2);
-    float scf[8], mnf[8];
-    for (int j = 0; j < 8; j++) {
-        int sc, m;
-        scale_min(blk + 4, j, &sc, &m);
-        scf[j] = d * (float)sc;
-        mnf[j] = -dmin * (float)m;
-    }
-    const __m256 sv = _mm256_loadu_ps(scf), mv = _mm256_loadu_ps(mnf);
+    /* the 8 scales and 8 mins as bytes, four at a time (see scale_min) */
+    uint32_t a, b, c;
+    memcpy(&a, blk + 4, 4);
+    memcpy(&b, blk + 8, 4);
+    memcpy(&c, blk + 12, 4);
+    const uint64_t sc8 = (uint64_t)(a & 0x3F3F3F3Fu) |
+                         (uint64_t)((c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u)) << 32;
+    const uint64_t mn8 = (uint64_t)(b & 0x3F3F3F3Fu) |
+                         (uint64_t)(((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u)) << 32;
+    const __m256 sv = _mm256_mul_ps(_mm256_set1_ps(half(blk)),
+                                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8))));
+    const __m256 mv = _mm256_mul_ps(_mm256_set1_ps(-half(blk + 2)),
+                                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn8))));
     float coef[RB][8];
     for (int r = 0; r < R; r++) {
         extra[r] = _mm256_fmadd_ps(mv, _mm256_loadu_ps(xs + r * nb + b0), extra[r]);
@@ -75,8 +79,8 @@ static inline __attribute__((always_inline)) void super_q45(int five, int R, con
             const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x + QK));
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(u0, x0)),
                                      _mm256_set1_ps(coef[r][2 * c]), acc[r]);
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(u1, x1)),
-                                     _mm256_set1_ps(coef[r][2 * c + 1]), acc[r]);
+            acc2[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(u1, x1)),
+                                      _mm256_set1_ps(coef[r][2 * c + 1]), acc2[r]);
         }
     }
 }
@@ -84,7 +88,7 @@ static inline __attribute__((always_inline)) void super_q45(int five, int R, con
 /* A Q6_K super-block (index s) against R rows of x. */
 static inline __attribute__((always_inline)) void super_q6(int R, const uint8_t *blk, int64_t s,
                                                             const int8_t *xq, const float *xd,
-                                                            int64_t K, __m256 *acc)
+                                                            int64_t K, __m256 *acc, __m256 *acc2)
 {
     const int64_t nb = K / QK, b0 = s * 8;
     const int8_t *sc = (const int8_t *)(blk + 192);
@@ -92,6 +96,9 @@ static inline __attribute__((always_inline)) void super_q6(int R, const uint8_t 
     const __m256i low = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3);
     const __m256i bias = _mm256_set1_epi8(32);
     for (int n = 0; n < 2; n++) {
+        /* this half's 8 scales times d; quarter g takes lanes 2g (x4) and 2g + 1 (x4) */
+        const __m128i sc8 = _mm_loadl_epi64((const __m128i *)(sc + 8 * n));
+        const __m256 half_sv = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8)));
         const uint8_t *ql = blk + 64 * n;
         const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
         const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
@@ -103,15 +110,16 @@ static inline __attribute__((always_inline)) void super_q6(int R, const uint8_t 
             const __m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), three);
             const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo4, _mm256_slli_epi16(hi2, 4)), bias);
             const __m256i u = _mm256_sign_epi8(q, q);
-            const int k = 8 * n + 2 * g; /* the scales of values 0-15 and 16-31 */
-            const __m256 sv = _mm256_set_m128(_mm_set1_ps(d * (float)sc[k + 1]),
-                                              _mm_set1_ps(d * (float)sc[k]));
+            const __m256i pick = _mm256_set_epi32(2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1,
+                                                  2 * g, 2 * g, 2 * g, 2 * g);
+            const __m256 sv = _mm256_permutevar8x32_ps(half_sv, pick); /* values 0-15, 16-31 */
             const int64_t b = b0 + 4 * n + g;
             for (int r = 0; r < R; r++) {
                 const __m256i x = _mm256_loadu_si256((const __m256i *)(xq + r * K + b * QK));
                 const __m256 dot = _mm256_cvtepi32_ps(dot_u8s8(u, _mm256_sign_epi8(x, q)));
-                acc[r] = _mm256_fmadd_ps(dot, _mm256_mul_ps(sv, _mm256_set1_ps(xd[r * nb + b])),
-                                         acc[r]);
+                __m256 *into = g % 2 ? acc2 : acc;
+                into[r] = _mm256_fmadd_ps(dot, _mm256_mul_ps(sv, _mm256_set1_ps(xd[r * nb + b])),
+                                          into[r]);
             }
         }
     }
@@ -122,18 +130,18 @@ static inline __attribute__((always_inline)) void k_row(int type, int R, const u
                                                          const float *xs, int64_t K, float *out,
                                                          int64_t ldo)
 {
-    __m256 acc[RB], extra[RB];
+    __m256 acc[RB], acc2[RB], extra[RB]; /* two chains of adds, so none waits long */
     for (int r = 0; r < RB; r++)
-        acc[r] = extra[r] = _mm256_setzero_ps();
+        acc[r] = acc2[r] = extra[r] = _mm256_setzero_ps();
     const int64_t bb = type == Q4_K ? 144 : type == Q5_K ? 176 : 210;
     for (int64_t s = 0; s < K / QK_K; s++) {
         if (type == Q6_K)
-            super_q6(R, w + s * bb, s, xq, xd, K, acc);
+            super_q6(R, w + s * bb, s, xq, xd, K, acc, acc2);
         else
-            super_q45(type == Q5_K, R, w + s * bb, s, xq, xd, xs, K, acc, extra);
+            super_q45(type == Q5_K, R, w + s * bb, s, xq, xd, xs, K, acc, acc2, extra);
     }
     for (int r = 0; r < R; r++)
-        out[r * ldo] = hsum(_mm256_add_ps(acc[r], extra[r]));
+        out[r * ldo] = hsum(_mm256_add_ps(_mm256_add_ps(acc[r], acc2[r]), extra[r]));
 }
 #else
 /* Element i (0..255) of a super-block as its integer code q (the value is a * q + c). */
