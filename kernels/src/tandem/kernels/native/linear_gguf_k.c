@@ -50,10 +50,10 @@ static inline __attribute__((always_inline)) void super_q45(int five, int R, con
                          (uint64_t)((c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u)) << 32;
     const uint64_t mn8 = (uint64_t)(b & 0x3F3F3F3Fu) |
                          (uint64_t)(((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u)) << 32;
-    const __m256 sv = _mm256_mul_ps(_mm256_set1_ps(half(blk)),
-                                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8))));
-    const __m256 mv = _mm256_mul_ps(_mm256_set1_ps(-half(blk + 2)),
-                                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn8))));
+    const __m256i sc32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8));
+    const __m256i mn32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn8));
+    const __m256 sv = _mm256_mul_ps(_mm256_set1_ps(half(blk)), _mm256_cvtepi32_ps(sc32));
+    const __m256 mv = _mm256_mul_ps(_mm256_set1_ps(-half(blk + 2)), _mm256_cvtepi32_ps(mn32));
     float coef[RB][8];
     for (int r = 0; r < R; r++) {
         extra[r] = _mm256_fmadd_ps(mv, _mm256_loadu_ps(xs + r * nb + b0), extra[r]);
@@ -98,7 +98,8 @@ static inline __attribute__((always_inline)) void super_q6(int R, const uint8_t 
     for (int n = 0; n < 2; n++) {
         /* this half's 8 scales times d; quarter g takes lanes 2g (x4) and 2g + 1 (x4) */
         const __m128i sc8 = _mm_loadl_epi64((const __m128i *)(sc + 8 * n));
-        const __m256 half_sv = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8)));
+        const __m256 half_sv =
+            _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8)));
         const uint8_t *ql = blk + 64 * n;
         const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
         const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
@@ -108,7 +109,8 @@ static inline __attribute__((always_inline)) void super_q6(int R, const uint8_t 
             const __m256i lo4 = g < 2 ? _mm256_and_si256(nib, low)
                                       : _mm256_and_si256(_mm256_srli_epi16(nib, 4), low);
             const __m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), three);
-            const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo4, _mm256_slli_epi16(hi2, 4)), bias);
+            const __m256i q6 = _mm256_or_si256(lo4, _mm256_slli_epi16(hi2, 4));
+            const __m256i q = _mm256_sub_epi8(q6, bias);
             const __m256i u = _mm256_sign_epi8(q, q);
             const __m256i pick = _mm256_set_epi32(2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1,
                                                   2 * g, 2 * g, 2 * g, 2 * g);
@@ -118,8 +120,8 @@ static inline __attribute__((always_inline)) void super_q6(int R, const uint8_t 
                 const __m256i x = _mm256_loadu_si256((const __m256i *)(xq + r * K + b * QK));
                 const __m256 dot = _mm256_cvtepi32_ps(dot_u8s8(u, _mm256_sign_epi8(x, q)));
                 __m256 *into = g % 2 ? acc2 : acc;
-                into[r] = _mm256_fmadd_ps(dot, _mm256_mul_ps(sv, _mm256_set1_ps(xd[r * nb + b])),
-                                          into[r]);
+                const __m256 scale = _mm256_mul_ps(sv, _mm256_set1_ps(xd[r * nb + b]));
+                into[r] = _mm256_fmadd_ps(dot, scale, into[r]);
             }
         }
     }
