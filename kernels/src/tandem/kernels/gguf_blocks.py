@@ -36,7 +36,7 @@ BY_NAME = {name: code for code, (name, _) in FORMATS.items()}
 
 @dataclass(frozen=True, slots=True)
 class QuantWeight:
-    """A weight [n, k] kept in its GGUF blocks: ``data`` uint8 [n, k / 32 * block bytes]."""
+    """A weight [n, k] kept in its GGUF blocks: ``data`` uint8 [n, row_bytes(qtype, k)]."""
 
     data: Tensor
     qtype: int
