@@ -55,10 +55,9 @@ static inline float hsum(__m256 v)
 #endif
 
 /* One K-quant weight row (K / 256 super-blocks of ``type``) against R <= 4 rows of the
- * quantized x (xq [R, K], xd and xs [R, K / 32]): out[r * ldo]. */
-__attribute__((visibility("hidden"))) void tandem_gguf_k_rows(int type, int R, const uint8_t *w,
-                                                               const int8_t *xq, const float *xd,
-                                                               const float *xs, int64_t K,
-                                                               float *out, int64_t ldo);
+ * quantized x (xq [R, K], xd, xs and xh [R, K / 32]): out[r * ldo]. */
+__attribute__((visibility("hidden"))) void
+tandem_gguf_k_rows(int type, int R, const uint8_t *w, const int8_t *xq, const float *xd,
+                   const float *xs, const float *xh, int64_t K, float *out, int64_t ldo);
 
 #endif

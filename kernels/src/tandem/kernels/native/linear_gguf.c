@@ -42,8 +42,10 @@ int64_t tandem_gguf_block_bytes(int type)
     }
 }
 
-/* x [M, K] -> q [M, K] int8, d and s [M, K / 32] */
-static void quantize_x(const float *x, int64_t M, int64_t K, int8_t *q, float *d, float *s)
+/* x [M, K] -> q [M, K] int8, d, s and h [M, K / 32] (h: d * the sum of a block's first
+ * 16 q, for Q6_K's scales of 16) */
+static void quantize_x(const float *x, int64_t M, int64_t K, int8_t *q, float *d, float *s,
+                       float *h)
 {
     const int64_t nb = K / QK;
 #pragma omp parallel for schedule(static) if (M > 1)
@@ -55,14 +57,16 @@ static void quantize_x(const float *x, int64_t M, int64_t K, int8_t *q, float *d
             for (int i = 0; i < QK; i++)
                 amax = fmaxf(amax, fabsf(v[i]));
             const float scale = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-            int sum = 0;
+            int sum = 0, first = 0;
             for (int i = 0; i < QK; i++) {
                 const int r = (int)lrintf(v[i] * inv);
                 o[i] = (int8_t)r;
                 sum += r;
+                first += i < QK / 2 ? r : 0;
             }
             d[m * nb + b] = scale;
             s[m * nb + b] = scale * (float)sum;
+            h[m * nb + b] = scale * (float)first;
         }
     }
 }
@@ -192,7 +196,7 @@ int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K, const uin
     /* the quantized x: this thread's scratch, kept between calls (grown as needed) */
     static __thread void *scratch = NULL;
     static __thread size_t have = 0;
-    const size_t need = (size_t)(M * K) + 2 * sizeof(float) * (size_t)(M * nb) + 64;
+    const size_t need = (size_t)(M * K) + 3 * sizeof(float) * (size_t)(M * nb) + 64;
     if (need > have) {
         free(scratch);
         scratch = malloc(need);
@@ -200,9 +204,9 @@ int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K, const uin
         if (!scratch)
             return -1;
     }
-    float *xd = (float *)scratch, *xs = xd + M * nb;
-    int8_t *xq = (int8_t *)(xs + M * nb);
-    quantize_x(x, M, K, xq, xd, xs);
+    float *xd = (float *)scratch, *xs = xd + M * nb, *xh = xs + M * nb;
+    int8_t *xq = (int8_t *)(xh + M * nb);
+    quantize_x(x, M, K, xq, xd, xs, xh);
     const int64_t bands = (N + BAND - 1) / BAND;
 #pragma omp parallel for schedule(static)
     for (int64_t band = 0; band < bands; band++) {
@@ -210,10 +214,10 @@ int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K, const uin
         for (int64_t m = 0; m < M; m += RB) {
             const int R = (int)(M - m < RB ? M - m : RB);
             const int8_t *q = xq + m * K;
-            const float *d = xd + m * nb, *s = xs + m * nb;
+            const float *d = xd + m * nb, *s = xs + m * nb, *h = xh + m * nb;
             for (int64_t n = n0; n < n1; n++) {
                 if (kq)
-                    tandem_gguf_k_rows(type, R, w + n * row, q, d, s, K, out + m * N + n, N);
+                    tandem_gguf_k_rows(type, R, w + n * row, q, d, s, h, K, out + m * N + n, N);
                 else
                     dispatch(type, R, w + n * row, nb, q, d, s, K, out + m * N + n, N);
             }

@@ -13,8 +13,10 @@
  *   d * sc * xd * sum(q * xq) - dmin * m * xs
  * and the mins of a super-block meet the 8 xs in one vector multiply-add. A Q6_K block of
  * 32 values holds two scales: the integer sums come in four-value lanes (lanes 0-3 the
- * first 16 values, 4-7 the next), which take their scale in the float multiply. The
- * signed q - 32 goes through the byte product as |q - 32| against x with q - 32's sign.
+ * first 16 values, 4-7 the next), which take their scale in the float multiply; the
+ * unsigned q (0..63) goes into the byte product, and the -32 offset is paid once per
+ * super-block from x's block sums (xh: the first 16 values', xs - xh: the last 16's),
+ * as Q4_K pays its mins.
  */
 #include "gguf_common.h"
 
@@ -86,15 +88,26 @@ static inline __attribute__((always_inline)) void super_q45(int five, int R, con
 }
 
 /* A Q6_K super-block (index s) against R rows of x. */
-static inline __attribute__((always_inline)) void super_q6(int R, const uint8_t *blk, int64_t s,
-                                                            const int8_t *xq, const float *xd,
-                                                            int64_t K, __m256 *acc, __m256 *acc2)
+static inline __attribute__((always_inline)) void
+super_q6(int R, const uint8_t *blk, int64_t s, const int8_t *xq, const float *xd,
+         const float *xs, const float *xh, int64_t K, __m256 *acc, __m256 *acc2, __m256 *extra)
 {
     const int64_t nb = K / QK, b0 = s * 8;
     const int8_t *sc = (const int8_t *)(blk + 192);
     const float d = half(blk + 208);
     const __m256i low = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3);
-    const __m256i bias = _mm256_set1_epi8(32);
+    /* -32 * d * sum over blocks j of sc[2j] * (first 16 of x) + sc[2j + 1] * (last 16) */
+    const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m128i eo = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)sc), split);
+    const __m256 bias = _mm256_set1_ps(-32.0f * d);
+    const __m256i odd32 = _mm256_cvtepi8_epi32(_mm_srli_si128(eo, 8));
+    const __m256 odd = _mm256_mul_ps(bias, _mm256_cvtepi32_ps(odd32));
+    const __m256 even = _mm256_mul_ps(bias, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(eo)));
+    const __m256 diff = _mm256_sub_ps(even, odd);
+    for (int r = 0; r < R; r++) {
+        extra[r] = _mm256_fmadd_ps(odd, _mm256_loadu_ps(xs + r * nb + b0), extra[r]);
+        extra[r] = _mm256_fmadd_ps(diff, _mm256_loadu_ps(xh + r * nb + b0), extra[r]);
+    }
     for (int n = 0; n < 2; n++) {
         /* this half's 8 scales times d; quarter g takes lanes 2g (x4) and 2g + 1 (x4) */
         const __m128i sc8 = _mm_loadl_epi64((const __m128i *)(sc + 8 * n));
@@ -110,15 +123,13 @@ static inline __attribute__((always_inline)) void super_q6(int R, const uint8_t 
                                       : _mm256_and_si256(_mm256_srli_epi16(nib, 4), low);
             const __m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), three);
             const __m256i q6 = _mm256_or_si256(lo4, _mm256_slli_epi16(hi2, 4));
-            const __m256i q = _mm256_sub_epi8(q6, bias);
-            const __m256i u = _mm256_sign_epi8(q, q);
             const __m256i pick = _mm256_set_epi32(2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1,
                                                   2 * g, 2 * g, 2 * g, 2 * g);
             const __m256 sv = _mm256_permutevar8x32_ps(half_sv, pick); /* values 0-15, 16-31 */
             const int64_t b = b0 + 4 * n + g;
             for (int r = 0; r < R; r++) {
                 const __m256i x = _mm256_loadu_si256((const __m256i *)(xq + r * K + b * QK));
-                const __m256 dot = _mm256_cvtepi32_ps(dot_u8s8(u, _mm256_sign_epi8(x, q)));
+                const __m256 dot = _mm256_cvtepi32_ps(dot_u8s8(q6, x));
                 __m256 *into = g % 2 ? acc2 : acc;
                 const __m256 scale = _mm256_mul_ps(sv, _mm256_set1_ps(xd[r * nb + b]));
                 into[r] = _mm256_fmadd_ps(dot, scale, into[r]);
@@ -127,10 +138,9 @@ static inline __attribute__((always_inline)) void super_q6(int R, const uint8_t 
     }
 }
 
-static inline __attribute__((always_inline)) void k_row(int type, int R, const uint8_t *w,
-                                                         const int8_t *xq, const float *xd,
-                                                         const float *xs, int64_t K, float *out,
-                                                         int64_t ldo)
+static inline __attribute__((always_inline)) void
+k_row(int type, int R, const uint8_t *w, const int8_t *xq, const float *xd, const float *xs,
+      const float *xh, int64_t K, float *out, int64_t ldo)
 {
     __m256 acc[RB], acc2[RB], extra[RB]; /* two chains of adds, so none waits long */
     for (int r = 0; r < RB; r++)
@@ -138,7 +148,7 @@ static inline __attribute__((always_inline)) void k_row(int type, int R, const u
     const int64_t bb = type == Q4_K ? 144 : type == Q5_K ? 176 : 210;
     for (int64_t s = 0; s < K / QK_K; s++) {
         if (type == Q6_K)
-            super_q6(R, w + s * bb, s, xq, xd, K, acc, acc2);
+            super_q6(R, w + s * bb, s, xq, xd, xs, xh, K, acc, acc2, extra);
         else
             super_q45(type == Q5_K, R, w + s * bb, s, xq, xd, xs, K, acc, acc2, extra);
     }
@@ -163,8 +173,9 @@ static inline int code(int type, const uint8_t *blk, int i)
 }
 
 static inline void k_row(int type, int R, const uint8_t *w, const int8_t *xq, const float *xd,
-                         const float *xs, int64_t K, float *out, int64_t ldo)
+                         const float *xs, const float *xh, int64_t K, float *out, int64_t ldo)
 {
+    (void)xh; /* the scalar loop takes the signed codes directly */
     const int64_t nb = K / QK, bb = type == Q4_K ? 144 : type == Q5_K ? 176 : 210;
     for (int r = 0; r < R; r++) {
         float total = 0.0f;
@@ -200,12 +211,12 @@ static inline void k_row(int type, int R, const uint8_t *w, const int8_t *xq, co
 
 #define KCASE(T, R)                                                                            \
     case (T) * 8 + (R):                                                                        \
-        k_row((T), (R), w, xq, xd, xs, K, out, ldo);                                           \
+        k_row((T), (R), w, xq, xd, xs, xh, K, out, ldo);                                       \
         return;
 #define KCASES(T) KCASE(T, 1) KCASE(T, 2) KCASE(T, 3) KCASE(T, 4)
 
 void tandem_gguf_k_rows(int type, int R, const uint8_t *w, const int8_t *xq, const float *xd,
-                        const float *xs, int64_t K, float *out, int64_t ldo)
+                        const float *xs, const float *xh, int64_t K, float *out, int64_t ldo)
 {
     switch (type * 8 + R) {
         KCASES(Q4_K)
