@@ -25,8 +25,9 @@ def test_blocks_read_as_the_gguf_package_reads_them(qtype) -> None:
     ours = dequantize(qw.data, qtype, 512)
     torch.testing.assert_close(ours, torch.from_numpy(theirs(qw.data.numpy(), kind)))
     # one quantization step per block range; a K-quant's also has its 6/8-bit scales' rounding
-    step = {8: 1 / 127, 2: 1 / 7, 3: 1 / 15, 12: 1 / 8, 13: 1 / 16, 14: 1 / 32}[qtype]
-    assert (ours - w).abs().max() <= step * w.abs().max() + 1e-3
+    steps = {8: 1 / 127, 2: 1 / 7, 3: 1 / 15, 6: 1 / 15, 7: 1 / 31}
+    steps |= {12: 1 / 8, 13: 1 / 16, 14: 1 / 32}
+    assert (ours - w).abs().max() <= steps[qtype] * w.abs().max() + 1e-3
 
 
 def _bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -48,6 +49,8 @@ def _bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 )
 @example(qtype=3, m=1, blocks=18, n=17, seed=0)  # a decode row, an odd count of blocks
 @example(qtype=8, m=9, blocks=2, n=9, seed=1)  # two row groups and a tail, a band's tail
+@example(qtype=6, m=5, blocks=3, n=9, seed=5)  # the 5-bit blocks
+@example(qtype=7, m=1, blocks=4, n=10, seed=6)
 @example(qtype=12, m=1, blocks=3, n=17, seed=2)  # K-quant decode rows: super-blocks of 256
 @example(qtype=13, m=6, blocks=2, n=9, seed=3)
 @example(qtype=14, m=5, blocks=1, n=11, seed=4)

@@ -14,10 +14,11 @@ ROPE = {"rope_type": "default", "rope_theta": 10000.0}
 # K-quants need rows of multiples of 256 values: hidden 256, intermediate 512
 SHAPE = {"hidden_size": 256, "intermediate_size": 512}
 # as llama.cpp's Q4_K_M mixes them: most in Q4_K, v / down / the head in Q6_K (here o in
-# Q5_K, so all three are used); q, k and v fuse into one module of two formats
+# Q5_K, so all three are used; the embedding in Q5_0, which llama.cpp takes for Q4_K rows
+# not of 256); q, k and v fuse into one module of two formats
 QTYPES = {"q_proj.weight": 12, "k_proj.weight": 12, "v_proj.weight": 14, "o_proj.weight": 13}
 QTYPES |= {"mlp.gate_proj.weight": 12, "mlp.up_proj.weight": 12, "mlp.down_proj.weight": 14}
-QTYPES |= {"embed_tokens.weight": 12, "lm_head.weight": 14}
+QTYPES |= {"embed_tokens.weight": 6, "lm_head.weight": 14}
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,7 @@ def test_super_blocks_are_kept_near_the_file_size(kquant_gguf, tmp_path, monkeyp
     floats = load_model(str(root), dtype=torch.float32)
     linears = [m for m in kept.modules() if isinstance(m, Linear)]
     assert linears and all(m.quant is not None and m.weight is None for m in linears)
-    assert kept.model.embed_tokens.quant.name == "Q4_K"
+    assert kept.model.embed_tokens.quant.name == "Q5_0"
     assert {m.quant.name for m in linears} == {"Q4_K+Q6_K", "Q5_K", "Q4_K", "Q6_K"}
     assert isinstance(kept.model.layers[0].self_attn.qkv_proj.quant, QuantStack)
     parts = [p for m in linears for p in getattr(m.quant, "parts", (m.quant,))]

@@ -7,6 +7,9 @@ GGUF type numbers):
 - ``Q8_0`` (8): f16 scale d, 32 int8 q; value = d * q (34 bytes)
 - ``Q4_0`` (2): f16 d, 16 bytes of nibbles; value = d * (n - 8) (18 bytes)
 - ``Q4_1`` (3): f16 d, f16 m, 16 bytes of nibbles; value = d * n + m (20 bytes)
+- ``Q5_0`` (6): f16 d, 4 bytes of high bits, 16 bytes of nibbles; value = d * (q - 16)
+  with q = n + 16 * (bit j of the little-endian uint32) for value j (22 bytes)
+- ``Q5_1`` (7): f16 d, f16 m, high bits, nibbles; value = d * q + m (24 bytes)
 
 and the K-quants ``Q4_K`` (12), ``Q5_K`` (13), ``Q6_K`` (14), whose super-blocks hold 256
 values each (:mod:`tandem.kernels.gguf_kquants` has their layouts): a K-quant row is
@@ -30,6 +33,7 @@ from tandem.kernels.gguf_kquants import KFORMATS, QK_K
 QK = 32
 # GGUF type number -> (name, bytes per block); a block is QK values, a K-quant's QK_K
 FORMATS: dict[int, tuple[str, int]] = {2: ("Q4_0", 18), 3: ("Q4_1", 20), 8: ("Q8_0", 34)}
+FORMATS |= {6: ("Q5_0", 22), 7: ("Q5_1", 24)}  # llama.cpp's Q4_K / Q5_K for rows not of 256
 FORMATS |= KFORMATS
 BY_NAME = {name: code for code, (name, _) in FORMATS.items()}
 
@@ -117,12 +121,18 @@ def dequantize(data: Tensor, qtype: int, k: int) -> Tensor:
     blocks = data.reshape(data.shape[0], k // QK, size)  # [N, B, size]
     d = _half(blocks[..., 0:2]).unsqueeze(-1)  # [N, B, 1]
     if qtype == 8:
-        values = d * blocks[..., 2:].contiguous().view(torch.int8).float()
-    elif qtype == 2:
-        values = d * (_nibbles(blocks[..., 2:]) - 8.0)
+        return (d * blocks[..., 2:].contiguous().view(torch.int8).float()).reshape(-1, k)
+    sym, five = qtype in (2, 6), qtype in (6, 7)
+    at = 2 if sym else 4  # after d (and m)
+    q = _nibbles(blocks[..., at + 4 * five :])  # [N, B, 32]
+    if five:  # value j's fifth bit: bit j of the uint32 at ``at``
+        shift = torch.arange(8, device=data.device)
+        bits = (blocks[..., at : at + 4].long().unsqueeze(-1) >> shift) & 1  # [N, B, 4, 8]
+        q = q + 16.0 * bits.flatten(-2).float()
+    if sym:
+        values = d * (q - (16.0 if five else 8.0))
     else:
-        m = _half(blocks[..., 2:4]).unsqueeze(-1)
-        values = d * _nibbles(blocks[..., 4:]) + m
+        values = d * q + _half(blocks[..., 2:4]).unsqueeze(-1)
     return values.reshape(data.shape[0], k)
 
 
@@ -146,20 +156,27 @@ def quantize(w: Tensor, qtype: int) -> QuantWeight:
         q = (x * inv).round().clamp(-127, 127).to(torch.int8).view(torch.uint8)
         parts = [_f16_bytes(d), q]
     else:
-        if qtype == 2:  # symmetric: the value of largest magnitude maps to -8
+        five = qtype in (6, 7)
+        top, mid = (31.0, 16.0) if five else (15.0, 8.0)
+        if qtype in (2, 6):  # symmetric: the value of largest magnitude maps to -8 (-16)
             big = x.gather(-1, x.abs().argmax(-1, keepdim=True)).squeeze(-1)
-            d, lo = big / -8.0, None
+            d, lo = big / -mid, None
         else:
             lo, hi = x.amin(-1), x.amax(-1)
-            d = (hi - lo) / 15.0
+            d = (hi - lo) / top
         dh = d.to(torch.float16).float()
         inv = torch.where(dh != 0, 1.0 / dh, torch.zeros_like(dh)).unsqueeze(-1)
         if lo is None:
-            q = (x * inv + 8.0).round().clamp(0, 15)
+            q = (x * inv + mid).round().clamp(0, top)
         else:
-            q = ((x - lo.to(torch.float16).float().unsqueeze(-1)) * inv).round().clamp(0, 15)
+            q = ((x - lo.to(torch.float16).float().unsqueeze(-1)) * inv).round().clamp(0, top)
         q = q.to(torch.uint8)
-        packed = q[..., :16] | (q[..., 16:] << 4)
-        parts = [_f16_bytes(d)] + ([] if lo is None else [_f16_bytes(lo)]) + [packed]
+        packed = (q[..., :16] & 15) | ((q[..., 16:] & 15) << 4)
+        parts = [_f16_bytes(d)] + ([] if lo is None else [_f16_bytes(lo)])
+        if five:  # bit j of a little-endian uint32: value j's bit 4
+            shift = torch.arange(8, device=w.device)
+            high = (q >> 4).long().reshape(*q.shape[:-1], 4, 8) << shift
+            parts.append(high.sum(-1).to(torch.uint8))
+        parts.append(packed)
     data = torch.cat(parts, dim=-1).reshape(n, -1).contiguous()
     return QuantWeight(data, qtype, n, k)

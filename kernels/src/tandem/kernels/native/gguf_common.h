@@ -17,7 +17,7 @@
 #define QK 32    /* values per block of x (and of Q8_0 / Q4_0 / Q4_1) */
 #define QK_K 256 /* values per K-quant super-block */
 
-enum { Q4_0 = 2, Q4_1 = 3, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14 };
+enum { Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14 };
 
 static inline float half(const uint8_t *p)
 {

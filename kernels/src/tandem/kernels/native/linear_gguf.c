@@ -4,14 +4,16 @@
  *   Q8_0 (type 8): f16 d, int8 q[32]          value = d * q
  *   Q4_0 (type 2): f16 d, uint8 nib[16]       value = d * (n - 8)
  *   Q4_1 (type 3): f16 d, f16 m, uint8 nib[16] value = d * n + m
+ *   Q5_0 (type 6): f16 d, uint32 hb, nib[16]  value = d * (q - 16)
+ *   Q5_1 (type 7): f16 d, f16 m, hb, nib[16]  value = d * q + m
  * where element j < 16 of a 4-bit block is the low nibble of byte j and element j >= 16
- * the high nibble of byte j - 16.
+ * the high nibble of byte j - 16; a 5-bit q adds 16 * (bit j of hb, little-endian).
  *
  * x is quantized per row and per 32-block to int8 (xd = amax / 127, q = round(x / xd)),
  * with xs = xd * sum(q) per block, so a block's dot product is an integer one:
  *   Q8_0: wd * xd * sum(wq * xq)
  *   Q4_0: wd * xd * sum(n * xq) - 8 * wd * xs
- *   Q4_1: wd * xd * sum(n * xq) + wm * xs
+ *   Q4_1: wd * xd * sum(n * xq) + wm * xs  (Q5_0, Q5_1 as Q4_0, Q4_1, with 16 for 8)
  * The integer sums use unsigned x signed byte products (AVX2 maddubs, or VNNI's dpbusd
  * where the compiler targets AVX-512 VNNI), the same sums in plain C elsewhere.
  *
@@ -35,6 +37,8 @@ int64_t tandem_gguf_block_bytes(int type)
     case Q8_0: return 34;
     case Q4_0: return 18;
     case Q4_1: return 20;
+    case Q5_0: return 22;
+    case Q5_1: return 24;
     case Q4_K: return 144;
     case Q5_K: return 176;
     case Q6_K: return 210;
@@ -86,12 +90,25 @@ static inline __attribute__((always_inline)) void block(int type, int R, const u
         sgn = _mm256_loadu_si256((const __m256i *)(blk + 2));
         u = _mm256_sign_epi8(sgn, sgn);
     } else {
+        const int five = type == Q5_0 || type == Q5_1, sym = type == Q4_0 || type == Q5_0;
+        const int at = sym ? 2 : 4; /* after d (and m) */
         const __m128i low = _mm_set1_epi8(0x0F);
-        wm = type == Q4_1 ? half(blk + 2) : -8.0f * wd;
-        const __m128i raw = _mm_loadu_si128((const __m128i *)(blk + (type == Q4_1 ? 4 : 2)));
+        wm = sym ? (five ? -16.0f : -8.0f) * wd : half(blk + 2);
+        const __m128i raw = _mm_loadu_si128((const __m128i *)(blk + at + 4 * five));
         const __m128i lo = _mm_and_si128(raw, low);
         const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), low);
         u = _mm256_set_m128i(hi, lo);
+        if (five) { /* bit j of hb -> 0x10 in byte j: byte j takes hb's byte j / 8 */
+            uint32_t hb;
+            memcpy(&hb, blk + at, 4);
+            const __m256i spread = _mm256_shuffle_epi8(
+                _mm256_set1_epi32((int)hb),
+                _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
+                                   0x0303030303030303LL));
+            const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+            const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+            u = _mm256_or_si256(u, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+        }
     }
     const int64_t nb = K / QK;
     for (int r = 0; r < R; r++) {
@@ -119,7 +136,11 @@ static inline __attribute__((always_inline)) void row_dot(int type, const uint8_
     for (int r = 0; r < RB; r++) {
         acc[0][r] = acc[1][r] = extra[0][r] = extra[1][r] = _mm256_setzero_ps();
     }
-    const int64_t bb = type == Q8_0 ? 34 : type == Q4_0 ? 18 : 20;
+    const int64_t bb = type == Q8_0   ? 34
+                       : type == Q4_0 ? 18
+                       : type == Q4_1 ? 20
+                       : type == Q5_0 ? 22
+                                      : 24;
     int64_t b = 0;
     for (; b + 1 < nb; b += 2) {
         block(type, R, w + b * bb, b, xq, xd, xs, K, acc[0], extra[0]);
@@ -151,10 +172,18 @@ static inline void row_dot(int type, const uint8_t *w, int64_t nb, const int8_t 
                 total += wd * d * (float)sum;
                 continue;
             }
-            const uint8_t *nib = blk + (type == Q4_1 ? 4 : 2);
-            for (int i = 0; i < QK / 2; i++)
-                sum += (nib[i] & 0x0F) * xv[i] + (nib[i] >> 4) * xv[i + QK / 2];
-            const float wm = type == Q4_1 ? half(blk + 2) : -8.0f * wd;
+            const int five = type == Q5_0 || type == Q5_1, sym = type == Q4_0 || type == Q5_0;
+            const int at = sym ? 2 : 4;
+            const uint8_t *nib = blk + at + 4 * five;
+            uint32_t hb = 0;
+            if (five)
+                memcpy(&hb, blk + at, 4);
+            for (int i = 0; i < QK / 2; i++) {
+                const int q0 = (nib[i] & 0x0F) | (int)((hb >> i) & 1) << 4;
+                const int q1 = (nib[i] >> 4) | (int)((hb >> (i + QK / 2)) & 1) << 4;
+                sum += q0 * xv[i] + q1 * xv[i + QK / 2];
+            }
+            const float wm = sym ? (five ? -16.0f : -8.0f) * wd : half(blk + 2);
             total += wd * d * (float)sum + wm * s;
         }
         out[r * ldo] = total;
@@ -174,6 +203,8 @@ static void dispatch(int type, int R, const uint8_t *w, int64_t nb, const int8_t
     switch (type * 8 + R) {
         CASES(Q4_0)
         CASES(Q4_1)
+        CASES(Q5_0)
+        CASES(Q5_1)
         CASES(Q8_0)
     default:
         return;

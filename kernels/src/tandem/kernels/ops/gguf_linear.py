@@ -1,5 +1,5 @@
 """``tandem::torch_linear_gguf``: x @ W^T with W kept in its GGUF blocks (Q8_0, Q4_0, Q4_1,
-and the K-quants Q4_K, Q5_K, Q6_K).
+Q5_0, Q5_1, and the K-quants Q4_K, Q5_K, Q6_K).
 
 On the CPU the C kernel (``native/linear_gguf.c``) reads the blocks directly: the
 activations are quantized per 32 values to int8 and every block's dot product is an

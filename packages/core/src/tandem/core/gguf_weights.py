@@ -3,8 +3,8 @@
 :mod:`tandem.core.gguf_checkpoint` converts a GGUF file into a float32 directory once;
 this module loads the same model with the linear layers (and the embedding, which tied
 logits share) kept in their GGUF blocks (:mod:`tandem.kernels.gguf_blocks`): Q8_0, Q4_0,
-Q4_1 and the K-quants Q4_K, Q5_K, Q6_K (a Q4_K_M file's formats) are copied byte for
-byte, their rows put in Hugging Face's order (a block row is one output channel, so the
+Q4_1, Q5_0, Q5_1 and the K-quants Q4_K, Q5_K, Q6_K (a Q4_K_M file's formats) are copied
+byte for byte, their rows put in Hugging Face's order (a block row is one output channel, so the
 q/k rotary reordering moves whole rows), and rows of fused modules (q, k, v ->
 ``qkv_proj``) stacked in the module's order (parts in different formats, as a Q4_K_M
 file's Q4_K q, k and Q6_K v, as a :class:`~tandem.kernels.gguf_blocks.QuantStack`).
