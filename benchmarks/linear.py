@@ -1,12 +1,16 @@
 """The linear layers' matmul: ``F.linear`` (MKL), oneDNN and the C kernel on packed
-weights (fp32), and int8.
+weights (fp32), and int8; with ``--gguf``, GGUF block formats against fp32 and Q4_1.
 
     python benchmarks/linear.py [--size small|smollm2] [--threads N] [--seconds S]
+    python benchmarks/linear.py --gguf [Q4_1 Q4_K Q5_K Q6_K ...] [--shape H,I,L,V]
 
 For each token count M (a decode batch up to a prefill chunk), runs every linear
 layer of the model in turn (q/k/v, o, gate/up, down for all layers, then the logits
 head) so the weights stream from memory as in a forward pass, and prints GFLOP/s of
-each path and the ratios.
+each path and the ratios. ``--gguf`` prints instead, per format, the weights' bytes, ms
+per pass, GB/s read and the speed ratios to fp32 and Q4_1 (:mod:`linear_gguf`);
+``--shape`` sets hidden, intermediate, layers and vocabulary (heads of 64, a quarter of
+them for k/v) in place of a model's (K-quants need rows of multiples of 256).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import time
 from functools import partial
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -65,9 +70,25 @@ def main() -> None:
     parser.add_argument("--size", default="small", choices=("tiny", "small", "smollm2"))
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--gguf", nargs="*", default=None, metavar="FORMAT")
+    parser.add_argument("--shape", default=None, metavar="H,I,L,V")
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    if args.shape is not None:
+        h, inter, layers, vocab = (int(v) for v in args.shape.split(","))
+        cfg = SimpleNamespace(hidden_size=h, num_attention_heads=h // 64, head_dim=64)
+        cfg.__dict__.update(num_key_value_heads=max(1, h // 256), intermediate_size=inter)
+        cfg.__dict__.update(num_hidden_layers=layers, vocab_size=vocab)
+    if args.gguf is not None:
+        from linear_gguf import DEFAULT, table
+
+        if args.shape is None:
+            cfg = AutoConfig.from_pretrained(make_model(size=args.size))
+        with torch.inference_mode():
+            for line in table(shapes(cfg), args.gguf or list(DEFAULT), [1, 16, 64], args.seconds):
+                print(line, flush=True)
+        return
     if args.size == "smollm2":
         from tandem.core.default_model import gguf_file
         from tandem.core.gguf_checkpoint import materialize
@@ -75,7 +96,8 @@ def main() -> None:
         path = materialize(gguf_file())
     else:
         path = make_model(size=args.size)
-    cfg = AutoConfig.from_pretrained(path)
+    if args.shape is None:
+        cfg = AutoConfig.from_pretrained(path)
     layers = [(torch.randn(n, k), k) for k, n in shapes(cfg)]
     packed = [pack_weight(w) for w, _ in layers]
     if any(p is None for p in packed):

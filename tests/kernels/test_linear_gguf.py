@@ -8,7 +8,7 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tandem.kernels.gguf_blocks import FORMATS, QuantWeight, dequantize, quantize
+from tandem.kernels.gguf_blocks import FORMATS, QuantWeight, block_values, dequantize, quantize
 from tandem.kernels.ops.gguf_linear import linear_gguf, reference
 
 QTYPES = sorted(FORMATS)
@@ -19,13 +19,15 @@ def test_blocks_read_as_the_gguf_package_reads_them(qtype) -> None:
     gguf = pytest.importorskip("gguf")
     from gguf.quants import dequantize as theirs
 
-    w = torch.randn(6, 96, generator=torch.Generator().manual_seed(qtype))
+    w = torch.randn(6, 512, generator=torch.Generator().manual_seed(qtype))
     qw = quantize(w, qtype)
     kind = gguf.GGMLQuantizationType[FORMATS[qtype][0]]
-    ours = dequantize(qw.data, qtype, 96)
+    ours = dequantize(qw.data, qtype, 512)
     torch.testing.assert_close(ours, torch.from_numpy(theirs(qw.data.numpy(), kind)))
-    step = {8: 1 / 127, 2: 1 / 7, 3: 1 / 15}[qtype]  # one quantization step, per block range
-    assert (ours - w).abs().max() <= step * w.abs().max() + 1e-3
+    # one quantization step per block range; a K-quant's also has its 6/8-bit scales' rounding
+    steps = {8: 1 / 127, 2: 1 / 7, 3: 1 / 15, 6: 1 / 15, 7: 1 / 31}
+    steps |= {12: 1 / 8, 13: 1 / 16, 14: 1 / 32}
+    assert (ours - w).abs().max() <= steps[qtype] * w.abs().max() + 1e-3
 
 
 def _bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -47,9 +49,14 @@ def _bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 )
 @example(qtype=3, m=1, blocks=18, n=17, seed=0)  # a decode row, an odd count of blocks
 @example(qtype=8, m=9, blocks=2, n=9, seed=1)  # two row groups and a tail, a band's tail
+@example(qtype=6, m=5, blocks=3, n=9, seed=5)  # the 5-bit blocks
+@example(qtype=7, m=1, blocks=4, n=10, seed=6)
+@example(qtype=12, m=1, blocks=3, n=17, seed=2)  # K-quant decode rows: super-blocks of 256
+@example(qtype=13, m=6, blocks=2, n=9, seed=3)
+@example(qtype=14, m=5, blocks=1, n=11, seed=4)
 def test_kernel_matches_reference(qtype, m, blocks, n, seed) -> None:
     g = torch.Generator().manual_seed(seed)
-    k = 32 * blocks
+    k = block_values(qtype) * (blocks if block_values(qtype) == 32 else (blocks + 1) // 2)
     qw = quantize(torch.randn(n, k, generator=g), qtype)
     x = torch.randn(m, k, generator=g) * torch.rand(m, 1, generator=g).mul(4)
     got = linear_gguf(x, qw)
@@ -80,9 +87,12 @@ def test_bad_input_is_named() -> None:
         QuantWeight(qw.data[:4], 8, 8, 64)
     with pytest.raises(ValueError, match="multiple of 32"):
         quantize(torch.randn(2, 40), 2)
+    with pytest.raises(ValueError, match="Q6_K row needs k to be a multiple of 256"):
+        quantize(torch.randn(2, 96), 14)
 
 
 def test_opcheck() -> None:
-    qw = quantize(torch.randn(8, 64), 2)
     op = torch.ops.tandem.torch_linear_gguf
-    torch.library.opcheck(op, (torch.randn(3, 64), qw.data, qw.qtype, qw.k))
+    for qtype, k in ((2, 64), (12, 256), (14, 512)):
+        qw = quantize(torch.randn(8, k), qtype)
+        torch.library.opcheck(op, (torch.randn(3, k), qw.data, qw.qtype, qw.k))

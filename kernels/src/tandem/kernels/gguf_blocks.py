@@ -7,6 +7,13 @@ GGUF type numbers):
 - ``Q8_0`` (8): f16 scale d, 32 int8 q; value = d * q (34 bytes)
 - ``Q4_0`` (2): f16 d, 16 bytes of nibbles; value = d * (n - 8) (18 bytes)
 - ``Q4_1`` (3): f16 d, f16 m, 16 bytes of nibbles; value = d * n + m (20 bytes)
+- ``Q5_0`` (6): f16 d, 4 bytes of high bits, 16 bytes of nibbles; value = d * (q - 16)
+  with q = n + 16 * (bit j of the little-endian uint32) for value j (22 bytes)
+- ``Q5_1`` (7): f16 d, f16 m, high bits, nibbles; value = d * q + m (24 bytes)
+
+and the K-quants ``Q4_K`` (12), ``Q5_K`` (13), ``Q6_K`` (14), whose super-blocks hold 256
+values each (:mod:`tandem.kernels.gguf_kquants` has their layouts): a K-quant row is
+[K / 256 * block_bytes].
 
 In a 4-bit block, value j < 16 is the low nibble of byte j, value j >= 16 the high nibble
 of byte j - 16. :func:`dequantize` is the reference every kernel is tested against;
@@ -20,15 +27,20 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from tandem.kernels import gguf_kquants
+from tandem.kernels.gguf_kquants import KFORMATS, QK_K
+
 QK = 32
-# GGUF type number -> (name, bytes per block)
+# GGUF type number -> (name, bytes per block); a block is QK values, a K-quant's QK_K
 FORMATS: dict[int, tuple[str, int]] = {2: ("Q4_0", 18), 3: ("Q4_1", 20), 8: ("Q8_0", 34)}
+FORMATS |= {6: ("Q5_0", 22), 7: ("Q5_1", 24)}  # llama.cpp's Q4_K / Q5_K for rows not of 256
+FORMATS |= KFORMATS
 BY_NAME = {name: code for code, (name, _) in FORMATS.items()}
 
 
 @dataclass(frozen=True, slots=True)
 class QuantWeight:
-    """A weight [n, k] kept in its GGUF blocks: ``data`` uint8 [n, k / 32 * block bytes]."""
+    """A weight [n, k] kept in its GGUF blocks: ``data`` uint8 [n, row_bytes(qtype, k)]."""
 
     data: Tensor
     qtype: int
@@ -54,10 +66,41 @@ class QuantWeight:
         return dequantize(self.data[index], self.qtype, self.k)
 
 
+@dataclass(frozen=True, slots=True)
+class QuantStack:
+    """A weight [n, k] whose row ranges are kept in different formats: ``parts`` stacked
+    along n. A fused module of a Q4_K_M file (q, k in Q4_K, v in Q6_K) is one."""
+
+    parts: tuple[QuantWeight, ...]
+
+    def __post_init__(self) -> None:
+        if not self.parts or len({p.k for p in self.parts}) != 1:
+            raise ValueError("parts must be one or more QuantWeights of the same k")
+
+    @property
+    def n(self) -> int:
+        return sum(p.n for p in self.parts)
+
+    @property
+    def k(self) -> int:
+        return self.parts[0].k
+
+    @property
+    def name(self) -> str:
+        return "+".join(p.name for p in self.parts)
+
+
+def block_values(qtype: int) -> int:
+    """How many weights one block of ``qtype`` holds: 32, or 256 for a K-quant."""
+    return QK_K if qtype in KFORMATS else QK
+
+
 def row_bytes(qtype: int, k: int) -> int:
-    if k % QK:
-        raise ValueError(f"a GGUF block row needs k to be a multiple of {QK}, got {k}")
-    return k // QK * FORMATS[qtype][1]
+    size = block_values(qtype)
+    if k % size:
+        name = FORMATS[qtype][0]
+        raise ValueError(f"a GGUF {name} row needs k to be a multiple of {size}, got {k}")
+    return k // size * FORMATS[qtype][1]
 
 
 def _half(raw: Tensor) -> Tensor:
@@ -72,16 +115,24 @@ def _nibbles(raw: Tensor) -> Tensor:
 
 def dequantize(data: Tensor, qtype: int, k: int) -> Tensor:
     """data: [N, row_bytes] uint8 -> [N, k] fp32."""
+    if qtype in KFORMATS:
+        return gguf_kquants.dequantize(data, qtype, k)
     size = FORMATS[qtype][1]
     blocks = data.reshape(data.shape[0], k // QK, size)  # [N, B, size]
     d = _half(blocks[..., 0:2]).unsqueeze(-1)  # [N, B, 1]
     if qtype == 8:
-        values = d * blocks[..., 2:].contiguous().view(torch.int8).float()
-    elif qtype == 2:
-        values = d * (_nibbles(blocks[..., 2:]) - 8.0)
+        return (d * blocks[..., 2:].contiguous().view(torch.int8).float()).reshape(-1, k)
+    sym, five = qtype in (2, 6), qtype in (6, 7)
+    at = 2 if sym else 4  # after d (and m)
+    q = _nibbles(blocks[..., at + 4 * five :])  # [N, B, 32]
+    if five:  # value j's fifth bit: bit j of the uint32 at ``at``
+        shift = torch.arange(8, device=data.device)
+        bits = (blocks[..., at : at + 4].long().unsqueeze(-1) >> shift) & 1  # [N, B, 4, 8]
+        q = q + 16.0 * bits.flatten(-2).float()
+    if sym:
+        values = d * (q - (16.0 if five else 8.0))
     else:
-        m = _half(blocks[..., 2:4]).unsqueeze(-1)
-        values = d * _nibbles(blocks[..., 4:]) + m
+        values = d * q + _half(blocks[..., 2:4]).unsqueeze(-1)
     return values.reshape(data.shape[0], k)
 
 
@@ -91,9 +142,12 @@ def _f16_bytes(x: Tensor) -> Tensor:
 
 
 def quantize(w: Tensor, qtype: int) -> QuantWeight:
-    """w: [N, K] float (K a multiple of 32) -> its blocks, by round to nearest."""
+    """w: [N, K] float (K a multiple of 32, of 256 for a K-quant) -> its blocks, by round
+    to nearest."""
     n, k = w.shape
     row_bytes(qtype, k)
+    if qtype in KFORMATS:
+        return QuantWeight(gguf_kquants.quantize(w, qtype), qtype, n, k)
     x = w.detach().float().reshape(n, k // QK, QK)  # [N, B, 32]
     if qtype == 8:
         d = x.abs().amax(-1) / 127.0
@@ -102,20 +156,27 @@ def quantize(w: Tensor, qtype: int) -> QuantWeight:
         q = (x * inv).round().clamp(-127, 127).to(torch.int8).view(torch.uint8)
         parts = [_f16_bytes(d), q]
     else:
-        if qtype == 2:  # symmetric: the value of largest magnitude maps to -8
+        five = qtype in (6, 7)
+        top, mid = (31.0, 16.0) if five else (15.0, 8.0)
+        if qtype in (2, 6):  # symmetric: the value of largest magnitude maps to -8 (-16)
             big = x.gather(-1, x.abs().argmax(-1, keepdim=True)).squeeze(-1)
-            d, lo = big / -8.0, None
+            d, lo = big / -mid, None
         else:
             lo, hi = x.amin(-1), x.amax(-1)
-            d = (hi - lo) / 15.0
+            d = (hi - lo) / top
         dh = d.to(torch.float16).float()
         inv = torch.where(dh != 0, 1.0 / dh, torch.zeros_like(dh)).unsqueeze(-1)
         if lo is None:
-            q = (x * inv + 8.0).round().clamp(0, 15)
+            q = (x * inv + mid).round().clamp(0, top)
         else:
-            q = ((x - lo.to(torch.float16).float().unsqueeze(-1)) * inv).round().clamp(0, 15)
+            q = ((x - lo.to(torch.float16).float().unsqueeze(-1)) * inv).round().clamp(0, top)
         q = q.to(torch.uint8)
-        packed = q[..., :16] | (q[..., 16:] << 4)
-        parts = [_f16_bytes(d)] + ([] if lo is None else [_f16_bytes(lo)]) + [packed]
+        packed = (q[..., :16] & 15) | ((q[..., 16:] & 15) << 4)
+        parts = [_f16_bytes(d)] + ([] if lo is None else [_f16_bytes(lo)])
+        if five:  # bit j of a little-endian uint32: value j's bit 4
+            shift = torch.arange(8, device=w.device)
+            high = (q >> 4).long().reshape(*q.shape[:-1], 4, 8) << shift
+            parts.append(high.sum(-1).to(torch.uint8))
+        parts.append(packed)
     data = torch.cat(parts, dim=-1).reshape(n, -1).contiguous()
     return QuantWeight(data, qtype, n, k)

@@ -28,8 +28,9 @@ SOURCES = (
     "linear_i8.c",
     "linear_f32.c",
     "linear_gguf.c",
+    "linear_gguf_k.c",
 )
-HEADERS = ("fastmath.h",)
+HEADERS = ("fastmath.h", "gguf_common.h")
 FLAGS = (
     "-O3",
     "-march=native",

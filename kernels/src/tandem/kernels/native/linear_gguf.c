@@ -4,60 +4,52 @@
  *   Q8_0 (type 8): f16 d, int8 q[32]          value = d * q
  *   Q4_0 (type 2): f16 d, uint8 nib[16]       value = d * (n - 8)
  *   Q4_1 (type 3): f16 d, f16 m, uint8 nib[16] value = d * n + m
+ *   Q5_0 (type 6): f16 d, uint32 hb, nib[16]  value = d * (q - 16)
+ *   Q5_1 (type 7): f16 d, f16 m, hb, nib[16]  value = d * q + m
  * where element j < 16 of a 4-bit block is the low nibble of byte j and element j >= 16
- * the high nibble of byte j - 16.
+ * the high nibble of byte j - 16; a 5-bit q adds 16 * (bit j of hb, little-endian).
  *
  * x is quantized per row and per 32-block to int8 (xd = amax / 127, q = round(x / xd)),
  * with xs = xd * sum(q) per block, so a block's dot product is an integer one:
  *   Q8_0: wd * xd * sum(wq * xq)
  *   Q4_0: wd * xd * sum(n * xq) - 8 * wd * xs
- *   Q4_1: wd * xd * sum(n * xq) + wm * xs
+ *   Q4_1: wd * xd * sum(n * xq) + wm * xs  (Q5_0, Q5_1 as Q4_0, Q4_1, with 16 for 8)
  * The integer sums use unsigned x signed byte products (AVX2 maddubs, or VNNI's dpbusd
  * where the compiler targets AVX-512 VNNI), the same sums in plain C elsewhere.
+ *
+ * The K-quants (Q4_K, Q5_K, Q6_K: super-blocks of 256) are in linear_gguf_k.c; they share
+ * the quantized x and the work split.
  *
  * Work split: threads take bands of output channels; within a band each weight block is
  * unpacked once and used for up to four rows of x (prefill), so the weights stream once
  * per call at every batch size.
  */
-#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
-#include <math.h>
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#include <immintrin.h>
-#define GGUF_SIMD 1
-#else
-#define GGUF_SIMD 0
-#endif
+#include "gguf_common.h"
 
-enum { Q4_0 = 2, Q4_1 = 3, Q8_0 = 8 };
-#define QK 32
 #define RB 4   /* rows of x per weight block */
 #define BAND 8 /* output channels per unit of work */
 
-static float half(const uint8_t *p)
-{
-    uint16_t h;
-    memcpy(&h, p, 2);
-#if GGUF_SIMD
-    return _cvtsh_ss(h);
-#else
-    const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
-    const float v = e == 0    ? ldexpf((float)m, -24)
-                    : e == 31 ? (m ? NAN : INFINITY)
-                              : ldexpf((float)(m | 0x400), e - 25);
-    return (h & 0x8000) ? -v : v;
-#endif
-}
-
 int64_t tandem_gguf_block_bytes(int type)
 {
-    return type == Q8_0 ? 34 : type == Q4_0 ? 18 : type == Q4_1 ? 20 : -1;
+    switch (type) {
+    case Q8_0: return 34;
+    case Q4_0: return 18;
+    case Q4_1: return 20;
+    case Q5_0: return 22;
+    case Q5_1: return 24;
+    case Q4_K: return 144;
+    case Q5_K: return 176;
+    case Q6_K: return 210;
+    default: return -1;
+    }
 }
 
-/* x [M, K] -> q [M, K] int8, d and s [M, K / 32] */
-static void quantize_x(const float *x, int64_t M, int64_t K, int8_t *q, float *d, float *s)
+/* x [M, K] -> q [M, K] int8, d, s and h [M, K / 32] (h: d * the sum of a block's first
+ * 16 q, for Q6_K's scales of 16) */
+static void quantize_x(const float *x, int64_t M, int64_t K, int8_t *q, float *d, float *s,
+                       float *h)
 {
     const int64_t nb = K / QK;
 #pragma omp parallel for schedule(static) if (M > 1)
@@ -69,36 +61,21 @@ static void quantize_x(const float *x, int64_t M, int64_t K, int8_t *q, float *d
             for (int i = 0; i < QK; i++)
                 amax = fmaxf(amax, fabsf(v[i]));
             const float scale = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-            int sum = 0;
+            int sum = 0, first = 0;
             for (int i = 0; i < QK; i++) {
                 const int r = (int)lrintf(v[i] * inv);
                 o[i] = (int8_t)r;
                 sum += r;
+                first += i < QK / 2 ? r : 0;
             }
             d[m * nb + b] = scale;
             s[m * nb + b] = scale * (float)sum;
+            h[m * nb + b] = scale * (float)first;
         }
     }
 }
 
 #if GGUF_SIMD
-static inline __m256i dot_u8s8(__m256i u, __m256i s)
-{
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
-#else
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-#endif
-}
-
-static inline float hsum(__m256 v)
-{
-    __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
-}
-
 /* Block b of a weight row against R rows of x, into acc[r] and extra[r]. */
 static inline __attribute__((always_inline)) void block(int type, int R, const uint8_t *blk,
                                                          int64_t b, const int8_t *xq,
@@ -113,12 +90,25 @@ static inline __attribute__((always_inline)) void block(int type, int R, const u
         sgn = _mm256_loadu_si256((const __m256i *)(blk + 2));
         u = _mm256_sign_epi8(sgn, sgn);
     } else {
+        const int five = type == Q5_0 || type == Q5_1, sym = type == Q4_0 || type == Q5_0;
+        const int at = sym ? 2 : 4; /* after d (and m) */
         const __m128i low = _mm_set1_epi8(0x0F);
-        wm = type == Q4_1 ? half(blk + 2) : -8.0f * wd;
-        const __m128i raw = _mm_loadu_si128((const __m128i *)(blk + (type == Q4_1 ? 4 : 2)));
+        wm = sym ? (five ? -16.0f : -8.0f) * wd : half(blk + 2);
+        const __m128i raw = _mm_loadu_si128((const __m128i *)(blk + at + 4 * five));
         const __m128i lo = _mm_and_si128(raw, low);
         const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), low);
         u = _mm256_set_m128i(hi, lo);
+        if (five) { /* bit j of hb -> 0x10 in byte j: byte j takes hb's byte j / 8 */
+            uint32_t hb;
+            memcpy(&hb, blk + at, 4);
+            const __m256i spread = _mm256_shuffle_epi8(
+                _mm256_set1_epi32((int)hb),
+                _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
+                                   0x0303030303030303LL));
+            const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+            const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+            u = _mm256_or_si256(u, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+        }
     }
     const int64_t nb = K / QK;
     for (int r = 0; r < R; r++) {
@@ -146,7 +136,11 @@ static inline __attribute__((always_inline)) void row_dot(int type, const uint8_
     for (int r = 0; r < RB; r++) {
         acc[0][r] = acc[1][r] = extra[0][r] = extra[1][r] = _mm256_setzero_ps();
     }
-    const int64_t bb = type == Q8_0 ? 34 : type == Q4_0 ? 18 : 20;
+    const int64_t bb = type == Q8_0   ? 34
+                       : type == Q4_0 ? 18
+                       : type == Q4_1 ? 20
+                       : type == Q5_0 ? 22
+                                      : 24;
     int64_t b = 0;
     for (; b + 1 < nb; b += 2) {
         block(type, R, w + b * bb, b, xq, xd, xs, K, acc[0], extra[0]);
@@ -178,10 +172,18 @@ static inline void row_dot(int type, const uint8_t *w, int64_t nb, const int8_t 
                 total += wd * d * (float)sum;
                 continue;
             }
-            const uint8_t *nib = blk + (type == Q4_1 ? 4 : 2);
-            for (int i = 0; i < QK / 2; i++)
-                sum += (nib[i] & 0x0F) * xv[i] + (nib[i] >> 4) * xv[i + QK / 2];
-            const float wm = type == Q4_1 ? half(blk + 2) : -8.0f * wd;
+            const int five = type == Q5_0 || type == Q5_1, sym = type == Q4_0 || type == Q5_0;
+            const int at = sym ? 2 : 4;
+            const uint8_t *nib = blk + at + 4 * five;
+            uint32_t hb = 0;
+            if (five)
+                memcpy(&hb, blk + at, 4);
+            for (int i = 0; i < QK / 2; i++) {
+                const int q0 = (nib[i] & 0x0F) | (int)((hb >> i) & 1) << 4;
+                const int q1 = (nib[i] >> 4) | (int)((hb >> (i + QK / 2)) & 1) << 4;
+                sum += q0 * xv[i] + q1 * xv[i + QK / 2];
+            }
+            const float wm = sym ? (five ? -16.0f : -8.0f) * wd : half(blk + 2);
             total += wd * d * (float)sum + wm * s;
         }
         out[r * ldo] = total;
@@ -201,6 +203,8 @@ static void dispatch(int type, int R, const uint8_t *w, int64_t nb, const int8_t
     switch (type * 8 + R) {
         CASES(Q4_0)
         CASES(Q4_1)
+        CASES(Q5_0)
+        CASES(Q5_1)
         CASES(Q8_0)
     default:
         return;
@@ -209,19 +213,21 @@ static void dispatch(int type, int R, const uint8_t *w, int64_t nb, const int8_t
 
 int tandem_linear_gguf_simd(void) { return GGUF_SIMD; }
 
-/* out [M, N] = x [M, K] @ W^T, W: N rows of K / 32 blocks of ``type``. 0, or -1 when the
- * type is unknown, K is not a multiple of 32, or scratch memory is short. */
+/* out [M, N] = x [M, K] @ W^T, W: N rows of K / 32 blocks of ``type`` (K / 256 of a
+ * K-quant). 0, or -1 when the type is unknown, K is not a multiple of the block, or
+ * scratch memory is short. */
 int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K, const uint8_t *w,
                        int64_t N, float *out)
 {
     const int64_t bb = tandem_gguf_block_bytes(type);
-    if (bb < 0 || K % QK != 0 || M < 0 || N < 0)
+    const int kq = type == Q4_K || type == Q5_K || type == Q6_K;
+    if (bb < 0 || K % (kq ? QK_K : QK) != 0 || M < 0 || N < 0)
         return -1;
-    const int64_t nb = K / QK, row = nb * bb;
+    const int64_t nb = K / QK, row = K / (kq ? QK_K : QK) * bb;
     /* the quantized x: this thread's scratch, kept between calls (grown as needed) */
     static __thread void *scratch = NULL;
     static __thread size_t have = 0;
-    const size_t need = (size_t)(M * K) + 2 * sizeof(float) * (size_t)(M * nb) + 64;
+    const size_t need = (size_t)(M * K) + 3 * sizeof(float) * (size_t)(M * nb) + 64;
     if (need > have) {
         free(scratch);
         scratch = malloc(need);
@@ -229,18 +235,23 @@ int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K, const uin
         if (!scratch)
             return -1;
     }
-    float *xd = (float *)scratch, *xs = xd + M * nb;
-    int8_t *xq = (int8_t *)(xs + M * nb);
-    quantize_x(x, M, K, xq, xd, xs);
+    float *xd = (float *)scratch, *xs = xd + M * nb, *xh = xs + M * nb;
+    int8_t *xq = (int8_t *)(xh + M * nb);
+    quantize_x(x, M, K, xq, xd, xs, xh);
     const int64_t bands = (N + BAND - 1) / BAND;
 #pragma omp parallel for schedule(static)
     for (int64_t band = 0; band < bands; band++) {
         const int64_t n0 = band * BAND, n1 = n0 + BAND < N ? n0 + BAND : N;
         for (int64_t m = 0; m < M; m += RB) {
             const int R = (int)(M - m < RB ? M - m : RB);
-            for (int64_t n = n0; n < n1; n++)
-                dispatch(type, R, w + n * row, nb, xq + m * K, xd + m * nb, xs + m * nb, K,
-                         out + m * N + n, N);
+            const int8_t *q = xq + m * K;
+            const float *d = xd + m * nb, *s = xs + m * nb, *h = xh + m * nb;
+            for (int64_t n = n0; n < n1; n++) {
+                if (kq)
+                    tandem_gguf_k_rows(type, R, w + n * row, q, d, s, h, K, out + m * N + n, N);
+                else
+                    dispatch(type, R, w + n * row, nb, q, d, s, K, out + m * N + n, N);
+            }
         }
     }
     return 0;

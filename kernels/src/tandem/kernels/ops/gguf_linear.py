@@ -1,4 +1,5 @@
-"""``tandem::torch_linear_gguf``: x @ W^T with W kept in its GGUF blocks (Q8_0, Q4_0, Q4_1).
+"""``tandem::torch_linear_gguf``: x @ W^T with W kept in its GGUF blocks (Q8_0, Q4_0, Q4_1,
+Q5_0, Q5_1, and the K-quants Q4_K, Q5_K, Q6_K).
 
 On the CPU the C kernel (``native/linear_gguf.c``) reads the blocks directly: the
 activations are quantized per 32 values to int8 and every block's dot product is an
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tandem.kernels import checks
-from tandem.kernels.gguf_blocks import FORMATS, QuantWeight, dequantize, row_bytes
+from tandem.kernels.gguf_blocks import FORMATS, QuantStack, QuantWeight, dequantize, row_bytes
 from tandem.kernels.native import linear_gguf as native
 from tandem.kernels.ops.library import call, define
 
@@ -35,8 +36,11 @@ def _(x: Tensor, data: Tensor, qtype: int, k: int) -> Tensor:
     return x.new_empty((x.shape[0], data.shape[0]), dtype=torch.float32)
 
 
-def linear_gguf(x: Tensor, weight: QuantWeight) -> Tensor:
-    """x: [..., k] float -> [..., n] fp32, ``weight`` in its GGUF blocks."""
+def linear_gguf(x: Tensor, weight: QuantWeight | QuantStack) -> Tensor:
+    """x: [..., k] float -> [..., n] fp32, ``weight`` in its GGUF blocks (a stack: each
+    part's columns in turn)."""
+    if type(weight) is QuantStack:
+        return torch.cat([linear_gguf(x, part) for part in weight.parts], dim=-1)
     if (
         type(weight) is QuantWeight
         and type(x) is Tensor
@@ -47,7 +51,7 @@ def linear_gguf(x: Tensor, weight: QuantWeight) -> Tensor:
         return call("torch_linear_gguf", x, weight.data, weight.qtype, weight.k)
     xt = checks.tensor("x", x, dtypes=checks.FLOAT_DTYPES)
     if not isinstance(weight, QuantWeight):
-        raise TypeError(f"weight must be a QuantWeight, got {type(weight).__name__}")
+        raise TypeError(f"weight must be a QuantWeight or QuantStack, got {type(weight).__name__}")
     if xt.dim() < 1 or xt.shape[-1] != weight.k:
         raise ValueError(f"x must have shape [..., {weight.k}], got {list(xt.shape)}")
     lead = xt.shape[:-1]
@@ -58,4 +62,4 @@ def linear_gguf(x: Tensor, weight: QuantWeight) -> Tensor:
     return out.reshape(*lead, weight.n)
 
 
-__all__ = ["FORMATS", "QuantWeight", "linear_gguf", "reference", "row_bytes"]
+__all__ = ["FORMATS", "QuantStack", "QuantWeight", "linear_gguf", "reference", "row_bytes"]

@@ -2,14 +2,17 @@
 
 :mod:`tandem.core.gguf_checkpoint` converts a GGUF file into a float32 directory once;
 this module loads the same model with the linear layers (and the embedding, which tied
-logits share) kept in their GGUF blocks (:mod:`tandem.kernels.gguf_blocks`): Q8_0, Q4_0
-and Q4_1 tensors are copied byte for byte, their rows put in Hugging Face's order (a
-block row is one output channel, so the q/k rotary reordering moves whole rows), and
-rows of fused modules (q, k, v -> ``qkv_proj``) stacked in the module's order. Memory
-stays near the file's size: the quantized modules get no float weight at all.
+logits share) kept in their GGUF blocks (:mod:`tandem.kernels.gguf_blocks`): Q8_0, Q4_0,
+Q4_1, Q5_0, Q5_1 and the K-quants Q4_K, Q5_K, Q6_K (a Q4_K_M file's formats) are copied
+byte for byte, their rows put in Hugging Face's order (a block row is one output channel, so the
+q/k rotary reordering moves whole rows), and rows of fused modules (q, k, v ->
+``qkv_proj``) stacked in the module's order (parts in different formats, as a Q4_K_M
+file's Q4_K q, k and Q6_K v, as a :class:`~tandem.kernels.gguf_blocks.QuantStack`).
+Memory stays near the file's size: the quantized modules get no float weight at all.
 
 A module stays in floats when one of its parts is stored in another format (F32, F16,
-a format the kernels do not take) or when it is not a plain linear layer or embedding.
+a format the kernels do not take), when it is an embedding whose parts differ, or when
+it is not a plain linear layer or embedding.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from torch import Tensor, nn
 from tandem.core.gguf_checkpoint import ARCHS, hf_name, unpermute
 from tandem.core.layers.embedding import Embedding
 from tandem.core.layers.linear import Linear
-from tandem.core.models.weights import Shard, expected_names
-from tandem.kernels.gguf_blocks import FORMATS, QK, QuantWeight
+from tandem.core.models.weights import expected_names
+from tandem.kernels.gguf_blocks import FORMATS, QuantStack, QuantWeight, block_values
 
 
 def _rows(t: Any, config: dict[str, Any]) -> np.ndarray:
@@ -56,7 +59,8 @@ def _plan(model: nn.Module, shards: Any, stored: dict[str, int]) -> dict[str, nn
     plan: dict[str, nn.Module] = {}
     for key, names in groups.items():
         kinds = {stored.get(n) for n in names}
-        if len(kinds) == 1 and next(iter(kinds)) in FORMATS:
+        mixed_ok = isinstance(modules[key], Linear) or len(kinds) == 1
+        if all(kind in FORMATS for kind in kinds) and mixed_ok:
             plan.update((n, modules[key]) for n in names)
     return plan
 
@@ -79,18 +83,15 @@ def load_gguf(model: nn.Module, gguf_path: str | os.PathLike[str], device: torch
     for module in set(plan.values()):
         module.register_parameter("weight", None)  # no float copy is ever made
     model.to_empty(device=device)
-    parts: dict[nn.Module, list[tuple[Shard, Tensor]]] = {}
+    parts: dict[nn.Module, list[tuple[int, int, Tensor]]] = {}
     for t in reader.tensors:
         name = hf_name(t.name)
         if name in plan:
             rows = torch.from_numpy(np.array(_rows(t, config), dtype=np.uint8))
-            parts.setdefault(plan[name], []).append((expected[name][1], rows))
+            piece = (expected[name][1].offset, stored[name], rows)
+            parts.setdefault(plan[name], []).append(piece)
     for module, pieces in parts.items():
-        pieces.sort(key=lambda p: p[0].offset)
-        data = torch.cat([rows for _, rows in pieces]).contiguous()
-        qtype = stored[next(n for n, m in plan.items() if m is module)]
-        k = data.shape[1] // FORMATS[qtype][1] * QK
-        module.use_quantized(QuantWeight(data.to(device), qtype, data.shape[0], k))
+        module.use_quantized(_weight(sorted(pieces, key=lambda p: p[0]), device))
 
     rest = _Only(reader, set(stored) - set(plan))
     model.load_weights(  # type: ignore[attr-defined]
@@ -100,6 +101,23 @@ def load_gguf(model: nn.Module, gguf_path: str | os.PathLike[str], device: torch
     del reader, rest, parts
     _give_back_heap()
     return kept
+
+
+def _weight(pieces: list[tuple[int, int, Tensor]], device: torch.device) -> Any:
+    """A module's (row offset, GGUF type, rows) pieces in row order -> one QuantWeight,
+    or a QuantStack with one QuantWeight per run of pieces in the same format."""
+    runs: list[tuple[int, list[Tensor]]] = []
+    for _, qtype, rows in pieces:
+        if runs and runs[-1][0] == qtype:
+            runs[-1][1].append(rows)
+        else:
+            runs.append((qtype, [rows]))
+    weights = []
+    for qtype, chunks in runs:
+        data = torch.cat(chunks).contiguous()
+        k = data.shape[1] // FORMATS[qtype][1] * block_values(qtype)
+        weights.append(QuantWeight(data.to(device), qtype, data.shape[0], k))
+    return weights[0] if len(weights) == 1 else QuantStack(tuple(weights))
 
 
 def _give_back_heap() -> None:

@@ -52,7 +52,8 @@ def _engine_options(cmd: argparse.ArgumentParser, model_positional: bool = False
         choices=("int8", "gguf"),
         default=None,
         help="int8: the MLP layers as int8 x int8 on the CPU (float32 models); gguf: a GGUF "
-        "file's Q8_0/Q4_0/Q4_1 tensors kept as stored (default for a .gguf file, else none)",
+        "file's Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K tensors kept as stored (default for a "
+        ".gguf file, else none)",
     )
     _parallel_options(cmd)
 

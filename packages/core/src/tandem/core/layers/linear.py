@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from tandem.core import envs
 from tandem.core.env_cache import env_cache
 from tandem.core.layers.no_init import skipping
-from tandem.kernels.gguf_blocks import QuantWeight
+from tandem.kernels.gguf_blocks import QuantStack, QuantWeight
 from tandem.kernels.native.linear_f32 import PackedF32
 from tandem.kernels.ops.gguf_linear import linear_gguf
 from tandem.kernels.ops.linear import Int8Weight, PackedWeight, linear, linear_int8
@@ -56,9 +56,9 @@ class Linear(nn.Linear):
         super().__init__(in_features, out_features, bias=bias, dtype=dtype)
         self.pack = PackedWeight()
         self.int8: Int8Weight | None = None
-        self.quant: QuantWeight | None = None
+        self.quant: QuantWeight | QuantStack | None = None
 
-    def use_quantized(self, weight: QuantWeight) -> None:
+    def use_quantized(self, weight: QuantWeight | QuantStack) -> None:
         """Multiply by ``weight`` (GGUF blocks, [out, in]) from now on; the float weight
         must already be gone (the loader never makes it)."""
         if (weight.n, weight.k) != (self.out_features, self.in_features):

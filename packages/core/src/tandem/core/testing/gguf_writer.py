@@ -44,7 +44,9 @@ def permute(w: Any, heads: int) -> Any:
 
 def write_gguf(hf_dir: str | Path, out: str | Path, qtypes: dict[str, int] | None = None) -> Path:
     """``hf_dir`` as a GGUF file; ``qtypes`` stores the tensors whose names end with a key
-    in that GGUF block format (2: Q4_0, 3: Q4_1, 8: Q8_0), F32 otherwise."""
+    in that GGUF block format (2: Q4_0, 3: Q4_1, 6: Q5_0, 7: Q5_1, 8: Q8_0, 12: Q4_K, 13: Q5_K,
+    14: Q6_K; the
+    blocks made by :func:`tandem.kernels.gguf_blocks.quantize`), F32 otherwise."""
     import gguf
     import numpy as np
     from safetensors.numpy import load_file

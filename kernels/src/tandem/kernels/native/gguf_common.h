@@ -1,0 +1,63 @@
+/* What the GGUF block kernels (linear_gguf.c, linear_gguf_k.c) share: the f16 reader,
+ * the unsigned x signed byte dot product, a horizontal sum, and the K-quant entry. */
+#ifndef TANDEM_GGUF_COMMON_H
+#define TANDEM_GGUF_COMMON_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define GGUF_SIMD 1
+#else
+#define GGUF_SIMD 0
+#endif
+
+#define QK 32    /* values per block of x (and of Q8_0 / Q4_0 / Q4_1) */
+#define QK_K 256 /* values per K-quant super-block */
+
+enum { Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14 };
+
+static inline float half(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+#if GGUF_SIMD
+    return _cvtsh_ss(h);
+#else
+    const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+    const float v = e == 0    ? ldexpf((float)m, -24)
+                    : e == 31 ? (m ? NAN : INFINITY)
+                              : ldexpf((float)(m | 0x400), e - 25);
+    return (h & 0x8000) ? -v : v;
+#endif
+}
+
+#if GGUF_SIMD
+/* 8 int32 sums of 4 adjacent u * s byte products (lane i: bytes 4i .. 4i + 3) */
+static inline __m256i dot_u8s8(__m256i u, __m256i s)
+{
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+static inline float hsum(__m256 v)
+{
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+#endif
+
+/* One K-quant weight row (K / 256 super-blocks of ``type``) against R <= 4 rows of the
+ * quantized x (xq [R, K], xd, xs and xh [R, K / 32]): out[r * ldo]. */
+__attribute__((visibility("hidden"))) void
+tandem_gguf_k_rows(int type, int R, const uint8_t *w, const int8_t *xq, const float *xd,
+                   const float *xs, const float *xh, int64_t K, float *out, int64_t ldo);
+
+#endif

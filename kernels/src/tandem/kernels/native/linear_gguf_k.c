@@ -1,0 +1,228 @@
+/* The K-quant rows of linear_gguf.c: one weight row of K / 256 super-blocks against up to
+ * four rows of x, quantized as there (int8 per 32 values: xq, scale xd, xs = xd * sum(q)).
+ *
+ *   Q4_K (12, 144 bytes): f16 d, f16 dmin, 12 bytes of 6-bit scales sc[8] / mins m[8],
+ *         128 bytes of nibbles; byte 32c + l: element l of sub-block 2c (low nibble) and
+ *         of sub-block 2c + 1 (high nibble). value = d * sc * q - dmin * m
+ *   Q5_K (13, 176 bytes): as Q4_K with 32 bytes of high bits after the scales; bit s of
+ *         byte l is bit 4 of element l of sub-block s
+ *   Q6_K (14, 210 bytes): 128 bytes of low nibbles, 64 of 2-bit pairs, int8 sc[16] (one
+ *         per 16 values), f16 d; value = d * sc * (q - 32)
+ *
+ * A Q4_K / Q5_K sub-block of 32 is exactly one block of x, so its dot product is
+ *   d * sc * xd * sum(q * xq) - dmin * m * xs
+ * and the mins of a super-block meet the 8 xs in one vector multiply-add. A Q6_K block of
+ * 32 values holds two scales: the integer sums come in four-value lanes (lanes 0-3 the
+ * first 16 values, 4-7 the next), which take their scale in the float multiply; the
+ * unsigned q (0..63) goes into the byte product, and the -32 offset is paid once per
+ * super-block from x's block sums (xh: the first 16 values', xs - xh: the last 16's),
+ * as Q4_K pays its mins.
+ */
+#include "gguf_common.h"
+
+/* The 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes. */
+static inline void scale_min(const uint8_t *p, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = p[j] & 63;
+        *m = p[j + 4] & 63;
+    } else {
+        *sc = (p[j + 4] & 15) | ((p[j - 4] >> 6) << 4);
+        *m = (p[j + 4] >> 4) | ((p[j] >> 6) << 4);
+    }
+}
+
+#if GGUF_SIMD
+#define RB 4
+
+/* A Q4_K / Q5_K super-block (index s) against R rows of x. */
+static inline __attribute__((always_inline)) void super_q45(int five, int R, const uint8_t *blk,
+                                                             int64_t s, const int8_t *xq,
+                                                             const float *xd, const float *xs,
+                                                             int64_t K, __m256 *acc,
+                                                             __m256 *acc2, __m256 *extra)
+{
+    const int64_t nb = K / QK, b0 = s * 8;
+    /* the 8 scales and 8 mins as bytes, four at a time (see scale_min) */
+    uint32_t a, b, c;
+    memcpy(&a, blk + 4, 4);
+    memcpy(&b, blk + 8, 4);
+    memcpy(&c, blk + 12, 4);
+    const uint64_t sc8 = (uint64_t)(a & 0x3F3F3F3Fu) |
+                         (uint64_t)((c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u)) << 32;
+    const uint64_t mn8 = (uint64_t)(b & 0x3F3F3F3Fu) |
+                         (uint64_t)(((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u)) << 32;
+    const __m256i sc32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8));
+    const __m256i mn32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn8));
+    const __m256 sv = _mm256_mul_ps(_mm256_set1_ps(half(blk)), _mm256_cvtepi32_ps(sc32));
+    const __m256 mv = _mm256_mul_ps(_mm256_set1_ps(-half(blk + 2)), _mm256_cvtepi32_ps(mn32));
+    float coef[RB][8];
+    for (int r = 0; r < R; r++) {
+        extra[r] = _mm256_fmadd_ps(mv, _mm256_loadu_ps(xs + r * nb + b0), extra[r]);
+        _mm256_storeu_ps(coef[r], _mm256_mul_ps(sv, _mm256_loadu_ps(xd + r * nb + b0)));
+    }
+    const uint8_t *qs = blk + (five ? 48 : 16);
+    const __m256i low = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : low;
+    for (int c = 0; c < 4; c++) {
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i u0 = _mm256_and_si256(raw, low);
+        __m256i u1 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+        if (five) { /* bit 2c, 2c + 1 of each high-bit byte -> bit 4 */
+            const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one);
+            const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one);
+            u0 = _mm256_or_si256(u0, _mm256_slli_epi16(h0, 4));
+            u1 = _mm256_or_si256(u1, _mm256_slli_epi16(h1, 4));
+        }
+        const int64_t b = b0 + 2 * c;
+        for (int r = 0; r < R; r++) {
+            const int8_t *x = xq + r * K + b * QK;
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)x);
+            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x + QK));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(u0, x0)),
+                                     _mm256_set1_ps(coef[r][2 * c]), acc[r]);
+            acc2[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(u1, x1)),
+                                      _mm256_set1_ps(coef[r][2 * c + 1]), acc2[r]);
+        }
+    }
+}
+
+/* A Q6_K super-block (index s) against R rows of x. */
+static inline __attribute__((always_inline)) void
+super_q6(int R, const uint8_t *blk, int64_t s, const int8_t *xq, const float *xd,
+         const float *xs, const float *xh, int64_t K, __m256 *acc, __m256 *acc2, __m256 *extra)
+{
+    const int64_t nb = K / QK, b0 = s * 8;
+    const int8_t *sc = (const int8_t *)(blk + 192);
+    const float d = half(blk + 208);
+    const __m256i low = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3);
+    /* -32 * d * sum over blocks j of sc[2j] * (first 16 of x) + sc[2j + 1] * (last 16) */
+    const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m128i eo = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)sc), split);
+    const __m256 bias = _mm256_set1_ps(-32.0f * d);
+    const __m256i odd32 = _mm256_cvtepi8_epi32(_mm_srli_si128(eo, 8));
+    const __m256 odd = _mm256_mul_ps(bias, _mm256_cvtepi32_ps(odd32));
+    const __m256 even = _mm256_mul_ps(bias, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(eo)));
+    const __m256 diff = _mm256_sub_ps(even, odd);
+    for (int r = 0; r < R; r++) {
+        extra[r] = _mm256_fmadd_ps(odd, _mm256_loadu_ps(xs + r * nb + b0), extra[r]);
+        extra[r] = _mm256_fmadd_ps(diff, _mm256_loadu_ps(xh + r * nb + b0), extra[r]);
+    }
+    for (int n = 0; n < 2; n++) {
+        /* this half's 8 scales times d; quarter g takes lanes 2g (x4) and 2g + 1 (x4) */
+        const __m128i sc8 = _mm_loadl_epi64((const __m128i *)(sc + 8 * n));
+        const __m256 half_sv =
+            _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8)));
+        const uint8_t *ql = blk + 64 * n;
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * n));
+        for (int g = 0; g < 4; g++) {
+            const __m256i nib = g < 2 ? (g == 0 ? l0 : l1) : (g == 2 ? l0 : l1);
+            const __m256i lo4 = g < 2 ? _mm256_and_si256(nib, low)
+                                      : _mm256_and_si256(_mm256_srli_epi16(nib, 4), low);
+            const __m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), three);
+            const __m256i q6 = _mm256_or_si256(lo4, _mm256_slli_epi16(hi2, 4));
+            const __m256i pick = _mm256_set_epi32(2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1,
+                                                  2 * g, 2 * g, 2 * g, 2 * g);
+            const __m256 sv = _mm256_permutevar8x32_ps(half_sv, pick); /* values 0-15, 16-31 */
+            const int64_t b = b0 + 4 * n + g;
+            for (int r = 0; r < R; r++) {
+                const __m256i x = _mm256_loadu_si256((const __m256i *)(xq + r * K + b * QK));
+                const __m256 dot = _mm256_cvtepi32_ps(dot_u8s8(q6, x));
+                __m256 *into = g % 2 ? acc2 : acc;
+                const __m256 scale = _mm256_mul_ps(sv, _mm256_set1_ps(xd[r * nb + b]));
+                into[r] = _mm256_fmadd_ps(dot, scale, into[r]);
+            }
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+k_row(int type, int R, const uint8_t *w, const int8_t *xq, const float *xd, const float *xs,
+      const float *xh, int64_t K, float *out, int64_t ldo)
+{
+    __m256 acc[RB], acc2[RB], extra[RB]; /* two chains of adds, so none waits long */
+    for (int r = 0; r < RB; r++)
+        acc[r] = acc2[r] = extra[r] = _mm256_setzero_ps();
+    const int64_t bb = type == Q4_K ? 144 : type == Q5_K ? 176 : 210;
+    for (int64_t s = 0; s < K / QK_K; s++) {
+        if (type == Q6_K)
+            super_q6(R, w + s * bb, s, xq, xd, xs, xh, K, acc, acc2, extra);
+        else
+            super_q45(type == Q5_K, R, w + s * bb, s, xq, xd, xs, K, acc, acc2, extra);
+    }
+    for (int r = 0; r < R; r++)
+        out[r * ldo] = hsum(_mm256_add_ps(_mm256_add_ps(acc[r], acc2[r]), extra[r]));
+}
+#else
+/* Element i (0..255) of a super-block as its integer code q (the value is a * q + c). */
+static inline int code(int type, const uint8_t *blk, int i)
+{
+    const int l = i % 32;
+    if (type == Q6_K) {
+        const int n = i / 128, g = i % 128 / 32;
+        const uint8_t nib = blk[64 * n + 32 * (g & 1) + l];
+        const int lo4 = g < 2 ? nib & 15 : nib >> 4;
+        return (lo4 | (((blk[128 + 32 * n + l] >> (2 * g)) & 3) << 4)) - 32;
+    }
+    const int j = i / 32;
+    const uint8_t nib = blk[(type == Q5_K ? 48 : 16) + 32 * (j / 2) + l];
+    const int q = j % 2 ? nib >> 4 : nib & 15;
+    return type == Q5_K ? q | (((blk[16 + l] >> j) & 1) << 4) : q;
+}
+
+static inline void k_row(int type, int R, const uint8_t *w, const int8_t *xq, const float *xd,
+                         const float *xs, const float *xh, int64_t K, float *out, int64_t ldo)
+{
+    (void)xh; /* the scalar loop takes the signed codes directly */
+    const int64_t nb = K / QK, bb = type == Q4_K ? 144 : type == Q5_K ? 176 : 210;
+    for (int r = 0; r < R; r++) {
+        float total = 0.0f;
+        for (int64_t s = 0; s < K / QK_K; s++) {
+            const uint8_t *blk = w + s * bb;
+            for (int j = 0; j < 8; j++) { /* block b of x: 32 values */
+                const int64_t b = s * 8 + j;
+                const int8_t *x = xq + r * K + b * QK;
+                if (type == Q6_K) {
+                    const int8_t *sc = (const int8_t *)(blk + 192);
+                    int32_t sum0 = 0, sum1 = 0;
+                    for (int i = 0; i < 16; i++) {
+                        sum0 += code(type, blk, 32 * j + i) * x[i];
+                        sum1 += code(type, blk, 32 * j + 16 + i) * x[16 + i];
+                    }
+                    total += half(blk + 208) * xd[r * nb + b] *
+                             (float)(sc[2 * j] * sum0 + sc[2 * j + 1] * sum1);
+                    continue;
+                }
+                int sc, m;
+                scale_min(blk + 4, j, &sc, &m);
+                int32_t sum = 0;
+                for (int i = 0; i < QK; i++)
+                    sum += code(type, blk, 32 * j + i) * x[i];
+                total += half(blk) * (float)sc * xd[r * nb + b] * (float)sum -
+                         half(blk + 2) * (float)m * xs[r * nb + b];
+            }
+        }
+        out[r * ldo] = total;
+    }
+}
+#endif
+
+#define KCASE(T, R)                                                                            \
+    case (T) * 8 + (R):                                                                        \
+        k_row((T), (R), w, xq, xd, xs, xh, K, out, ldo);                                       \
+        return;
+#define KCASES(T) KCASE(T, 1) KCASE(T, 2) KCASE(T, 3) KCASE(T, 4)
+
+void tandem_gguf_k_rows(int type, int R, const uint8_t *w, const int8_t *xq, const float *xd,
+                        const float *xs, const float *xh, int64_t K, float *out, int64_t ldo)
+{
+    switch (type * 8 + R) {
+        KCASES(Q4_K)
+        KCASES(Q5_K)
+        KCASES(Q6_K)
+    default:
+        return;
+    }
+}

@@ -1,0 +1,64 @@
+"""The GGUF kernel's parts beyond the per-format op tests (``test_linear_gguf.py``): a
+stack of formats, and the plain-C path that machines without AVX2 take."""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from tandem.kernels.gguf_blocks import FORMATS, QuantStack, block_values, dequantize, quantize
+from tandem.kernels.ops.gguf_linear import linear_gguf, reference
+
+
+def test_a_stack_of_formats_is_its_parts_side_by_side() -> None:
+    g = torch.Generator().manual_seed(0)
+    parts = (quantize(torch.randn(8, 256, generator=g), 12), quantize(torch.randn(4, 256), 14))
+    stack = QuantStack(parts)
+    assert (stack.n, stack.k, stack.name) == (12, 256, "Q4_K+Q6_K")
+    x = torch.randn(3, 256, generator=g)
+    got = linear_gguf(x, stack)
+    torch.testing.assert_close(got, torch.cat([linear_gguf(x, p) for p in parts], dim=-1))
+    want = torch.cat([reference(x, p.data, p.qtype, p.k) for p in parts], dim=-1)
+    assert (got - want).norm() / want.norm() < 0.01  # the activations' int8 rounding
+    with pytest.raises(ValueError, match="parts must be one or more QuantWeights of the same k"):
+        QuantStack((parts[0], quantize(torch.randn(2, 512), 12)))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 flags")
+def test_plain_c_path_matches_the_reference(tmp_path) -> None:
+    """The kernels built without AVX2 / FMA / F16C: the scalar loops of every format."""
+    from tandem.kernels.native import builder
+
+    here = Path(builder.__file__).parent
+    lib_path = tmp_path / "plain.so"
+    flags = [*builder.FLAGS, "-mno-avx2", "-mno-fma", "-mno-f16c"]
+    sources = [str(here / "linear_gguf.c"), str(here / "linear_gguf_k.c")]
+    cmd = [builder.find_compiler(), *flags, *sources, "-o", str(lib_path)]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+    lib = ctypes.CDLL(str(lib_path))
+    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
+    lib.tandem_linear_gguf.argtypes = [ctypes.c_int, ptr, i64, i64, ptr, i64, ptr]
+    assert lib.tandem_linear_gguf_simd() == 0
+    g = torch.Generator().manual_seed(1)
+    for qtype in sorted(FORMATS):
+        k = 2 * block_values(qtype)
+        qw = quantize(torch.randn(11, k, generator=g), qtype)
+        for m in (1, 6):
+            x = torch.randn(m, k, generator=g)
+            out = torch.empty(m, 11)
+            done = lib.tandem_linear_gguf(
+                qtype, x.data_ptr(), m, k, qw.data.data_ptr(), 11, out.data_ptr()
+            )
+            assert done == 0
+            want = reference(x, qw.data, qtype, k)
+            # x rounded to int8 per 32 values: half a step times |W|, plus float rounding
+            w = dequantize(qw.data, qtype, k).abs()
+            half_step = x.reshape(m, -1, 32).abs().amax(-1, keepdim=True).expand(m, -1, 32)
+            bound = (half_step.reshape(m, k) / 254) @ w.t() * 1.01 + 1e-4
+            assert ((out - want).abs() <= bound).all(), FORMATS[qtype][0]
