@@ -51,11 +51,8 @@ class SamplingSpec(msgspec.Struct, array_like=True, frozen=True):
 
     @property
     def has_penalties(self) -> bool:
-        return (
-            self.presence_penalty != 0.0
-            or self.frequency_penalty != 0.0
-            or self.repetition_penalty != 1.0
-        )
+        penalties = (self.presence_penalty, self.frequency_penalty, self.repetition_penalty)
+        return penalties != (0.0, 0.0, 1.0)  # each one's neutral value
 
 
 class StopRules(msgspec.Struct, array_like=True, frozen=True):
