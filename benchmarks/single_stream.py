@@ -193,7 +193,7 @@ def main() -> None:
     if args.child:
         child(args)
         return
-    from bench_runners import memory_bandwidth
+    from bench_costs import memory_bandwidth
     from transformers import AutoConfig, AutoTokenizer
 
     gguf = ""

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench_runners import cpu_seconds
+
 
 @dataclass(slots=True)
 class Run:
@@ -90,22 +92,6 @@ def instrument(engine: Any, clock: PhaseClock) -> None:
     clock.wrap(model, "forward", "model forward")
     clock.wrap(model, "compute_logits", "logits")
     runner.sampler = _TimedSampler(runner.sampler, clock)
-
-
-def cpu_seconds() -> float:
-    """CPU seconds used so far by this process and its live children (v1's processes):
-    unlike wall time, barely moved by other programs on a busy machine."""
-    import psutil
-
-    me = psutil.Process()
-    total = 0.0
-    for proc in [me, *me.children(recursive=True)]:
-        try:
-            t = proc.cpu_times()
-        except psutil.Error:
-            continue
-        total += t.user + t.system
-    return total
 
 
 def stamp(tokens: Callable[[], Any]) -> tuple[Run, list[int]]:

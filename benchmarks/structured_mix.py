@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_runners import cpu_seconds, time_generate
+
 RESULTS = Path(__file__).resolve().parent / "results"
 SCHEMA = {"type": "array", "items": {"type": "boolean"}, "minItems": 400, "maxItems": 400}
 
@@ -38,21 +40,6 @@ def params(constrained: bool, seed: int, tokens: int) -> Any:
     )
 
 
-def cpu_seconds() -> float:
-    """CPU time of this process and its children, user and system."""
-    import psutil
-
-    procs = [psutil.Process(), *psutil.Process().children(recursive=True)]
-    total = 0.0
-    for proc in procs:
-        try:
-            t = proc.cpu_times()
-        except psutil.Error:
-            continue
-        total += t.user + t.system
-    return total
-
-
 CLOCKS = {"wall": time.perf_counter, "cpu": cpu_seconds}
 CLOCK = CLOCKS["wall"]
 
@@ -61,13 +48,7 @@ def once(llm: Any, kinds: list[bool], tokens: int) -> float:
     """Seconds for one batch of ``kinds`` (True: constrained)."""
     prompts = ["Write a list of booleans:"] * len(kinds)
     batch = [params(c, i, tokens) for i, c in enumerate(kinds)]
-    start = CLOCK()
-    outs = llm.generate(prompts, batch, use_tqdm=False)
-    took = CLOCK() - start
-    made = sum(len(o.outputs[0].token_ids) for o in outs)
-    if made != tokens * len(kinds):
-        raise RuntimeError(f"expected {tokens * len(kinds)} tokens, got {made}")
-    return took
+    return time_generate(llm, prompts, batch, tokens * len(kinds), CLOCK)
 
 
 def rates(llm: Any, shapes: dict[str, list[bool]], tokens: int, repeats: int) -> dict:

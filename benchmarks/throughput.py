@@ -38,17 +38,9 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from bench_runners import (
-    Timing,
-    gemm_rates,
-    make_workload,
-    memory_bandwidth,
-    phase_costs,
-    run_hf,
-    run_tandem,
-    run_vllm,
-)
-from bench_runners import workload_flops as count_flops
+from bench_costs import gemm_rates, memory_bandwidth, phase_costs
+from bench_costs import workload_flops as count_flops
+from bench_runners import Timing, make_workload, run_hf, run_tandem, run_vllm
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MARK = "RESULT "

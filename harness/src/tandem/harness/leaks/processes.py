@@ -62,8 +62,26 @@ def end_all() -> None:
             leak.undo()
 
 
+def _none_started() -> bool:
+    """Whether this process has no child at all, live or unreaped (one system call).
+
+    Every descendant still running has a child of this process above it, or is one itself
+    once orphaned (this process is their subreaper), so then there is nothing to look for.
+    The child found is left as it was (``WNOWAIT``). False where it cannot be told.
+    """
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    except (AttributeError, OSError):  # no waitid here
+        return False
+    return False
+
+
 def _children() -> list[psutil.Process]:
     """Descendants of this process: from /proc's children files (fast), else a psutil scan."""
+    if _none_started():
+        return []
     root = os.getpid()
     if not _proc_children_files():
         return psutil.Process().children(recursive=True)

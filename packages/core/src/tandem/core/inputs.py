@@ -5,20 +5,18 @@ an :class:`EngineRequest` here, once: the prompt is tokenized, every id is check
 the vocabulary, ``max_tokens`` is clamped to the room ``max_model_len`` leaves, a seed is
 drawn when none is given, and the stop rules (EOS, stop ids, stop strings, the ids banned
 under ``min_tokens``) are resolved. Engines consume the struct as it is: they neither
-re-validate nor re-tokenize. It is a msgspec Struct, so engine v1 sends it to its
-children unchanged.
+re-validate nor re-tokenize. The struct and its parts are defined in
+:mod:`tandem.core.engine_request` and imported from here as well.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import random
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
-
+from tandem.core.engine_request import EngineRequest, OutputKind, SamplingSpec, StopRules
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.structured.spec import GrammarSpec
 from tandem.core.validate import RequestError, RequestTypeError, check_text
@@ -26,72 +24,7 @@ from tandem.core.validate import RequestError, RequestTypeError, check_text
 SEED_MODULUS = 1 << 63  # sampling seeds live in [0, 2**63); a given seed wraps into it
 LOGGER = logging.getLogger("tandem")
 
-
-class OutputKind(enum.IntEnum):
-    """What an engine hands back for a request at each step.
-
-    ``CUMULATIVE``: the whole output so far (text, ids, logprobs), every step;
-    ``DELTA``: only what is new since the last output (streaming clients);
-    ``FINAL_ONLY``: nothing until the request finishes, then the whole output (batch
-    generation). Each layer does the work its kind needs once, so a long stream costs
-    O(tokens), not O(tokens^2).
-    """
-
-    CUMULATIVE = 0
-    DELTA = 1
-    FINAL_ONLY = 2
-
-
-class SamplingSpec(msgspec.Struct, array_like=True, frozen=True):
-    """What the sampler reads. ``seed`` is always set; top-k counts fit the vocabulary."""
-
-    seed: int
-    temperature: float
-    top_p: float
-    top_k: int
-    min_p: float
-    presence_penalty: float
-    frequency_penalty: float
-    repetition_penalty: float
-    logprobs: int | None  # top entries per output token (None: not asked)
-    prompt_logprobs: int | None  # top entries per prompt position (None: not asked)
-    logit_bias: dict[int, float] = {}  # token id -> added to its logit before sampling
-    grammar: GrammarSpec | None = None  # the constraint on the output (None: free)
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0.0
-
-    @property
-    def has_penalties(self) -> bool:
-        return (
-            self.presence_penalty != 0.0
-            or self.frequency_penalty != 0.0
-            or self.repetition_penalty != 1.0
-        )
-
-
-class StopRules(msgspec.Struct, array_like=True, frozen=True):
-    """When a sample ends (applied by :mod:`tandem.core.stopping`)."""
-
-    max_tokens: int  # clamped: prompt + max_tokens never exceeds max_model_len
-    min_tokens: int
-    eos_token_ids: list[int]  # empty under ignore_eos
-    stop_token_ids: list[int]
-    stop: list[str]  # stop strings
-    include_stop_str_in_output: bool
-    banned: list[int]  # ids the sampler masks while fewer than min_tokens were drawn
-
-
-class EngineRequest(msgspec.Struct, array_like=True, frozen=True):
-    request_id: str
-    prompt: str | None  # the text, when the prompt was given as text
-    prompt_token_ids: list[int]
-    n: int
-    sampling: SamplingSpec
-    stop: StopRules
-    skip_special_tokens: bool
-    output_kind: OutputKind = OutputKind.CUMULATIVE
+__all__ = ["EngineRequest", "InputProcessor", "OutputKind", "SamplingSpec", "StopRules"]
 
 
 class InputProcessor:

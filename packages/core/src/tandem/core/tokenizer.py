@@ -2,7 +2,9 @@
 
 Decoding never applies ``clean_up_tokenization_spaces``: that post-pass rewrites text
 across token boundaries (" ." -> "."), which would make decoding a sequence differ from
-joining the decodes of its parts, and streaming relies on that equality.
+joining the decodes of its parts, and streaming relies on that equality. The light
+decoder of another process (:class:`TextDecoder`) lives in :mod:`tandem.core.text_decoder`
+and is imported from here as well.
 """
 
 from __future__ import annotations
@@ -13,25 +15,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tandem.core.text_decoder import TextDecoder, check_ids
+
+__all__ = ["TextDecoder", "Tokenizer", "check_ids", "check_messages", "load_tokenizer"]
+
 TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",
     "tokenizer.model",
     "vocab.json",
 )
-
-
-def check_ids(ids: Sequence[int]) -> list[int]:
-    """``ids`` as a list, refusing non-int and negative entries."""
-    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
-        raise TypeError(f"ids must be a sequence of ints, got {type(ids).__name__}")
-    out = list(ids)
-    for i in out:
-        if isinstance(i, bool) or not isinstance(i, int):
-            raise TypeError(f"ids must be ints, got {type(i).__name__} ({i!r})")
-        if i < 0:
-            raise ValueError(f"token ids must be >= 0, got {i}")
-    return out
 
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -167,39 +160,6 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"Tokenizer(path={str(self.path)!r}, vocab_size={self._vocab_size})"
-
-
-class TextDecoder:
-    """Decoding only, straight on a ``tokenizers.Tokenizer``: no transformers, no torch.
-
-    Built from :meth:`Tokenizer.decoder_json` (the very backend the full tokenizer
-    decodes with), so ``decode`` returns what :meth:`Tokenizer.decode` returns; the
-    engine v1 detokenizer process uses it to start in a fraction of a second.
-    """
-
-    __slots__ = ("_backend",)
-
-    def __init__(self, backend: Any) -> None:
-        if not callable(getattr(backend, "decode", None)):
-            raise TypeError(f"backend must be a tokenizers.Tokenizer, got {type(backend).__name__}")
-        self._backend = backend
-
-    @classmethod
-    def from_json(cls, text: str) -> TextDecoder:
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a tokenizers JSON str, got {type(text).__name__}")
-        from tokenizers import Tokenizer as Backend
-
-        try:
-            return cls(Backend.from_str(text))
-        except Exception as exc:  # the Rust side raises plain Exception
-            raise ValueError(f"text is not a tokenizers JSON document: {exc}") from exc
-
-    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
-        return self._backend.decode(check_ids(ids), skip_special_tokens=skip_special_tokens)
-
-    def __repr__(self) -> str:
-        return f"TextDecoder(vocab_size={self._backend.get_vocab_size()})"
 
 
 def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:

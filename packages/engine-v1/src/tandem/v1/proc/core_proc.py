@@ -21,8 +21,8 @@ import zmq
 from tandem.v1 import messages as m
 from tandem.v1.proc.hold import OutputHold
 from tandem.v1.proc.ipc import endpoint, read_payload
-from tandem.v1.proc.procs import Terminate
 from tandem.v1.proc.ranks import RankLost
+from tandem.v1.proc.role import run_process
 
 if TYPE_CHECKING:
     from tandem.v1.core.engine_core import EngineCore
@@ -32,47 +32,47 @@ IDLE_CHECK_MS = 1000
 
 
 def run(ipc_dir: str) -> int:
-    ctx = zmq.Context()
-    inp = ctx.socket(zmq.PULL)
-    out = ctx.socket(zmq.PUSH)
-    linger = 0
-    executor: Executor | None = None
-    try:
-        inp.bind(endpoint(ipc_dir, "core_in"))
-        out.bind(endpoint(ipc_dir, "core_out"))
-        try:
-            # the heavy imports run while the client is still resolving the config
-            from tandem.v1.core.engine_core import EngineCore
-            from tandem.v1.proc.executors import make_executor
+    return run_process(_Core(ipc_dir))
 
-            payload = read_payload(sys.stdin.buffer)
-            if payload is None:  # the client gave up before sending the config
-                return 0
-            config = payload["config"]
-            executor = make_executor(config)
-            core = EngineCore(config, executor)
-        except Exception as exc:
-            linger = 2000
-            out.send(m.encode(_failed(exc, True)))
-            return 1
+
+class _Core:
+    """The engine core's parts for :func:`~tandem.v1.proc.role.run_process`."""
+
+    def __init__(self, ipc_dir: str) -> None:
+        self.ipc_dir = ipc_dir
+        self.executor: Executor | None = None
+
+    def open(self, inp: zmq.Socket, out: zmq.Socket) -> bool:
+        inp.bind(endpoint(self.ipc_dir, "core_in"))
+        out.bind(endpoint(self.ipc_dir, "core_out"))
+        return True
+
+    def build(self) -> EngineCore | None:
+        # the heavy imports run while the client is still resolving the config
+        from tandem.v1.core.engine_core import EngineCore
+        from tandem.v1.proc.executors import make_executor
+
+        payload = read_payload(sys.stdin.buffer)
+        if payload is None:  # the client gave up before sending the config
+            return None
+        config = payload["config"]
+        self.executor = make_executor(config)
+        return EngineCore(config, self.executor)
+
+    def ready(self, core: EngineCore) -> list[bytes]:
         backend = core.runner.attention_backend
-        workers = getattr(executor, "pids", {})
-        out.send(m.encode(m.Ready("core", os.getpid(), core.num_kv_blocks, backend, workers)))
-        try:
-            loop(core, inp, out)
-        except Exception as exc:
-            linger = 2000
-            out.send(m.encode(_failed(exc, False)))
-            return 1
-        return 0
-    except Terminate:
-        return 0
-    finally:
-        if executor is not None:
-            executor.shutdown()
-        inp.close(linger=0)
-        out.close(linger=linger)
-        ctx.term()
+        workers = getattr(self.executor, "pids", {})
+        return [m.encode(m.Ready("core", os.getpid(), core.num_kv_blocks, backend, workers))]
+
+    def serve(self, core: EngineCore, inp: zmq.Socket, out: zmq.Socket) -> None:
+        loop(core, inp, out)
+
+    def failed(self, exc: Exception, startup: bool) -> list[bytes]:
+        return [m.encode(_failed(exc, startup))]
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.executor.shutdown()
 
 
 def _failed(exc: Exception, startup: bool) -> m.Failed:

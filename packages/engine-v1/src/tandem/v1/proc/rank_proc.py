@@ -12,61 +12,62 @@ import os
 import pickle
 import sys
 import traceback
-from typing import TYPE_CHECKING
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
 from tandem.v1 import messages as m
 from tandem.v1.proc.ipc import endpoint, read_payload
-from tandem.v1.proc.procs import Terminate
+from tandem.v1.proc.role import run_process
 
 if TYPE_CHECKING:
     from tandem.v1.worker.rank import RankWorker
 
 
 def run(ipc_dir: str) -> int:
-    ctx = zmq.Context()
-    inp = ctx.socket(zmq.PULL)
-    out = ctx.socket(zmq.PUSH)
-    worker: RankWorker | None = None
-    linger = 0
-    try:
-        from tandem.v1.worker.rank import RankWorker  # torch loads while the core resolves
+    return run_process(_Rank(ipc_dir))
 
+
+class _Rank:
+    """A rank's parts for :func:`~tandem.v1.proc.role.run_process`."""
+
+    def __init__(self, ipc_dir: str) -> None:
+        self.ipc_dir = ipc_dir
+        self.payload: dict[str, Any] = {}
+        self.worker: RankWorker | None = None
+
+    def open(self, inp: zmq.Socket, out: zmq.Socket) -> bool:
+        import_module("tandem.v1.worker.rank")  # torch loads while the core resolves
         payload = read_payload(sys.stdin.buffer)
         if payload is None:  # the executor gave up before sending the setup
-            return 0
-        setup = payload["setup"]
-        inp.connect(endpoint(ipc_dir, f"rank{setup.rank}_in"))
-        out.connect(endpoint(ipc_dir, "ranks_out"))
-        try:
-            worker = RankWorker(payload["config"], setup)
-        except Exception:
-            linger = 2000
-            _failed(out, setup.name, True)
-            return 1
-        ready = m.Ready(setup.name, os.getpid(), worker.num_kv_blocks, worker.attention_backend)
-        out.send_multipart([b"ready", m.encode(ready)])
-        try:
-            serve(worker, inp, out)
-        except Exception:
-            linger = 2000
-            _failed(out, setup.name, False)
-            return 1
-        return 0
-    except Terminate:
-        return 0
-    finally:
-        if worker is not None:
-            worker.close()
-        inp.close(linger=0)
-        out.close(linger=linger)
-        ctx.term()
+            return False
+        self.payload = payload
+        inp.connect(endpoint(self.ipc_dir, f"rank{payload['setup'].rank}_in"))
+        out.connect(endpoint(self.ipc_dir, "ranks_out"))
+        return True
 
+    def build(self) -> RankWorker:
+        from tandem.v1.worker.rank import RankWorker
 
-def _failed(out: zmq.Socket, who: str, startup: bool) -> None:
-    failed = m.Failed(who, os.getpid(), traceback.format_exc(), startup)
-    out.send_multipart([b"failed", m.encode(failed)])
+        self.worker = RankWorker(self.payload["config"], self.payload["setup"])
+        return self.worker
+
+    def ready(self, worker: RankWorker) -> list[bytes]:
+        name = self.payload["setup"].name
+        ready = m.Ready(name, os.getpid(), worker.num_kv_blocks, worker.attention_backend)
+        return [b"ready", m.encode(ready)]
+
+    def serve(self, worker: RankWorker, inp: zmq.Socket, out: zmq.Socket) -> None:
+        serve(worker, inp, out)
+
+    def failed(self, exc: Exception, startup: bool) -> list[bytes]:
+        who = self.payload["setup"].name
+        return [b"failed", m.encode(m.Failed(who, os.getpid(), traceback.format_exc(), startup))]
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
 
 
 def serve(worker: RankWorker, inp: zmq.Socket, out: zmq.Socket) -> None:
