@@ -2,9 +2,9 @@
 
 Each step hands every scheduled request a number of new tokens to compute: a decode
 gets one (plus the drafts it verifies, :mod:`~tandem.v1.core.spec_sched`), a prompt gets
-as much as the budget allows (a chunk, when chunked prefill is on). When blocks run out, the most recently
-admitted running request is preempted: its blocks are freed and it goes back to the
-front of the waiting queue to be recomputed later.
+as much as the budget allows (a chunk, when chunked prefill is on). When blocks run
+out, the most recently admitted running request is preempted: its blocks are freed and
+it goes back to the front of the waiting queue to be recomputed later.
 
 A step is handed to the worker as plain data (:mod:`tandem.v1.core.step`): each
 scheduled request's key, positions, block table and what its draw needs; the state of

@@ -46,6 +46,9 @@ class SamplingBatch:
     bias_tokens: Tensor = field(default_factory=_no_ids)  # [L] int64 logit_bias ids
     bias_values: Tensor = field(default_factory=_no_ids)  # [L] float32 their biases
     grammar: GrammarMask | None = None  # the constrained rows' allowed tokens
+    # [B, V] int32 tokens each row counts as output on top of the batch's (the drafts
+    # before a speculative draw), for penalties; None: nothing more
+    history: Tensor | None = None
 
     def pick(self, i: int) -> SamplingBatch:
         """Row ``i`` alone, with the batch's flags (so its draw is the batch's)."""
@@ -63,6 +66,7 @@ class SamplingBatch:
             self.bias_tokens[biased],
             self.bias_values[biased],
             self.grammar.pick(i) if self.grammar is not None else None,
+            self.history[i : i + 1] if self.history is not None else None,
         )
 
 
@@ -100,10 +104,13 @@ def _sample(logits: Tensor, batch: InputBatch, sb: SamplingBatch) -> SamplerOutp
         bias = sb.bias_values.to(x.device)
         x = x.index_put((sb.bias_rows.to(x.device), sb.bias_tokens.to(x.device)), bias, True)
     if sb.any_penalties:
+        counts = batch.output_counts[rows]
+        if sb.history is not None:
+            counts = counts + sb.history
         x = apply_penalties(
             x,
             batch.prompt_mask[rows],
-            batch.output_counts[rows],
+            counts,
             batch.presence[rows],
             batch.frequency[rows],
             batch.repetition[rows],
