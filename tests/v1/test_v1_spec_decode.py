@@ -1,0 +1,177 @@
+"""Speculative decoding on engine v1: the scheduler's side (drafts within budget and
+blocks, rollback, stops inside an accepted list) and the engine's output, which must be
+the engine's own output without speculation, token for token (greedy and seeded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from v1_support import sample
+
+from tandem.core.inputs import OutputKind
+from tandem.core.sampling_params import SamplingParams
+from tandem.core.testing import run_to_completion
+from tandem.v1 import LLMEngine
+from tandem.v1.core.kv_cache_manager import KVCacheManager
+from tandem.v1.core.scheduler import Scheduler
+from tandem.v1.core.step import StepOutput
+
+NGRAM = {"method": "ngram", "num_speculative_tokens": 4}
+A = 68  # the tiny tokenizer's "a"
+
+
+def step(s: Scheduler, sampled: dict[str, list[int]], drafts: dict[str, list[int]]) -> Any:
+    """Schedule a step and retire it as if the worker drew ``sampled``."""
+    out = s.schedule()
+    lps = {k: [-0.5] * len(v) for k, v in sampled.items()}
+    return out, s.update_from_output(out, StepOutput(sampled, lps, drafts=drafts))
+
+
+def test_a_verify_step_rolls_back_over_rejected_drafts() -> None:
+    kv = KVCacheManager(32, 2, True)
+    s = Scheduler(kv, 8, 64, True, spec_k=4)
+    a = sample("a", [1, 2, 3, 4, 5, 6], max_tokens=20, ignore_eos=True)
+    s.add(a)
+    out, _ = step(s, {"a": [7]}, {"a": [8, 9, 10, 11]})
+    assert out.scheduled[0].draft_room == 20
+    out, outs = step(s, {"a": [8, 12]}, {"a": [13]})  # draft 8 kept, 9 rejected: 12
+    row = out.scheduled[0]
+    assert (row.start, row.num_tokens, row.spec_tokens) == (6, 5, [8, 9, 10, 11])
+    assert len(row.block_table) == 6  # room for 11 tokens
+    assert outs[0].new_token_ids == [8, 12]
+    assert a.output_token_ids == [7, 8, 12] and a.num_computed_tokens == 8
+    assert len(kv.table("a")) == 5  # the block only drafts 10, 11 needed went back
+    assert a.spec_tokens == [13]
+    # only blocks of accepted tokens joined the prefix cache
+    assert sorted(b.tokens for b in kv.cached.values()) == [(1, 2), (3, 4), (5, 6), (7, 8)]
+    assert (s.num_draft_tokens, s.num_accepted_tokens) == (4, 1)
+    kv.check()
+
+
+def test_drafts_are_cut_to_the_budget_and_dropped_rather_than_preempt() -> None:
+    s = Scheduler(KVCacheManager(32, 4, False), 8, 3, True, spec_k=4)
+    a = sample("a", [1, 2], max_tokens=20)
+    s.add(a)
+    step(s, {"a": [7]}, {"a": [8, 9, 10, 11]})
+    out, _ = step(s, {"a": [8, 9, 5]}, {})
+    assert out.scheduled[0].spec_tokens == [8, 9]  # 1 + 2 drafts fill the budget of 3
+
+    kv = KVCacheManager(2, 2, False)
+    s = Scheduler(kv, 8, 64, True, spec_k=4)
+    b, c = sample("b", [1]), sample("c", [2])
+    s.add(b)
+    s.add(c)
+    step(s, {"b": [3], "c": [4]}, {"b": [5, 6, 7], "c": [5]})
+    out, _ = step(s, {"b": [5], "c": [6]}, {})  # b's drafts need blocks c holds
+    assert [r.spec_tokens for r in out.scheduled] == [[], []]
+    assert s.num_preemptions == 0
+
+
+def test_stops_apply_token_by_token_inside_an_accepted_list() -> None:
+    s = Scheduler(KVCacheManager(32, 2, True), 8, 64, True, spec_k=4)
+    a = sample("a", [1, 2, 3], max_tokens=20, stop_token_ids=[9])
+    b = sample("b", [1, 2, 4], max_tokens=5, ignore_eos=True)
+    s.add(a)
+    s.add(b)
+    step(s, {"a": [5], "b": [5]}, {"a": [6, 9, 8], "b": [6, 7, 8, 9]})
+    out, outs = step(s, {"a": [6, 9, 8, 1]}, {})
+    assert [r.spec_tokens for r in out.scheduled] == [[6, 9, 8], [6, 7, 8]]  # b: room 3
+    assert outs[0].new_token_ids == [6, 9] and outs[0].finish_reason == "stop"
+    assert outs[0].stop_reason == 9 and a.output_token_ids == [5, 6, 9]
+    assert s.kv.table("a") == []
+    min_tokens = sample("m", [1], max_tokens=9, min_tokens=3)
+    min_tokens.spec_tokens = [4, 4]
+    s.add(min_tokens)
+    assert s.schedule().scheduled[-1].draft_room == 0  # no drafts below min_tokens
+
+
+def prompts_and_params() -> list[tuple[str, list[int], SamplingParams]]:
+    """Requests whose drafts get kept (a biased token repeats) and rejected (a penalty
+    catches up with the bias; a sampled draw; an unbiased tiny model)."""
+    bias = {A: 12.0}
+    return [
+        ("rep", [A] * 5, SamplingParams(temperature=0, max_tokens=24, logit_bias=bias)),
+        (
+            "pen",
+            [A] * 6,
+            SamplingParams(
+                temperature=0, max_tokens=20, logit_bias=bias, frequency_penalty=1.5, logprobs=2
+            ),
+        ),
+        ("seed", [A] * 4, SamplingParams(temperature=0.9, seed=7, max_tokens=16, logit_bias=bias)),
+        ("free", [5, 9, 14, 3, 5, 9, 14], SamplingParams(temperature=0, max_tokens=12)),
+    ]
+
+
+def run(engine: LLMEngine) -> dict[str, Any]:
+    done = run_to_completion(engine, prompts_and_params())
+    return {rid: out.outputs[0] for rid, out in done.items()}
+
+
+def test_ngram_speculation_gives_the_outputs_of_no_speculation(make_args: Any) -> None:
+    with LLMEngine.from_engine_args(make_args(), multiprocess=False) as engine:
+        ref = run(engine)
+    args = make_args(speculative_config=NGRAM)
+    with LLMEngine.from_engine_args(args, multiprocess=False) as engine:
+        got = run(engine)
+        stats = engine.stats()
+    for rid, want in ref.items():
+        assert got[rid].token_ids == want.token_ids, rid
+        assert got[rid].text == want.text, rid
+        assert got[rid].cumulative_logprob == pytest.approx(want.cumulative_logprob), rid
+    assert [list(d) for d in got["pen"].logprobs] == [list(d) for d in ref["pen"].logprobs]
+    assert 0 < stats.num_accepted_tokens < stats.num_draft_tokens
+    assert stats.num_free_kv_blocks == stats.num_kv_blocks
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", [OutputKind.DELTA, OutputKind.FINAL_ONLY])
+def test_a_stop_string_inside_an_accepted_list(kind: OutputKind, make_args: Any) -> None:
+    params = SamplingParams(
+        temperature=0,
+        max_tokens=30,
+        logit_bias={A: 12.0},
+        stop=["aaa"],
+        include_stop_str_in_output=True,
+    )
+
+    def go(**kw: Any) -> tuple[list[int], str, Any]:
+        with LLMEngine.from_engine_args(make_args(**kw)) as engine:
+            engine.add(engine.inputs.process("s", [A] * 6, params, output_kind=kind))
+            ids, text, outs = [], "", []
+            while engine.has_unfinished_requests():
+                outs += engine.step()
+            for o in outs:
+                ids += o.outputs[0].token_ids
+                text += o.outputs[0].text
+            return ids, text, (outs[-1].outputs[0].finish_reason, engine.stats())
+
+    want = go()
+    got = go(speculative_config=NGRAM)
+    assert got[:2] == want[:2] == ([A, A, A], "aaa")
+    assert got[2][0] == want[2][0] == "stop"
+    assert got[2][1].num_accepted_tokens > 0
+    assert got[2][1].num_free_kv_blocks == got[2][1].num_kv_blocks
+
+
+def test_a_stop_string_before_the_cores_own_finish_aborts_nothing(tiny_dir: Path) -> None:
+    from tandem.core.config import EngineArgs
+    from tandem.core.inputs import InputProcessor
+    from tandem.core.tokenizer import load_tokenizer
+    from tandem.v1 import messages as m
+    from tandem.v1.detokenizer.processor import OutputProcessor
+
+    tok = load_tokenizer(tiny_dir)
+    inputs = InputProcessor.for_config(EngineArgs(model=str(tiny_dir)).create_config(), tok)
+    req = inputs.process("r", [A], SamplingParams(max_tokens=4, stop=["aa"]))
+    detok = OutputProcessor(tok)
+    detok.add(m.AddRequest(req))
+    # one step kept 4 tokens and hit max_tokens; the stop string ends the text earlier
+    results, stopped = detok.process(
+        [m.CoreOutput("r", 0, [A] * 4, [-0.1] * 4, finish_reason="length")]
+    )
+    assert stopped == [] and not detok.closing  # the core has ended the sample itself
+    assert results[0].outputs[0].new_token_ids == [A, A]
+    assert results[0].outputs[0].finish_reason == "stop"
