@@ -36,17 +36,18 @@ def test_a_verify_step_rolls_back_over_rejected_drafts() -> None:
     s.add(a)
     out, _ = step(s, {"a": [7]}, {"a": [8, 9, 10, 11]})
     assert out.scheduled[0].draft_room == 20
-    out, outs = step(s, {"a": [8, 12]}, {"a": [13]})  # draft 8 kept, 9 rejected: 12
+    # drafts 8, 9 kept, 10 rejected: 12 drawn at its position, the last of a block
+    out, outs = step(s, {"a": [8, 9, 12]}, {"a": [13]})
     row = out.scheduled[0]
     assert (row.start, row.num_tokens, row.spec_tokens) == (6, 5, [8, 9, 10, 11])
     assert len(row.block_table) == 6  # room for 11 tokens
-    assert outs[0].new_token_ids == [8, 12]
-    assert a.output_token_ids == [7, 8, 12] and a.num_computed_tokens == 8
-    assert len(kv.table("a")) == 5  # the block only drafts 10, 11 needed went back
+    assert outs[0].new_token_ids == [8, 9, 12]
+    assert a.output_token_ids == [7, 8, 9, 12] and a.num_computed_tokens == 9
+    assert len(kv.table("a")) == 5  # the block only draft 11 needed went back
     assert a.spec_tokens == [13]
-    # only blocks of accepted tokens joined the prefix cache
+    # only blocks whose K/V is of accepted tokens joined the prefix cache (not 9, 12)
     assert sorted(b.tokens for b in kv.cached.values()) == [(1, 2), (3, 4), (5, 6), (7, 8)]
-    assert (s.num_draft_tokens, s.num_accepted_tokens) == (4, 1)
+    assert (s.num_draft_tokens, s.num_accepted_tokens) == (4, 2)
     kv.check()
 
 
@@ -175,3 +176,48 @@ def test_a_stop_string_before_the_cores_own_finish_aborts_nothing(tiny_dir: Path
     assert stopped == [] and not detok.closing  # the core has ended the sample itself
     assert results[0].outputs[0].new_token_ids == [A, A]
     assert results[0].outputs[0].finish_reason == "stop"
+
+
+@pytest.mark.slow
+def test_abort_while_drafts_are_verified_frees_every_block(make_args: Any) -> None:
+    reqs = prompts_and_params()
+    with LLMEngine.from_engine_args(make_args(), multiprocess=False) as engine:
+        ref = run_to_completion(engine, reqs[3:])["free"].outputs[0].token_ids
+    with LLMEngine.from_engine_args(make_args(speculative_config=NGRAM)) as engine:
+        for rid, prompt, params in reqs[:1] + reqs[3:]:
+            engine.add_request(rid, prompt, params)
+        outs = []
+        while engine.stats().num_draft_tokens == 0:
+            outs += engine.step()
+        engine.abort_request("rep")
+        while engine.has_unfinished_requests():
+            outs += engine.step()
+        stats = engine.stats()
+    assert all(o.request_id != "rep" or not o.finished for o in outs)
+    assert [o for o in outs if o.finished][-1].outputs[0].token_ids == ref
+    assert stats.num_running == stats.num_waiting == 0
+    assert stats.num_free_kv_blocks == stats.num_kv_blocks
+
+
+@pytest.mark.slow
+def test_prefix_cache_after_rejected_drafts_serves_the_right_tokens(make_args: Any) -> None:
+    """A later prompt that extends an earlier output reuses its cached blocks; had a
+    rejected draft's K/V been cached, its tokens would differ from a fresh engine's."""
+    first = prompts_and_params()[1]  # its drafts get rejected where the penalty wins
+    args = make_args(block_size=4, speculative_config=NGRAM)
+    with LLMEngine.from_engine_args(args, multiprocess=False) as engine:
+        out = run_to_completion(engine, [first])["pen"].outputs[0].token_ids
+        stats = engine.stats()
+        assert stats.num_accepted_tokens < stats.num_draft_tokens  # some were rejected
+        prompt = first[1] + out[:-2]
+        params = SamplingParams(temperature=0, max_tokens=8, logprobs=1)
+        got = run_to_completion(engine, [("again", prompt, params)])["again"]
+    fresh = make_args(enable_prefix_caching=False)
+    with LLMEngine.from_engine_args(fresh, multiprocess=False) as engine:
+        want = run_to_completion(engine, [("again", prompt, params)])["again"]
+    assert got.num_cached_tokens >= 16
+    assert got.outputs[0].token_ids == want.outputs[0].token_ids
+    for a, b in zip(got.outputs[0].logprobs, want.outputs[0].logprobs, strict=True):
+        assert {t: lp.logprob for t, lp in a.items()} == pytest.approx(
+            {t: lp.logprob for t, lp in b.items()}, abs=1e-4
+        )
