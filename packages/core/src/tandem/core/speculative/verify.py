@@ -89,3 +89,20 @@ def verify_sampled(
 
 def _draw(weights: torch.Tensor, generator: torch.Generator | None) -> int:
     return int(torch.multinomial(weights, 1, generator=generator).item())
+
+
+def verify_seed(seed: int, counter: int) -> int:
+    """The seed of the verify draws of a sample (seed ``seed``) whose drafts follow output
+    token ``counter``: fixed by the sample's seed, so a seeded request verifies the same
+    way in every run and batch."""
+    from tandem.kernels.rng import derive_seed
+
+    return derive_seed(seed, 2 * counter + 1)
+
+
+def draft_seed(seed: int, counter: int) -> int:
+    """The seed a draft model samples those drafts with: distinct from
+    :func:`verify_seed`, so proposal and acceptance draws are independent."""
+    from tandem.kernels.rng import derive_seed
+
+    return derive_seed(seed, 2 * counter + 2)
