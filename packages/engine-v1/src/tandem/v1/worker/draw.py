@@ -20,21 +20,22 @@ import torch
 from torch import Tensor
 
 from tandem.core.inputs import SamplingSpec
-from tandem.core.logprobs import entries
+from tandem.core.logprobs import TopEntry, entries, top_logprobs
 from tandem.core.outputs import error_text
 from tandem.core.parallel.group import CollectiveError
 from tandem.core.structured.bitmask import build_mask
 from tandem.v1.core.step import ScheduledRequest, StepOutput
 from tandem.v1.worker import spec
 from tandem.v1.worker.input_batch import InputBatch
-from tandem.v1.worker.sampler import Sampler, SamplingBatch
+from tandem.v1.worker.propose import Ask, Proposer
+from tandem.v1.worker.sampler import Sampler, SamplingBatch, process
 
 I64 = torch.int64
 
 
 class Drawer:
     def __init__(
-        self, model: Any, batch: InputBatch, sampler: Sampler, proposer: spec.Proposer | None
+        self, model: Any, batch: InputBatch, sampler: Sampler, proposer: Proposer | None
     ) -> None:
         self.model = model
         self.batch = batch
@@ -65,24 +66,49 @@ class Drawer:
         asked = [specs[i].logprobs or 0 for i in draws.owners]
         tops = entries(out.logprobs, out.token_ids, out.ranks, asked)
         kept: list[tuple[int, list[int]]] = []  # (batch row, its new tokens)
+        x = None  # every draw's processed logits, when a sampled row verifies drafts
         for i, r in enumerate(chosen):
-            lo = draws.first[i]
-            n = 1 + spec.kept(r.spec_tokens, drawn[lo : lo + draws.count[i]])
-            bad = [out.failed[p] for p in range(lo, lo + n) if p in out.failed]
+            lo, n = draws.first[i], draws.count[i]
+            try:
+                if r.spec_tokens and not specs[i].greedy:
+                    if x is None:
+                        x = process(logits.float(), batch, sb)
+                    new, row_tops = self._verify(r, x[lo : lo + n], logits[lo : lo + n], specs[i])
+                else:
+                    new = drawn[lo : lo + 1 + spec.kept(r.spec_tokens, drawn[lo : lo + n])]
+                    row_tops = tops[lo : lo + len(new)]
+            except CollectiveError:
+                raise
+            except Exception as exc:
+                result.failed[r.key] = error_text(exc)
+                continue
+            bad = [out.failed[p] for p in range(lo, lo + len(new)) if p in out.failed]
             if bad:
                 result.failed[r.key] = bad[0]
                 continue
-            new = drawn[lo : lo + n]
             if not self._advance(r.key, new, result):
                 continue
             kept.append((batch.rows[r.key], new))
             result.sampled[r.key] = new
-            result.sampled_logprob[r.key] = [t[0][1] for t in tops[lo : lo + n]]
+            result.sampled_logprob[r.key] = [t[0][1] for t in row_tops]
             if specs[i].logprobs is not None:
-                result.logprobs[r.key] = tops[lo : lo + n]
+                result.logprobs[r.key] = row_tops
         self._append(kept)
         if self.proposer is not None:
             self._propose(chosen, result)
+
+    def _verify(
+        self, r: ScheduledRequest, x: Tensor, logits: Tensor, s: SamplingSpec
+    ) -> tuple[list[int], list[list[TopEntry]]]:
+        """A sampled row's verify (:func:`spec.verify_row`): its new tokens and their
+        entries from the raw log-softmax at their positions. x, logits: [k + 1, V]."""
+        q = self.proposer.probs(r.key, len(r.spec_tokens)) if self.proposer else None
+        b = self.batch.rows[r.key]
+        new = spec.verify_row(x, self.batch, b, r.spec_tokens, q, r.counter)
+        raw = logits[: len(new)].float().log_softmax(dim=-1)
+        keep = s.logprobs or 0
+        chosen = torch.tensor(new, dtype=I64, device=raw.device)
+        return new, entries(*top_logprobs(raw, chosen, keep), [keep] * len(new))
 
     def _append(self, kept: list[tuple[int, list[int]]]) -> None:
         """Record the new tokens in the input batch, one batched call per position."""
@@ -99,8 +125,11 @@ class Drawer:
         go = [r for r in rows if r.draft_room > 0 and r.key in result.sampled]
         if not go:
             return
-        limits = [r.draft_room - len(result.sampled[r.key]) - 1 for r in go]
-        drafts = self.proposer.propose(self.batch, [r.key for r in go], limits)
+        asks = []
+        for r in go:
+            n = len(result.sampled[r.key])
+            asks.append(Ask(r.key, r.draft_room - n - 1, r.counter + n))
+        drafts = self.proposer.propose(self.batch, asks)
         for r, d in zip(go, drafts):
             if d:
                 result.drafts[r.key] = d

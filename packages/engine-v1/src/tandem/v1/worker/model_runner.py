@@ -30,8 +30,9 @@ from tandem.core.structured.compiler import LazyGrammars
 from tandem.v1.core.step import ScheduledRequest, SchedulerOutput, StepOutput
 from tandem.v1.worker.draw import Drawer
 from tandem.v1.worker.input_batch import InputBatch
+from tandem.v1.worker.propose import make_proposer
 from tandem.v1.worker.sampler import Sampler
-from tandem.v1.worker.spec import make_proposer, place_drafts
+from tandem.v1.worker.spec import place_drafts
 
 if TYPE_CHECKING:
     from tandem.core.config import EngineConfig

@@ -95,7 +95,31 @@ def _sample(logits: Tensor, batch: InputBatch, sb: SamplingBatch) -> SamplerOutp
         return _greedy(logits)
     raw = logits.log_softmax(dim=-1)  # [B, V]
     rows = sb.rows
+    x = process(logits, batch, sb)
+    if sb.any_sampling:
+        tokens = choose_tokens(
+            x,
+            batch.temperature[rows],
+            batch.top_k[rows],
+            batch.top_p[rows],
+            batch.min_p[rows],
+            batch.seeds[rows],
+            sb.counters,
+        )
+    else:
+        tokens = x.argmax(dim=-1)
+    lp, ids, ranks = top_logprobs(raw, tokens, max(sb.max_logprobs, 0))
+    failed = _invalid(x.amax(dim=-1))
+    if sb.grammar is not None:
+        failed.update(sb.grammar.failed)
+    return SamplerOutput(tokens, lp, ids, ranks, failed)
+
+
+def process(logits: Tensor, batch: InputBatch, sb: SamplingBatch) -> Tensor:
+    """The logits a row draws from, before temperature: the min-tokens mask, grammar
+    mask, logit bias and penalties applied. logits: [B, V] float32."""
     x = logits
+    rows = sb.rows
     if sb.mask_rows.numel():
         x = x.index_put((sb.mask_rows, sb.mask_tokens), torch.tensor(float("-inf")))
     if sb.grammar is not None:
@@ -115,23 +139,7 @@ def _sample(logits: Tensor, batch: InputBatch, sb: SamplingBatch) -> SamplerOutp
             batch.frequency[rows],
             batch.repetition[rows],
         )
-    if sb.any_sampling:
-        tokens = choose_tokens(
-            x,
-            batch.temperature[rows],
-            batch.top_k[rows],
-            batch.top_p[rows],
-            batch.min_p[rows],
-            batch.seeds[rows],
-            sb.counters,
-        )
-    else:
-        tokens = x.argmax(dim=-1)
-    lp, ids, ranks = top_logprobs(raw, tokens, max(sb.max_logprobs, 0))
-    failed = _invalid(x.amax(dim=-1))
-    if sb.grammar is not None:
-        failed.update(sb.grammar.failed)
-    return SamplerOutput(tokens, lp, ids, ranks, failed)
+    return x
 
 
 def _greedy(logits: Tensor) -> SamplerOutput:

@@ -1,41 +1,35 @@
-"""The worker's side of speculative decoding: the draws a verify step makes, which
-drafts they keep, and the drafts proposed for the next step.
+"""The worker's side of a verify step: where its draws are, and which drafts they keep.
 
 A request verifying ``k`` drafts computes its last known token and the drafts in one
-step and draws a token at each of those ``k + 1`` positions, with the sampler the
-engine always uses: position ``j`` is drawn as output token ``counter + j`` (its seeded
-draw's counter) with the drafts before it counted as history (penalties see them).
-Drafts are kept while each equals the draw at its position; the draw where they first
-differ (or after the last draft) is the one token more. Every kept token is therefore
-the very token the engine would have drawn without speculation, greedy or seeded:
-speculation changes how many forward passes a request takes, never its output. For
-greedy rows this is :func:`tandem.core.speculative.verify.verify_greedy`; for sampled
-rows it is rejection sampling with certain drafts (a draft is kept with the target's
-probability of it, as ``verify_sampled`` with ``draft_probs=None`` keeps it), drawn
-with the request's own seed instead of a separate generator.
+step and gets logits at each of those ``k + 1`` positions. Row ``j`` is processed as
+the sampler would process it had the first ``j`` drafts been drawn already (penalties
+count them; it is drawn as output token ``counter + j``).
 
-The proposer runs here, after the draws, rather than in the engine core: the worker
-already holds every request's tokens (the input batch), a draft model must live next to
-its own KV cache in the model's process anyway, and the drafts then travel back to the
-scheduler in the step's output like the sampled tokens, so one step's data flows one
-way: scheduler -> worker -> scheduler.
+* Greedy: the sampler's argmax at every position; drafts are kept while each equals
+  it, then the argmax where they first differ (or after the last draft) is added. This
+  is :func:`~tandem.core.speculative.verify.verify_greedy`, done by the batched
+  sampler for all rows at once, and the output is plain greedy decoding's, token for
+  token.
+* Sampled: :func:`~tandem.core.speculative.verify.verify_sampled` (rejection sampling)
+  on the target's distributions at the positions (temperature, top-k, top-p, min-p of
+  the processed logits), with the draft model's distributions when it sampled the
+  drafts, its coins seeded by :func:`~tandem.core.speculative.verify.verify_seed` from
+  the sample's seed and output count, as engine v0 verifies, so a seeded request
+  gives the same tokens on every run and on both engines.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-from tandem.core.speculative import SpeculativeConfig, propose_ngram
+from tandem.core.speculative.verify import verify_sampled, verify_seed
+from tandem.kernels.sampling import apply_min_p, apply_temperature, apply_top_k, apply_top_p
 from tandem.v1.core.step import ScheduledRequest
 from tandem.v1.worker.input_batch import InputBatch
-
-if TYPE_CHECKING:
-    from tandem.core.config import EngineConfig
 
 
 @dataclass(slots=True)
@@ -96,38 +90,17 @@ def kept(drafts: Sequence[int], drawn: Sequence[int]) -> int:
     return n
 
 
-class Proposer:
-    """Drafts for each request's next step: n-gram lookup in its tokens so far."""
-
-    def __init__(self, config: SpeculativeConfig) -> None:
-        self.config = config
-        self.k = config.num_speculative_tokens
-
-    def propose(
-        self, batch: InputBatch, keys: Sequence[str], limits: Sequence[int]
-    ) -> list[list[int]]:
-        """Up to ``min(k, limits[i])`` drafts for request ``keys[i]``."""
-        c = self.config
-        out = []
-        for key, limit in zip(keys, limits):
-            k = min(self.k, limit)
-            if k <= 0:
-                out.append([])
-                continue
-            b = batch.rows[key]
-            tokens = batch.token_ids[b, : batch.num_tokens[b]].tolist()
-            out.append(propose_ngram(tokens, k, c.prompt_lookup_min, c.prompt_lookup_max))
-        return out
-
-    def drop(self, key: str) -> None:
-        """Forget a request (nothing is kept per request for n-gram lookup)."""
-
-
-def make_proposer(config: EngineConfig) -> Proposer | None:
-    """The proposer ``config`` asks for (None: no speculative decoding)."""
-    sc = config.speculative
-    if sc is None:
-        return None
-    if sc.method == "ngram":
-        return Proposer(sc)
-    raise NotImplementedError(f"speculative method {sc.method!r} is not supported on engine v1")
+def verify_row(
+    x: Tensor, batch: InputBatch, row: int, drafts: list[int], q: Tensor | None, counter: int
+) -> list[int]:
+    """Rejection sampling of one sampled row's ``drafts`` (``q``: their distributions,
+    None when they were certain) against its processed logits ``x`` [k + 1, V]."""
+    n = x.shape[0]
+    rows = torch.full((n,), row, dtype=torch.int64)
+    y = apply_temperature(x, batch.temperature[rows].to(x.device))
+    y = apply_top_k(y, batch.top_k[rows].to(x.device))
+    y = apply_top_p(y, batch.top_p[rows].to(x.device))
+    y = apply_min_p(y, batch.min_p[rows].to(x.device))
+    gen = torch.Generator(device=x.device)
+    gen.manual_seed(verify_seed(int(batch.seeds[row]), counter))
+    return verify_sampled(y.float().softmax(dim=-1), drafts, q, gen)
