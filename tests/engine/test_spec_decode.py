@@ -11,7 +11,7 @@ import pytest
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.testing import make_model
 
-pytestmark = pytest.mark.engines("v0", v1="xfail: speculative decoding lands with branch specv1")
+pytestmark = pytest.mark.engines("v0", "v1")
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3}
 PROMPTS = [

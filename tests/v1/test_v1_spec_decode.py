@@ -224,3 +224,37 @@ def test_prefix_cache_after_rejected_drafts_serves_the_right_tokens(make_args: A
         assert {t: lp.logprob for t, lp in a.items()} == pytest.approx(
             {t: lp.logprob for t, lp in b.items()}, abs=1e-4
         )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["ngram", "draft"])
+def test_seeded_speculation_gives_engine_v0s_tokens(
+    method: str, tiny_dir: Path, make_args: Any
+) -> None:
+    """Both engines verify a sampled row the same way (rejection sampling, its coins
+    seeded from the sample's seed and output count): the same tokens, drafts, accepts."""
+    from tandem.core.engines import load_engine_class
+
+    spec = NGRAM if method == "ngram" else {"model": str(tiny_dir), "num_speculative_tokens": 3}
+    bias = {A: 3.0, 69: 3.0}
+    reqs = [
+        (
+            f"s{i}",
+            [A, 69] * 3 + [i],
+            SamplingParams(temperature=t, seed=i, max_tokens=20, logit_bias=bias, top_k=k),
+        )
+        for i, (t, k) in enumerate([(0.8, 50), (1.0, -1), (0.5, 8), (0.0, -1)])
+    ]
+    got = {}
+    for name in ("v0", "v1"):
+        args = make_args(speculative_config=spec, max_model_len=128)
+        with load_engine_class(name).from_engine_args(args) as engine:
+            done = run_to_completion(engine, reqs)
+            got[name] = ({k: o.outputs[0].token_ids for k, o in done.items()}, engine.stats())
+    assert got["v1"][0] == got["v0"][0]
+    s0, s1 = got["v0"][1], got["v1"][1]
+    assert (s1.num_draft_tokens, s1.num_accepted_tokens) == (
+        s0.num_draft_tokens,
+        s0.num_accepted_tokens,
+    )
+    assert 0 < s1.num_accepted_tokens < s1.num_draft_tokens
