@@ -92,7 +92,14 @@ def test_draft_model_greedy_matches_plain(tiny_model, shared_engine, new_engine,
     assert _ids(run(same, PROMPTS, params)) == plain
     s = same.stats()  # the target as its own draft: every draft is kept
     assert s.num_draft_tokens == s.num_accepted_tokens > 0, s
-    # a smaller draft of its own (same vocabulary): drafts refused, output unchanged
+    _idle(same)
+
+
+@pytest.mark.slow
+def test_other_draft_model_matches_plain(shared_engine, new_engine, run) -> None:
+    """A smaller draft of its own (same vocabulary): drafts refused, output unchanged."""
+    params = greedy(max_tokens=32)
+    plain = _ids(run(shared_engine, PROMPTS, params))
     small = make_model(size="tiny", arch="llama", seed=7, num_hidden_layers=1)
     other = new_engine(speculative_config={"model": str(small), "num_speculative_tokens": 4})
     assert _ids(run(other, PROMPTS, params)) == plain
@@ -101,6 +108,7 @@ def test_draft_model_greedy_matches_plain(tiny_model, shared_engine, new_engine,
     _idle(other)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["ngram", "draft"])
 def test_seeded_sampling_reproducible(tiny_model, new_engine, run, method) -> None:
     cfg = NGRAM if method == "ngram" else {"model": str(tiny_model), "num_speculative_tokens": 3}
