@@ -131,13 +131,20 @@ def test_ngram_speculation_gives_the_outputs_of_no_speculation(make_args: Any) -
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", [OutputKind.DELTA, OutputKind.FINAL_ONLY])
-def test_a_stop_string_inside_an_accepted_list(kind: OutputKind, make_args: Any) -> None:
+@pytest.mark.parametrize(
+    ("kind", "stop"),
+    [(OutputKind.DELTA, "aaa"), (OutputKind.FINAL_ONLY, "aaa"), (OutputKind.FINAL_ONLY, None)],
+)
+def test_outputs_of_accepted_lists_streamed_and_final(
+    kind: OutputKind, stop: str | None, make_args: Any
+) -> None:
+    """A stop string inside an accepted list cuts it there (streamed or not); a final-only
+    request without one has its lists merged in the core until it finishes."""
     params = SamplingParams(
         temperature=0,
-        max_tokens=30,
+        max_tokens=9,
         logit_bias={A: 12.0},
-        stop=["aaa"],
+        stop=[stop] if stop else None,
         include_stop_str_in_output=True,
     )
 
@@ -150,14 +157,17 @@ def test_a_stop_string_inside_an_accepted_list(kind: OutputKind, make_args: Any)
             for o in outs:
                 ids += o.outputs[0].token_ids
                 text += o.outputs[0].text
-            return ids, text, (outs[-1].outputs[0].finish_reason, engine.stats())
+            return ids, text, (outs[-1].outputs[0].finish_reason, engine.stats(), len(outs))
 
     want = go()
     got = go(speculative_config=NGRAM)
-    assert got[:2] == want[:2] == ([A, A, A], "aaa")
-    assert got[2][0] == want[2][0] == "stop"
+    n = 3 if stop else 9
+    assert got[:2] == want[:2] == ([A] * n, "a" * n)
+    assert got[2][0] == want[2][0] == ("stop" if stop else "length")
     assert got[2][1].num_accepted_tokens > 0
     assert got[2][1].num_free_kv_blocks == got[2][1].num_kv_blocks
+    if kind is OutputKind.FINAL_ONLY:
+        assert got[2][2] == 1
 
 
 def test_a_stop_string_before_the_cores_own_finish_aborts_nothing(tiny_dir: Path) -> None:
