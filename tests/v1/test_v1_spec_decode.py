@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from v1_support import sample
 
 from tandem.core.inputs import OutputKind
@@ -86,6 +88,46 @@ def test_stops_apply_token_by_token_inside_an_accepted_list() -> None:
     min_tokens.spec_tokens = [4, 4]
     s.add(min_tokens)
     assert s.schedule().scheduled[-1].draft_room == 0  # no drafts below min_tokens
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.integers(1, 12), min_size=1, max_size=6),
+    st.integers(4, 14),
+    st.integers(2, 16),
+    st.booleans(),
+    st.randoms(use_true_random=False),
+)
+def test_random_speculative_workloads_finish_without_leaks(
+    lengths: list[int], blocks: int, budget: int, caching: bool, rnd: Any
+) -> None:
+    kv = KVCacheManager(blocks, 2, caching)
+    s = Scheduler(kv, 4, budget, True, spec_k=3)
+    for i, n in enumerate(lengths):
+        s.add(sample(f"r{i}", [rnd.randrange(5) for _ in range(min(n, 2 * blocks - 6))],
+                     max_tokens=rnd.randint(1, 8), stop_token_ids=[4]))  # fmt: skip
+    for _ in range(300):
+        if not s.has_work():
+            break
+        out = s.schedule()
+        assert out.total_tokens <= budget
+        sampled, drafts = {}, {}
+        for row in out.scheduled:
+            if not row.sample:
+                continue
+            req = s.requests[row.key]
+            assert len(req.output_token_ids) + len(row.spec_tokens) < req.stop.max_tokens
+            kept = rnd.randint(0, len(row.spec_tokens))
+            sampled[row.key] = [*row.spec_tokens[:kept], rnd.randrange(5)]
+            drafts[row.key] = [rnd.randrange(5) for _ in range(rnd.randint(0, 3))]
+        lps = {k: [-0.5] * len(v) for k, v in sampled.items()}
+        s.update_from_output(out, StepOutput(sampled, lps, drafts=drafts))
+        kv.check()
+        for r in s.running:
+            assert r.num_computed_tokens <= r.num_tokens - 1 or r.num_computed_tokens == 0
+    assert not s.has_work()
+    assert kv.num_free == kv.num_blocks
+    assert 0 <= s.num_accepted_tokens <= s.num_draft_tokens
 
 
 def prompts_and_params() -> list[tuple[str, list[int], SamplingParams]]:
