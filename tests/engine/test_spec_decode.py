@@ -134,3 +134,26 @@ def test_tight_kv_cache_matches_plain(trained, new_engine, run) -> None:
     s = eng.stats()
     assert s.num_accepted_tokens > 0 and s.num_preemptions > 0, s
     _idle(eng)
+
+
+@pytest.mark.slow
+def test_grammar_and_n_requests_beside_drafted_ones(trained, new_engine, run) -> None:
+    """A structured-output request runs without drafts, an n=2 request drafts per sample,
+    and neither changes what the others get."""
+    pytest.importorskip("xgrammar")
+    from tandem.core.structured import StructuredOutputsParams
+
+    regex = StructuredOutputsParams(regex="(ab|cd){3,6}")
+    params = [
+        greedy(max_tokens=30),
+        greedy(max_tokens=20, structured_outputs=regex),
+        greedy(max_tokens=30, n=2),
+    ]
+    prompts = [f"{SQL} {SQL}"] * 3
+    plain = run(new_engine(trained), prompts, params)
+    eng = new_engine(trained, speculative_config=NGRAM)
+    spec = run(eng, prompts, params)
+    for a, b in zip(spec, plain):
+        assert [c.token_ids for c in a.outputs] == [c.token_ids for c in b.outputs]
+    assert eng.stats().num_accepted_tokens > 0
+    _idle(eng)

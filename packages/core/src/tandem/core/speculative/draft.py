@@ -64,13 +64,16 @@ class DraftProposer:
         if spec.method != "draft" or spec.model is None:
             raise ValueError(f"DraftProposer needs method 'draft' with a model, got {spec}")
         max_len = target.model.max_model_len
-        draft = EngineArgs(
-            model=spec.model,
-            device=target.device.type,
-            quantization=spec.quantization,
-            max_model_len=max_len,
-            block_size=DRAFT_BLOCK_SIZE,
-        ).create_config()
+        try:
+            draft = EngineArgs(
+                model=spec.model,
+                device=target.device.type,
+                quantization=spec.quantization,
+                max_model_len=max_len,
+                block_size=DRAFT_BLOCK_SIZE,
+            ).create_config()
+        except ValueError as exc:  # named as the draft's, not the target's
+            raise ValueError(f"speculative_config.model {spec.model!r}: {exc}") from exc
         mc = draft.model
         if mc.vocab_size != target.model.vocab_size:
             raise ValueError(
