@@ -49,7 +49,7 @@ def test_a_verify_step_rolls_back_over_rejected_drafts() -> None:
     assert a.spec_tokens == [13]
     # only blocks whose K/V is of accepted tokens joined the prefix cache (not 9, 12)
     assert sorted(b.tokens for b in kv.cached.values()) == [(1, 2), (3, 4), (5, 6), (7, 8)]
-    assert (s.num_draft_tokens, s.num_accepted_tokens) == (4, 2)
+    assert (s.verified.num_draft_tokens, s.verified.num_accepted_tokens) == (4, 2)
     kv.check()
 
 
@@ -127,7 +127,7 @@ def test_random_speculative_workloads_finish_without_leaks(
             assert r.num_computed_tokens <= r.num_tokens - 1 or r.num_computed_tokens == 0
     assert not s.has_work()
     assert kv.num_free == kv.num_blocks
-    assert 0 <= s.num_accepted_tokens <= s.num_draft_tokens
+    assert 0 <= s.verified.num_accepted_tokens <= s.verified.num_draft_tokens
 
 
 def prompts_and_params() -> list[tuple[str, list[int], SamplingParams]]:

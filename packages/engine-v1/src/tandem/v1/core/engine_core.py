@@ -53,8 +53,8 @@ class EngineCore:
             num_kv_blocks=self.kv.num_blocks,
             num_free_kv_blocks=self.kv.num_free,
             num_cached_prompt_tokens=sched.num_cached_finished + live,
-            num_draft_tokens=sched.num_draft_tokens,
-            num_accepted_tokens=sched.num_accepted_tokens,
+            num_draft_tokens=sched.verified.num_draft_tokens,
+            num_accepted_tokens=sched.verified.num_accepted_tokens,
         )
 
     def has_work(self) -> bool:

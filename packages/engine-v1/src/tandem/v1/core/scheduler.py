@@ -53,8 +53,7 @@ class Scheduler:
         self.num_preemptions = 0
         self.num_cached_finished = 0  # prefix-cache hit tokens of samples that left
         self.spec_k = spec_k  # drafts proposed per step (0: no speculative decoding)
-        self.num_draft_tokens = 0  # drafts verified so far
-        self.num_accepted_tokens = 0  # of them, accepted
+        self.verified = spec.Verified()  # drafts verified and accepted so far
         self._dropped: list[str] = []
         self._placed: set[str] = set()  # keys whose state the worker holds
 
@@ -216,10 +215,8 @@ class Scheduler:
                 continue
             req.num_computed_tokens += row.num_tokens
             toks = result.sampled.get(row.key, [])
-            if row.spec_tokens and toks:  # the rejected drafts' K/V is garbage
-                req.num_computed_tokens -= len(row.spec_tokens) + 1 - len(toks)
-                self.num_draft_tokens += len(row.spec_tokens)
-                self.num_accepted_tokens += len(toks) - 1
+            if row.spec_tokens and toks:
+                self.verified.roll_back(req, len(row.spec_tokens), len(toks) - 1)
             new, (reason, stop) = spec.accept(req, toks)  # the token stop rules, in order
             self.kv.cache_full_blocks(req)  # newly full blocks join the prefix cache
             self.kv.free_behind_window(req)  # then those behind a sliding window go

@@ -16,6 +16,8 @@ requests decode one token a step until then.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tandem.core.stopping import token_stop
 from tandem.v1.core.request import Request
 
@@ -54,3 +56,19 @@ def accept(req: Request, tokens: list[int]) -> tuple[list[int], tuple[str | None
         if verdict is not None:
             return kept, verdict
     return kept, (None, None)
+
+
+@dataclass(slots=True)
+class Verified:
+    """Drafts verified and accepted since the core started (the engine's stats)."""
+
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+
+    def roll_back(self, req: Request, num_drafts: int, accepted: int) -> None:
+        """A verify step of ``req`` kept ``accepted`` of its ``num_drafts`` drafts: the
+        K/V past them is garbage, so its computed length stops after the last kept one
+        (the token drawn in place of the first refused draft is computed next step)."""
+        req.num_computed_tokens -= num_drafts - accepted
+        self.num_draft_tokens += num_drafts
+        self.num_accepted_tokens += accepted
