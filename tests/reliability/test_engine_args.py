@@ -41,6 +41,22 @@ ENGINE_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "enable_chunked_prefill": st.one_of(st.booleans(), junk),
     "num_threads": st.one_of(st.none(), st.integers(-1, 2), junk),
     "gpu_memory_utilization": st.floats(0, 1),  # not a field
+    "speculative_config": st.one_of(
+        st.none(),
+        st.sampled_from(
+            [
+                {"method": "ngram"},
+                {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2},
+                {"method": "eagle"},
+                {"method": "ngram", "num_speculative_tokens": 0},
+                {"model": "/nonexistent/draft"},
+                {"bogus": 1},
+            ]
+        ),
+        junk,
+    ),
+    "num_speculative_tokens": st.one_of(st.none(), st.integers(-1, 20), junk),
+    "speculative_model": st.one_of(st.none(), st.sampled_from(["/nonexistent/draft", ""]), junk),
 }
 VALID_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "dtype": st.sampled_from(["auto", "float32", "bfloat16"]),

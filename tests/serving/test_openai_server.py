@@ -56,8 +56,14 @@ def test_health_models_and_metrics(server_url, client) -> None:
     assert [m.id for m in models] == [MODEL_NAME]
     status, text = _get(f"{server_url}/metrics")
     assert status == 200
-    for name in ("tandem_requests_total", "tandem_kv_cache_usage", "tandem_requests_waiting"):
+    names = ("tandem_requests_total", "tandem_kv_cache_usage", "tandem_requests_waiting")
+    spec = (
+        "tandem:spec_decode_num_draft_tokens_total",
+        "tandem:spec_decode_num_accepted_tokens_total",
+    )
+    for name in (*names, *spec):
         assert f"# TYPE {name} " in text
+    assert f"\n{spec[0]} 0\n" in text  # no speculative decoding: no drafts
 
 
 def test_completion_streamed_or_not_gives_the_same_text(client) -> None:

@@ -96,7 +96,7 @@ def test_scheduler_frees_during_chunked_prefill_and_decode() -> None:
         held = kv.num_blocks - kv.num_free
         assert held <= peak_blocks(window, 8, bs)
         done = [row.key for row in out.scheduled if row.sample]
-        s.update_from_output(out, StepOutput({k: 7 for k in done}, {k: -1.0 for k in done}))
+        s.update_from_output(out, StepOutput({k: [7] for k in done}, {k: [-1.0] for k in done}))
         if r.num_computed_tokens and not r.is_finished:
             assert kv.num_blocks - kv.num_free <= peak_blocks(window, 1, bs)
             live = [b for b in kv.table("a") if b != kv.null.id]

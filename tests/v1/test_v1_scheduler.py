@@ -17,7 +17,7 @@ def req(key: str, n: int, arrival: int = 0) -> Request:
 def finish_step(s: Scheduler, out: SchedulerOutput) -> None:
     """What the runner reports after the model ran: token 7 where a row completes."""
     done = [r.key for r in out.scheduled if r.sample]
-    s.update_from_output(out, StepOutput({k: 7 for k in done}, {k: -1.0 for k in done}))
+    s.update_from_output(out, StepOutput({k: [7] for k in done}, {k: [-1.0] for k in done}))
 
 
 def test_running_first_then_waiting_mixed_in_one_step() -> None:

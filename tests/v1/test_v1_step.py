@@ -37,7 +37,7 @@ def run(s: Scheduler, out: SchedulerOutput, failed: dict[str, str] | None = None
     """What a worker reports: token 7 for every row that samples, ``failed`` failed."""
     failed = failed or {}
     done = [r.key for r in out.scheduled if r.sample and r.key not in failed]
-    result = StepOutput({k: 7 for k in done}, {k: -1.0 for k in done}, failed=failed)
+    result = StepOutput({k: [7] for k in done}, {k: [-1.0] for k in done}, failed=failed)
     return s.update_from_output(out, result)
 
 
@@ -109,7 +109,7 @@ class FakeRunner:
     def execute(self, step: SchedulerOutput) -> StepOutput:
         self.seen.append(step)
         keys = [r.key for r in step.scheduled if r.sample]
-        out = StepOutput({k: 5 for k in keys}, {k: -0.1 for k in keys})
+        out = StepOutput({k: [5] for k in keys}, {k: [-0.1] for k in keys})
         if any(r.key.endswith(self.fail) for r in step.scheduled):
             out.failed[f"0/{self.fail}"] = "RuntimeError: boom"
         return out

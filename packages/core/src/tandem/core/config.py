@@ -17,6 +17,7 @@ from tandem.core.cache_config import DEFAULT_KV_CACHE_BYTES, CacheConfig
 from tandem.core.device import DEVICES, DTYPE_NAMES
 from tandem.core.kv_window import kv_window
 from tandem.core.parallel.config import ParallelConfig, check_splits
+from tandem.core.speculative.config import SpeculativeConfig, check_target
 from tandem.core.validate import check_bool, check_int
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ class EngineConfig:
     # tensors as stored (the default for a .gguf model in float32)
     quantization: str | None = None
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    speculative: SpeculativeConfig | None = None  # None: no speculative decoding
 
     def configure_process(self) -> None:
         """Process-wide settings of the process that runs the model: torch's CPU threads
@@ -159,6 +161,9 @@ class EngineArgs:
     tensor_parallel_size: int = 1
     data_parallel_size: int = 1
     distributed_executor_backend: str = "mp"
+    speculative_config: dict[str, Any] | SpeculativeConfig | None = None
+    speculative_model: str | None = None
+    num_speculative_tokens: int | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -215,6 +220,13 @@ class EngineArgs:
                 f"got {self.quantization!r}"
             )
         self.parallel_config().validate()
+        self.speculative()
+
+    def speculative(self) -> SpeculativeConfig | None:
+        spec = SpeculativeConfig.from_args(
+            self.speculative_config, self.speculative_model, self.num_speculative_tokens
+        )
+        return None if spec is None else spec.check_parallel(self.parallel_config())
 
     def parallel_config(self) -> ParallelConfig:
         return ParallelConfig(
@@ -297,6 +309,7 @@ class EngineArgs:
             num_threads=self.num_threads,
             quantization=self._quantization(model),
             parallel=self.parallel_config(),
+            speculative=check_target(self.speculative(), model),
         )
         if self.tensor_parallel_size > 1:
             check_splits(config.parallel, config.model, config.device)

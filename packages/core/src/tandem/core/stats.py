@@ -22,7 +22,9 @@ class EngineStats:
       cached prefix forgotten at that moment. So once every request has finished (or
       been aborted), ``num_free_kv_blocks == num_kv_blocks`` on both engines;
     * ``num_cached_prompt_tokens``: prompt tokens served from the prefix cache so far,
-      summed over admitted samples (always 0 on engine v0, which has no prefix cache).
+      summed over admitted samples (always 0 on engine v0, which has no prefix cache);
+    * ``num_draft_tokens`` / ``num_accepted_tokens``: speculative drafts proposed / kept
+      by the target model since the engine started (0 without speculative decoding).
     """
 
     num_running: int = 0
@@ -31,6 +33,8 @@ class EngineStats:
     num_kv_blocks: int = 0
     num_free_kv_blocks: int = 0
     num_cached_prompt_tokens: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -45,6 +49,11 @@ class EngineStats:
             raise ValueError(
                 f"EngineStats.num_free_kv_blocks={self.num_free_kv_blocks} exceeds "
                 f"num_kv_blocks={self.num_kv_blocks}"
+            )
+        if self.num_accepted_tokens > self.num_draft_tokens:
+            raise ValueError(
+                f"EngineStats.num_accepted_tokens={self.num_accepted_tokens} exceeds "
+                f"num_draft_tokens={self.num_draft_tokens}"
             )
 
     @property

@@ -98,6 +98,17 @@ class BlockManager:
                 self._give_back(seq, block)
         seq.block_table = []
 
+    def trim(self, seq: Sequence, num_tokens: int) -> int:
+        """Return the blocks past those holding ``num_tokens`` tokens (allocated for
+        speculative drafts that were refused); returns how many."""
+        keep = blocks_for(num_tokens, self.block_size)
+        extra = seq.block_table[keep:]
+        for block in extra:
+            if block != self.null_block:
+                self._give_back(seq, block)
+        del seq.block_table[keep:]
+        return len(extra)
+
     def free_behind_window(self, seq: Sequence) -> int:
         """Return the blocks no query from ``seq``'s next token on reads (none without a
         window); returns how many. Called after each step."""

@@ -8,6 +8,7 @@ exactly as it was.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any
 
@@ -22,10 +23,12 @@ from tandem.core.tokenizer import Tokenizer, load_tokenizer
 from tandem.kernels.sampling import derive_seed
 from tandem.v0.block_manager import BlockManager
 from tandem.v0.model_runner import ModelRunner, StepRequest
+from tandem.v0.one_process import check_single_process
 from tandem.v0.output_processor import OutputProcessor
 from tandem.v0.sampler import Sampler
 from tandem.v0.scheduler import Scheduler
 from tandem.v0.sequence import Request, Sequence, SequenceStatus
+from tandem.v0.speculator import Speculator
 
 
 class LLMEngine:
@@ -39,7 +42,7 @@ class LLMEngine:
         sampler: Sampler | None = None,
         tokenizer: Tokenizer | None = None,
     ) -> None:
-        _check_single_process(config)
+        check_single_process(config)
         self.config = config
         mc = config.model
         config.configure_process()
@@ -79,6 +82,7 @@ class LLMEngine:
         self._seq_ids = itertools.count()
         self._closed = False
         self.grammars = LazyGrammars(config, self.tokenizer)  # structured outputs
+        self.speculator = Speculator.for_config(config)  # None: no speculative decoding
 
     @classmethod
     def from_engine_args(cls, engine_args: Any, **components: Any) -> LLMEngine:
@@ -87,7 +91,7 @@ class LLMEngine:
 
         if not isinstance(engine_args, EngineArgs):
             raise TypeError(f"engine_args must be an EngineArgs, got {type(engine_args).__name__}")
-        _check_single_process(engine_args)
+        check_single_process(engine_args)
         return cls(engine_args.create_config(), **components)
 
     # requests ------------------------------------------------------------------------
@@ -157,13 +161,15 @@ class LLMEngine:
     def stats(self) -> EngineStats:
         """Scheduler and KV cache counts now (no prefix cache: cached prompt tokens are 0)."""
         self._check_open()
-        sched, bm = self.scheduler, self.scheduler.block_manager
+        sched, bm, spec = self.scheduler, self.scheduler.block_manager, self.speculator
         return EngineStats(
             num_running=len(sched.running),
             num_waiting=len(sched.waiting) + len(sched.preempted),
             num_preemptions=sched.num_preemptions,
             num_kv_blocks=bm.num_blocks,
             num_free_kv_blocks=bm.num_free_blocks,
+            num_draft_tokens=spec.num_draft_tokens if spec else 0,
+            num_accepted_tokens=spec.num_accepted_tokens if spec else 0,
         )
 
     # stepping ------------------------------------------------------------------------
@@ -172,6 +178,8 @@ class LLMEngine:
         self._check_open()
         refused, self._refused = self._refused, []
         outs = [self._emit(req) for req in refused if req.request_id in self.requests]
+        if self.speculator is not None:
+            self.speculator.propose(self.scheduler.running, self.requests)
         sched = self.scheduler.schedule()
         if sched.is_empty:
             return [out for out in outs if out is not None]
@@ -192,10 +200,15 @@ class LLMEngine:
             req = self.requests[item.seq.request_id]
             why = result.failed.get(item.seq.seq_id)
             sample = result.samples.get(item.seq.seq_id)
+            accepted = result.accepted.get(item.seq.seq_id)
             if why is not None:  # it alone failed in this step: finished, its blocks freed
                 self.scheduler.finish(item.seq)
                 item.seq.finish_reason, item.seq.stop_reason = "error", None
                 req.error = req.error or why
+            elif accepted is not None and self.speculator is not None:
+                append = functools.partial(self.outputs.append, req, item.seq)
+                if self.speculator.settle(item, accepted, append, self.scheduler.block_manager):
+                    self.scheduler.finish(item.seq)
             elif sample is None:
                 continue
             elif self.outputs.append(req, item.seq, sample):
@@ -240,26 +253,3 @@ class LLMEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
-
-
-# what engine v0 cannot do: it runs one model in the caller's process
-_ONE_PROCESS = (("tensor_parallel_size", 1), ("data_parallel_size", 1))
-
-
-def _check_single_process(args: Any) -> None:
-    """ValueError naming the argument when ``args`` (EngineArgs, or an EngineConfig's
-    parallel part) asks for more than one process."""
-    source = getattr(args, "parallel", args)
-    for name, allowed in _ONE_PROCESS:
-        value = getattr(source, name, allowed)
-        if value != allowed:
-            raise ValueError(
-                f"engine v0 runs the model in one process: {name} must be {allowed}, "
-                f"got {value}; engine='v1' runs {name}={value}"
-            )
-    backend = getattr(source, "distributed_executor_backend", "mp")
-    if backend != "mp":
-        raise ValueError(
-            f"engine v0 runs the model in one process: distributed_executor_backend must be "
-            f"'mp', got {backend!r}; engine='v1' runs distributed_executor_backend={backend!r}"
-        )

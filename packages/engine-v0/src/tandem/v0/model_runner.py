@@ -27,6 +27,7 @@ from tandem.core.outputs import error_text
 from tandem.v0.sampler import Sampler, SampleResult, SamplingRow
 from tandem.v0.scheduler import ScheduledSeq
 from tandem.v0.sequence import Request
+from tandem.v0.spec_verify import verify_drafts
 
 
 @dataclass(slots=True)
@@ -36,6 +37,8 @@ class StepRequest:
     item: ScheduledSeq
     row: SamplingRow | None = None  # set when this step ends the sequence's known tokens
     prompt_logprobs: int | None = None  # top-k of prompt logprobs wanted for this chunk
+    drafts: list[int] = field(default_factory=list)  # speculative tokens fed after the row's
+    draft_probs: Tensor | None = None  # their draft-model probabilities (None: certain)
 
     @classmethod
     def of(cls, item: ScheduledSeq, req: Request) -> StepRequest:
@@ -60,7 +63,8 @@ class StepRequest:
             and item.start < len(req.prompt_token_ids) - 1
         ):
             plp = r.sampling.prompt_logprobs
-        return cls(item, row, plp)
+        drafts = seq.draft_token_ids[: item.num_drafts]
+        return cls(item, row, plp, drafts, seq.draft_probs if drafts else None)
 
 
 @dataclass(slots=True)
@@ -69,6 +73,8 @@ class StepResult:
     # seq_id -> (first prompt position, entries); entry i scores the token at position+1
     prompt_logprobs: dict[int, tuple[int, list[list[TopEntry]]]] = field(default_factory=dict)
     failed: dict[int, str] = field(default_factory=dict)  # seq_id -> why it failed this step
+    # seq_id -> the accepted drafts and the token after them (speculative rows only)
+    accepted: dict[int, list[SampleResult]] = field(default_factory=dict)
 
 
 class ModelRunner:
@@ -103,7 +109,7 @@ class ModelRunner:
         for req in batch:
             it = req.item
             end = it.start + it.num_new_tokens
-            ids += it.seq.token_slice(it.start, end)
+            ids += it.seq.token_slice(it.start, end - len(req.drafts)) + req.drafts
             positions += range(it.start, end)
             query_lens.append(it.num_new_tokens)
             seq_lens.append(end)
@@ -129,10 +135,40 @@ class ModelRunner:
             for b, r in enumerate(batch)
             if r.row is not None and r.item.seq.seq_id not in failed
         ]
+        spec = [(b, r) for b, r in chosen if r.drafts]
+        chosen = [(b, r) for b, r in chosen if not r.drafts]
         if chosen:
             last = torch.tensor([offsets[b + 1] - 1 for b, _ in chosen], device=self.device)
             self._sample([r for _, r in chosen], hidden[last], result)
+        if spec:
+            self._verify(spec, offsets, hidden, result)
         return result
+
+    def _verify(
+        self,
+        spec: list[tuple[int, StepRequest]],
+        offsets: list[int],
+        hidden: Tensor,
+        result: StepResult,
+    ) -> None:
+        # every position of a speculative row: its last known token's, then each draft's
+        rows = [i for b, _ in spec for i in range(offsets[b], offsets[b + 1])]
+        try:
+            logits = self.model.compute_logits(hidden[torch.tensor(rows, device=self.device)])
+        except Exception as exc:
+            why = error_text(exc)
+            result.failed.update((r.item.seq.seq_id, why) for _, r in spec)
+            return
+        at = 0
+        for _, r in spec:
+            n = len(r.drafts) + 1
+            assert r.row is not None
+            out = verify_drafts(self.sampler, logits[at : at + n], r.row, r.drafts, r.draft_probs)
+            at += n
+            if out[0].error is not None:
+                result.failed[r.item.seq.seq_id] = out[0].error
+            else:
+                result.accepted[r.item.seq.seq_id] = out
 
     def _forward(
         self,

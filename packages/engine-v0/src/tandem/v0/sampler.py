@@ -150,6 +150,13 @@ class Sampler:
             out.append(SampleResult(tok, lp, rank, wanted, why))
         return out
 
+    def process(self, logits: Tensor, rows: Sequence[SamplingRow]) -> Tensor:
+        """The logits [B, V] the draw starts from: bans, logit_bias and penalties applied
+        (no grammar: speculative verification, which uses it, skips grammar rows)."""
+        for row in rows:
+            check_units(row.spec)
+        return self._process(logits.float().clone(), rows, None)
+
     def _process(self, x: Tensor, rows: Sequence[SamplingRow], mask: GrammarMask | None) -> Tensor:
         # x: [B, V] float32
         B, V = x.shape

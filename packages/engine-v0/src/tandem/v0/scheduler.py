@@ -28,6 +28,7 @@ class ScheduledSeq:
     num_new_tokens: int  # this step's query length
     start: int  # position of the first new token (= num_computed_tokens when scheduled)
     completes: bool  # this step computes the sequence's last known token, so it samples
+    num_drafts: int = 0  # speculative drafts fed after the known tokens (then verified)
 
     @property
     def is_decode(self) -> bool:
@@ -36,7 +37,9 @@ class ScheduledSeq:
     @classmethod
     def of(cls, seq: Sequence, num_new_tokens: int) -> ScheduledSeq:
         start = seq.num_computed_tokens
-        return cls(seq, num_new_tokens, start, start + num_new_tokens == seq.num_tokens)
+        drafts = max(0, start + num_new_tokens - seq.num_tokens)
+        done = start + num_new_tokens - drafts == seq.num_tokens
+        return cls(seq, num_new_tokens, start, done, drafts)
 
 
 @dataclass(slots=True)
@@ -128,6 +131,17 @@ class Scheduler:
             return min(need, budget)
         return need if need <= budget else 0
 
+    def _fit_drafts(self, seq: Sequence, budget: int) -> int:
+        """This step's tokens for running ``seq``: its uncomputed ones plus the drafts
+        that fit the budget and the free blocks (drafts never cause a preemption)."""
+        need = seq.num_uncomputed_tokens
+        drafts = seq.draft_token_ids
+        if drafts:
+            del drafts[max(min(budget, need + len(drafts)) - need, 0) :]
+            if drafts and not self.block_manager.can_allocate(seq, need + len(drafts)):
+                drafts.clear()
+        return self._chunk(need + len(drafts), budget)
+
     def _preempt(self, seq: Sequence, out: SchedulerOutput) -> None:
         self.running.remove(seq)
         self.block_manager.free(seq)
@@ -144,7 +158,7 @@ class Scheduler:
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
-            n = self._chunk(seq.num_uncomputed_tokens, budget)
+            n = self._fit_drafts(seq, budget)
             if n == 0:
                 i += 1
                 continue
@@ -183,7 +197,8 @@ class Scheduler:
         """Record that the scheduled tokens were computed (their K/V are in the cache);
         with a sliding window, the blocks it left behind are freed."""
         for item in out.scheduled:
-            item.seq.num_computed_tokens = item.start + item.num_new_tokens
+            # drafts count once verified (the engine moves this past the accepted ones)
+            item.seq.num_computed_tokens = item.start + item.num_new_tokens - item.num_drafts
             self.block_manager.free_behind_window(item.seq)
 
     # leaving --------------------------------------------------------------------------

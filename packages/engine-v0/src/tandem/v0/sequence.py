@@ -48,6 +48,10 @@ class Sequence:
     logprobs: list[dict[int, Any]] | None = None
     text: SampleText | None = None  # its text and stop strings (set by the output processor)
     grammar: GrammarState | None = None  # its structured-output state (None: unconstrained)
+    # speculative decoding: tokens proposed to follow this sequence's tokens, checked by
+    # the next step (and, from a draft model that sampled them, their probabilities)
+    draft_token_ids: list[int] = field(default_factory=list)
+    draft_probs: Any = None
 
     @property
     def num_prompt_tokens(self) -> int:
@@ -90,6 +94,7 @@ class Sequence:
         """Forget the cached K/V: the next schedule recomputes prompt and output."""
         self.num_computed_tokens = 0
         self.block_table = []
+        self.draft_token_ids = []
         self.num_preemptions += 1
         self.status = SequenceStatus.PREEMPTED
 

@@ -51,6 +51,8 @@ class CoreStats(msgspec.Struct, array_like=True, frozen=True):
     num_kv_blocks: int
     num_free_kv_blocks: int
     num_cached_prompt_tokens: int
+    num_draft_tokens: int = 0  # speculative drafts verified since the core started
+    num_accepted_tokens: int = 0  # of them, accepted
 
 
 class StatsReply(msgspec.Struct, tag="stats", array_like=True, frozen=True):

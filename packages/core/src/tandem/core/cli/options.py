@@ -7,6 +7,7 @@ from typing import Any
 
 from tandem.core.cli.flags import number
 from tandem.core.cli.server_flags import add_server_flags
+from tandem.core.cli.spec_flags import add_spec_flags, spec_args
 from tandem.core.named_models import DEFAULT, TINY
 
 PARALLEL_DEFAULTS = {
@@ -56,6 +57,7 @@ def _engine_options(cmd: argparse.ArgumentParser, model_positional: bool = False
         ".gguf file, else none)",
     )
     _parallel_options(cmd)
+    add_spec_flags(cmd)
 
 
 def _parallel_options(cmd: argparse.ArgumentParser) -> None:
@@ -199,6 +201,7 @@ def engine_args(args: argparse.Namespace, model: str) -> dict[str, Any]:
         value = getattr(args, name)
         if value != PARALLEL_DEFAULTS[name]:  # left out: engine v0 takes the command too
             out[name] = value
+    out.update(spec_args(args))
     out["max_model_len"] = (
         args.max_model_len if args.max_model_len is not None else default_len(model)
     )

@@ -55,4 +55,9 @@ class Metrics:
         metric("tandem_preemptions_total", "counter", "Preemptions.", stats.num_preemptions)
         metric("tandem_kv_cache_blocks", "gauge", "KV cache blocks.", stats.num_kv_blocks)
         metric("tandem_kv_cache_usage", "gauge", "Fraction of KV blocks in use.", round(used, 6))
+        text = "Speculative draft tokens proposed."
+        metric("tandem:spec_decode_num_draft_tokens_total", "counter", text, stats.num_draft_tokens)
+        text = "Speculative draft tokens the target model accepted."
+        accepted = stats.num_accepted_tokens
+        metric("tandem:spec_decode_num_accepted_tokens_total", "counter", text, accepted)
         return "\n".join(lines) + "\n"

@@ -32,8 +32,13 @@ class EngineCore:
         self.kv = KVCacheManager(
             self.num_kv_blocks, cc.block_size, sc.enable_prefix_caching, cc.sliding_window
         )
+        spec = config.speculative
         self.scheduler = Scheduler(
-            self.kv, sc.max_num_seqs, sc.max_num_batched_tokens, sc.enable_chunked_prefill
+            self.kv,
+            sc.max_num_seqs,
+            sc.max_num_batched_tokens,
+            sc.enable_chunked_prefill,
+            spec.num_speculative_tokens if spec is not None else 0,
         )
         self.arrivals = 0
 
@@ -48,6 +53,8 @@ class EngineCore:
             num_kv_blocks=self.kv.num_blocks,
             num_free_kv_blocks=self.kv.num_free,
             num_cached_prompt_tokens=sched.num_cached_finished + live,
+            num_draft_tokens=sched.verified.num_draft_tokens,
+            num_accepted_tokens=sched.verified.num_accepted_tokens,
         )
 
     def has_work(self) -> bool:

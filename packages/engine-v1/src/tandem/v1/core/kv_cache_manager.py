@@ -187,6 +187,17 @@ class KVCacheManager:
             if block is not self.null:
                 self._unref(block, req)
 
+    def trim(self, req: Request, num_tokens: int) -> int:
+        """Hand back the request's tail blocks past its first ``num_tokens`` tokens (the
+        ones rejected drafts took: never full of computed K/V, so never cached)."""
+        table = self.tables.get(req.key, [])
+        keep = self.blocks_needed(num_tokens)
+        tail = table[keep:]
+        del table[keep:]
+        for block in reversed(tail):
+            self._unref(block, req)
+        return len(tail)
+
     def free_behind_window(self, req: Request) -> int:
         """Hand back the request's blocks that no query from its next token on reads
         (nothing without a window); returns how many. Called after each step."""

@@ -40,6 +40,7 @@ class Request:
     finish_reason: str | None = None
     stop_reason: int | str | None = None
     prompt_logprobs_sent: int = 0  # prompt positions whose logprobs were already emitted
+    spec_tokens: list[int] = field(default_factory=list)  # drafts its next decode verifies
 
     @property
     def num_prompt_tokens(self) -> int:

@@ -1,10 +1,10 @@
 """One token budget per step: running requests first, then waiting ones.
 
 Each step hands every scheduled request a number of new tokens to compute: a decode
-gets one, a prompt (or a recompute after preemption) gets as much as the budget
-allows (a chunk, when chunked prefill is on). When blocks run out, the most recently
-admitted running request is preempted: its blocks are freed and it goes back to the
-front of the waiting queue to be recomputed later.
+gets one (plus the drafts it verifies, :mod:`~tandem.v1.core.spec_sched`), a prompt gets
+as much as the budget allows (a chunk, when chunked prefill is on). When blocks run
+out, the most recently admitted running request is preempted: its blocks are freed and
+it goes back to the front of the waiting queue to be recomputed later.
 
 A step is handed to the worker as plain data (:mod:`tandem.v1.core.step`): each
 scheduled request's key, positions, block table and what its draw needs; the state of
@@ -19,10 +19,11 @@ serve, and turns the step into ``CoreOutput``s.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 
 from tandem.core.logprobs import TopEntry
-from tandem.core.stopping import token_stop
 from tandem.v1 import messages as m
+from tandem.v1.core import spec_sched as spec
 from tandem.v1.core.kv_cache_manager import KVCacheManager
 from tandem.v1.core.request import Request, Status
 from tandem.v1.core.step import NewRequest, ScheduledRequest, SchedulerOutput, StepOutput
@@ -35,6 +36,7 @@ class Scheduler:
         max_num_seqs: int,
         max_num_batched_tokens: int,
         enable_chunked_prefill: bool,
+        spec_k: int = 0,
     ) -> None:
         if max_num_seqs < 1:
             raise ValueError(f"max_num_seqs must be >= 1, got {max_num_seqs}")
@@ -50,6 +52,8 @@ class Scheduler:
         self.samples: dict[str, list[Request]] = {}  # request id -> its n samples
         self.num_preemptions = 0
         self.num_cached_finished = 0  # prefix-cache hit tokens of samples that left
+        self.spec_k = spec_k  # drafts proposed per step (0: no speculative decoding)
+        self.verified = spec.Verified()  # drafts verified and accepted so far
         self._dropped: list[str] = []
         self._placed: set[str] = set()  # keys whose state the worker holds
 
@@ -109,7 +113,10 @@ class Scheduler:
             if n == 0:
                 kept.append(req)
                 continue
-            while not self.kv.allocate(req, n):
+            drafts = spec.drafts_for(req, budget - n) if self.spec_k else []
+            if drafts and not self.kv.allocate(req, n + len(drafts)):
+                drafts = []  # drafts are dropped, never a reason to preempt
+            while not drafts and not self.kv.allocate(req, n):
                 victim = queue.pop() if queue else None
                 if victim is None:
                     self._preempt(req)
@@ -117,8 +124,8 @@ class Scheduler:
                 self._preempt(victim)
             else:
                 kept.append(req)
-                self._take(req, n, out)
-                budget -= n
+                self._take(req, n, out, drafts)
+                budget -= n + len(drafts)
         kept.extend(queue)
         self.running = kept
 
@@ -155,8 +162,9 @@ class Scheduler:
             return 0
         return min(remaining, budget)
 
-    def _take(self, req: Request, n: int, out: SchedulerOutput) -> None:
-        """Describe ``n`` tokens of ``req`` for the worker (its blocks are allocated)."""
+    def _take(self, req: Request, n: int, out: SchedulerOutput, drafts: Sequence[int] = ()) -> None:
+        """Describe ``n`` tokens of ``req`` and the ``drafts`` after them for the worker
+        (their blocks are allocated)."""
         if req.key not in self._placed:
             self._placed.add(req.key)
             out.new.append(
@@ -168,13 +176,17 @@ class Scheduler:
         counter = len(req.output_token_ids)
         sample = start + n == req.num_tokens
         banned = req.stop.banned if sample and counter < req.stop.min_tokens else []
-        row = ScheduledRequest(req.key, start, n, self.kv.table(req.key), sample, counter, banned)
+        table = self.kv.table(req.key)
+        row = ScheduledRequest(req.key, start, n + len(drafts), table, sample, counter, banned)
         row.prompt_logprobs = req.take_prompt_logprobs(start, n)
+        row.spec_tokens = list(drafts)
+        row.draft_room = spec.draft_room(req, self.spec_k) if sample else 0
         out.scheduled.append(row)
 
     def _preempt(self, req: Request) -> None:
         self.kv.release(req)
         req.num_computed_tokens = 0
+        req.spec_tokens = []
         req.status = Status.PREEMPTED
         self.waiting.appendleft(req)
         self._drop(req)
@@ -188,8 +200,9 @@ class Scheduler:
 
     # -- after the model ran -------------------------------------------------------
     def update_from_output(self, step: SchedulerOutput, result: StepOutput) -> list[m.CoreOutput]:
-        """Retire a step: computed tokens counted, sampled tokens appended, stops applied,
-        the requests the worker failed finished with ``"error"``."""
+        """Retire a step: computed tokens counted (rolled back over rejected drafts),
+        sampled tokens appended one by one with the stop rules applied, the requests the
+        worker failed finished with ``"error"``."""
         outs = []
         for row in step.scheduled:
             req = self.requests.get(row.key)
@@ -201,23 +214,27 @@ class Scheduler:
                 outs.append(_output(req, reason="error", error=error))
                 continue
             req.num_computed_tokens += row.num_tokens
+            toks = result.sampled.get(row.key, [])
+            if row.spec_tokens and toks:
+                self.verified.roll_back(req, len(row.spec_tokens), len(toks) - 1)
+            new, (reason, stop) = spec.accept(req, toks)  # the token stop rules, in order
             self.kv.cache_full_blocks(req)  # newly full blocks join the prefix cache
             self.kv.free_behind_window(req)  # then those behind a sliding window go
-            tok = result.sampled.get(row.key)
             plp = result.prompt_logprobs.get(row.key)
-            if tok is None:
+            if not new:
                 if plp is not None:
                     outs.append(_output(req, plp=plp))
                 continue
-            req.output_token_ids.append(tok)
-            reason, stop = token_stop(req.stop, tok, len(req.output_token_ids)) or (None, None)
             if reason is None and row.key in result.ended:  # its grammar allows nothing more
                 reason = "stop"
-            tops = result.logprobs.get(row.key)
-            lp = result.sampled_logprob[row.key]
-            outs.append(_output(req, [tok], [lp], [tops] if tops else None, plp, reason, stop))
+            tops = result.logprobs.get(row.key, [])[: len(new)] or None
+            lps = result.sampled_logprob[row.key][: len(new)]
+            outs.append(_output(req, new, lps, tops, plp, reason, stop))
             if reason is not None:
                 self.finish(req, reason, stop)
+            elif self.spec_k:
+                req.spec_tokens = result.drafts.get(row.key, [])
+                self.kv.trim(req, req.num_tokens)  # blocks only rejected drafts needed go
         return outs
 
 

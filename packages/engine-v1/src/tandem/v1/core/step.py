@@ -49,6 +49,12 @@ class ScheduledRequest:
     counter: int  # index of the output token drawn (its output tokens so far)
     banned: list[int] = field(default_factory=list)  # masked for the draw (min_tokens)
     prompt_logprobs: PromptLogprobs | None = None
+    # speculative decoding: drafts to verify, fed after the last known token (a decode
+    # with drafts computes 1 + len(spec_tokens) tokens and draws at every one of them)
+    spec_tokens: list[int] = field(default_factory=list)
+    # output tokens the request may still gain from this step on; the worker proposes
+    # drafts for the next step only within it (0: propose none for this request)
+    draft_room: int = 0
 
     @property
     def is_decode(self) -> bool:
@@ -72,12 +78,17 @@ class SchedulerOutput:
 
 @dataclass(slots=True)
 class StepOutput:
-    sampled: dict[str, int] = field(default_factory=dict)  # key -> new token
-    sampled_logprob: dict[str, float] = field(default_factory=dict)  # raw logprob of it
-    logprobs: dict[str, list[TopEntry]] = field(default_factory=dict)  # sampled first, top-k
+    """What one step found. A request draws one token per step, or, when it verified
+    drafts, the accepted drafts and one more (1 .. len(spec_tokens) + 1 tokens)."""
+
+    sampled: dict[str, list[int]] = field(default_factory=dict)  # key -> new tokens
+    sampled_logprob: dict[str, list[float]] = field(default_factory=dict)  # raw logprob of each
+    # per new token: its top entries (the sampled token first), when asked
+    logprobs: dict[str, list[list[TopEntry]]] = field(default_factory=dict)
     prompt_logprobs: dict[str, list[list[TopEntry]]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)  # key -> why it failed this step
     ended: set[str] = field(default_factory=set)  # keys whose token completed their grammar
+    drafts: dict[str, list[int]] = field(default_factory=dict)  # proposals for the next step
 
 
 class Executor(Protocol):

@@ -162,9 +162,9 @@ class OutputProcessor:
                 s.new_logprobs.append(entry(out.logprobs[k], self._decoded))
             reason = out.finish_reason if k == len(out.new_token_ids) - 1 else None
             stop = s.text.add(tok, reason)
-            if stop is not None:
+            if stop is not None:  # the tokens after it (a step's accepted drafts) are dropped
                 s.finish_reason, s.stop_reason = "stop", stop
-                return reason is None
+                return out.finish_reason is None  # else the core has ended it already
         if out.finish_reason is not None:
             s.finish_reason, s.stop_reason = out.finish_reason, out.stop_reason
         return False

@@ -1,8 +1,9 @@
-"""Runs one scheduled step: batch -> model forward -> sampler.
+"""Runs one scheduled step: batch -> model forward -> draws (:mod:`tandem.v1.worker.draw`).
 
-Rows are laid out prefills first (whole prompts, chunks, recomputes), then decodes,
-as the attention metadata requires. Only requests whose every known token is computed
-after this step are sampled; a partial chunk only fills the cache.
+Rows are laid out prefills first (whole prompts, chunks, recomputes, decodes that
+verify drafts), then plain decodes, as the attention metadata requires. Only requests
+whose every known token is computed after this step are sampled; a partial chunk only
+fills the cache.
 
 A failure fails the requests it concerns, never the step's others: a request whose
 state does not fit the batch, or whose draw or prompt logprobs fail, fails alone; a
@@ -20,17 +21,18 @@ from torch import Tensor
 
 from tandem.core.attention_backend import select_attention_backend
 from tandem.core.attention_metadata import build_metadata
-from tandem.core.inputs import SamplingSpec
 from tandem.core.kv_cache import allocate_kv_caches
 from tandem.core.loader import load_model
 from tandem.core.logprobs import TopEntry, entries, top_logprobs
 from tandem.core.outputs import error_text
 from tandem.core.parallel.group import CollectiveError, TensorParallel
-from tandem.core.structured.bitmask import build_mask
 from tandem.core.structured.compiler import LazyGrammars
 from tandem.v1.core.step import ScheduledRequest, SchedulerOutput, StepOutput
+from tandem.v1.worker.draw import Drawer
 from tandem.v1.worker.input_batch import InputBatch
-from tandem.v1.worker.sampler import Sampler, SamplingBatch
+from tandem.v1.worker.propose import make_proposer
+from tandem.v1.worker.sampler import Sampler
+from tandem.v1.worker.spec import place_drafts
 
 if TYPE_CHECKING:
     from tandem.core.config import EngineConfig
@@ -67,12 +69,16 @@ class ModelRunner:
             config.scheduler.max_num_seqs, mc.max_model_len, mc.vocab_size, grammars
         )
         self.sampler = sampler if sampler is not None else Sampler()
+        self.proposer = make_proposer(config)
+        self.draw = Drawer(self.model, self.batch, self.sampler, self.proposer)
 
     @torch.inference_mode()
     def execute(self, step: SchedulerOutput) -> StepOutput:
         result = StepOutput()
         for key in step.dropped:  # requests that left since the last step free their rows
             self.batch.remove(key)
+            if self.proposer is not None:
+                self.proposer.drop(key)
         for new in step.new:
             try:
                 self.batch.add(new)
@@ -83,6 +89,7 @@ class ModelRunner:
         )
         if not rows:
             return result
+        place_drafts(self.batch, rows)
         try:
             hidden = self._forward(rows)  # [T, C]
         except CollectiveError:
@@ -92,7 +99,7 @@ class ModelRunner:
             result.failed.update((r.key, why) for r in rows)
             return result
         self._prompt_logprobs(rows, hidden, result)
-        self._sample(rows, hidden, result)
+        self.draw(rows, hidden, result)
         return result
 
     def check_health(self) -> None:
@@ -111,58 +118,6 @@ class ModelRunner:
         input_ids, pos = self._gather_inputs(batch_rows, starts, query_lens)  # [T], [T]
         return self.model(input_ids, pos, self.kv_caches, meta)  # [T, C]
 
-    def _sample(self, rows: list[ScheduledRequest], hidden: Tensor, result: StepOutput) -> None:
-        ends = torch.tensor([r.num_tokens for r in rows]).cumsum(0) - 1  # [B] last tokens
-        done = [i for i, r in enumerate(rows) if r.sample and r.key not in result.failed]
-        if not done:
-            return
-        chosen = [rows[i] for i in done]
-        try:
-            logits = self.model.compute_logits(hidden[ends[done].to(self.device)])  # [B, V]
-        except CollectiveError:
-            raise
-        except Exception as exc:
-            why = error_text(exc)
-            result.failed.update((r.key, why) for r in chosen)
-            return
-        specs = [self.batch.specs[self.batch.rows[r.key]] for r in chosen]
-        sb = self._sampling_batch(chosen, specs)
-        out = self.sampler(logits, self.batch, sb)
-        for i, why in out.failed.items():
-            result.failed[chosen[i].key] = why
-        ok = [i for i in range(len(chosen)) if i not in out.failed]
-        if not ok:
-            return
-        tensors = (out.tokens.cpu(), out.logprobs, out.token_ids, out.ranks)
-        if out.failed:
-            keep = torch.tensor(ok, dtype=torch.int64)
-            tensors = tuple(t[keep.to(t.device)] for t in tensors)
-        tokens, lps, ids, ranks = tensors
-        self.batch.append(sb.rows[ok] if out.failed else sb.rows, tokens)
-        asked = [specs[i].logprobs or 0 for i in ok]
-        for i, tok, tops in zip(ok, tokens.tolist(), entries(lps, ids, ranks, asked)):
-            key = chosen[i].key
-            if not self._advance(key, tok, result):
-                continue
-            result.sampled[key] = tok
-            result.sampled_logprob[key] = tops[0][1]
-            if specs[i].logprobs is not None:
-                result.logprobs[key] = tops
-
-    def _advance(self, key: str, token: int, result: StepOutput) -> bool:
-        """The request's grammar (if any) takes ``token``; False when it refused it."""
-        state = self.batch.grammars[self.batch.rows[key]]
-        if state is None:
-            return True
-        try:
-            state.accept(token)
-        except Exception as exc:
-            result.failed[key] = error_text(exc)
-            return False
-        if state.terminated:
-            result.ended.add(key)
-        return True
-
     def _gather_inputs(
         self, rows: list[int], starts: list[int], counts: list[int]
     ) -> tuple[Tensor, Tensor]:
@@ -178,38 +133,6 @@ class ModelRunner:
             pos = torch.arange(int(n.sum())) + (start - first).repeat_interleave(n)  # [T]
             row = row.repeat_interleave(n)  # [T]
         return self.batch.token_ids[row, pos].to(self.device), pos.to(self.device)
-
-    def _sampling_batch(
-        self, rows: list[ScheduledRequest], specs: list[SamplingSpec]
-    ) -> SamplingBatch:
-        mask_rows: list[int] = []
-        mask_tokens: list[int] = []
-        for i, r in enumerate(rows):
-            mask_rows += [i] * len(r.banned)
-            mask_tokens += r.banned
-        bias_rows: list[int] = []
-        bias_tokens: list[int] = []
-        bias_values: list[float] = []
-        for i, s in enumerate(specs):
-            bias_rows += [i] * len(s.logit_bias)
-            bias_tokens += list(s.logit_bias)
-            bias_values += list(s.logit_bias.values())
-        i64 = torch.int64
-        V = self.batch.vocab_size
-        asked = [s.logprobs for s in specs if s.logprobs is not None]
-        return SamplingBatch(
-            rows=torch.tensor([self.batch.rows[r.key] for r in rows], dtype=torch.int64),
-            counters=torch.tensor([r.counter for r in rows], dtype=torch.int64),
-            mask_rows=torch.tensor(mask_rows, dtype=torch.int64),
-            mask_tokens=torch.tensor(mask_tokens, dtype=torch.int64),
-            bias_rows=torch.tensor(bias_rows, dtype=i64),
-            bias_tokens=torch.tensor(bias_tokens, dtype=i64),
-            bias_values=torch.tensor(bias_values, dtype=torch.float32),
-            max_logprobs=max(asked, default=-1),
-            any_penalties=any(s.has_penalties for s in specs),
-            any_sampling=any(not s.greedy for s in specs),
-            grammar=build_mask([self.batch.grammars[self.batch.rows[r.key]] for r in rows], V),
-        )
 
     def _prompt_logprobs(
         self, rows: list[ScheduledRequest], hidden: Tensor, result: StepOutput

@@ -46,6 +46,9 @@ class SamplingBatch:
     bias_tokens: Tensor = field(default_factory=_no_ids)  # [L] int64 logit_bias ids
     bias_values: Tensor = field(default_factory=_no_ids)  # [L] float32 their biases
     grammar: GrammarMask | None = None  # the constrained rows' allowed tokens
+    # [B, V] int32 tokens each row counts as output on top of the batch's (the drafts
+    # before a speculative draw), for penalties; None: nothing more
+    history: Tensor | None = None
 
     def pick(self, i: int) -> SamplingBatch:
         """Row ``i`` alone, with the batch's flags (so its draw is the batch's)."""
@@ -63,6 +66,7 @@ class SamplingBatch:
             self.bias_tokens[biased],
             self.bias_values[biased],
             self.grammar.pick(i) if self.grammar is not None else None,
+            self.history[i : i + 1] if self.history is not None else None,
         )
 
 
@@ -91,23 +95,7 @@ def _sample(logits: Tensor, batch: InputBatch, sb: SamplingBatch) -> SamplerOutp
         return _greedy(logits)
     raw = logits.log_softmax(dim=-1)  # [B, V]
     rows = sb.rows
-    x = logits
-    if sb.mask_rows.numel():
-        x = x.index_put((sb.mask_rows, sb.mask_tokens), torch.tensor(float("-inf")))
-    if sb.grammar is not None:
-        x = apply_mask(x, sb.grammar)
-    if sb.bias_rows.numel():
-        bias = sb.bias_values.to(x.device)
-        x = x.index_put((sb.bias_rows.to(x.device), sb.bias_tokens.to(x.device)), bias, True)
-    if sb.any_penalties:
-        x = apply_penalties(
-            x,
-            batch.prompt_mask[rows],
-            batch.output_counts[rows],
-            batch.presence[rows],
-            batch.frequency[rows],
-            batch.repetition[rows],
-        )
+    x = process(logits, batch, sb)
     if sb.any_sampling:
         tokens = choose_tokens(
             x,
@@ -125,6 +113,33 @@ def _sample(logits: Tensor, batch: InputBatch, sb: SamplingBatch) -> SamplerOutp
     if sb.grammar is not None:
         failed.update(sb.grammar.failed)
     return SamplerOutput(tokens, lp, ids, ranks, failed)
+
+
+def process(logits: Tensor, batch: InputBatch, sb: SamplingBatch) -> Tensor:
+    """The logits a row draws from, before temperature: the min-tokens mask, grammar
+    mask, logit bias and penalties applied. logits: [B, V] float32."""
+    x = logits
+    rows = sb.rows
+    if sb.mask_rows.numel():
+        x = x.index_put((sb.mask_rows, sb.mask_tokens), torch.tensor(float("-inf")))
+    if sb.grammar is not None:
+        x = apply_mask(x, sb.grammar)
+    if sb.bias_rows.numel():
+        bias = sb.bias_values.to(x.device)
+        x = x.index_put((sb.bias_rows.to(x.device), sb.bias_tokens.to(x.device)), bias, True)
+    if sb.any_penalties:
+        counts = batch.output_counts[rows]
+        if sb.history is not None:
+            counts = counts + sb.history
+        x = apply_penalties(
+            x,
+            batch.prompt_mask[rows],
+            counts,
+            batch.presence[rows],
+            batch.frequency[rows],
+            batch.repetition[rows],
+        )
+    return x
 
 
 def _greedy(logits: Tensor) -> SamplerOutput:
