@@ -1,0 +1,150 @@
+/* Prefill on GGUF block weights: out = x @ W^T through fp32 tiles of W.
+ *
+ * linear_gguf.c re-unpacks each weight block for every group of four x rows and takes
+ * integer dot products row by row: right at decode (M = 1, the weights' bytes are the
+ * cost), slower than an fp32 GEMM from a few dozen rows on. Here each thread decodes a
+ * band of weight rows to fp32 once (gguf_decode.c) into its own scratch, sized to stay in
+ * L2, and multiplies it with every row of x through a register-tiled fp32 kernel, so a
+ * call costs one decode of the weights plus the fp32 products.
+ *
+ * Rounding differs from the decode path: x stays fp32 here (no int8 rounding per 32
+ * values), so the result is closer to the reference (dequantize, then multiply); only
+ * the order of the fp32 sums differs from it.
+ *
+ * Layout: x is packed once per call as panels of 16 rows, xp[p][k][16], so one k of a
+ * panel is two 8-lane vectors. A micro-tile is 6 weight rows x 16 x rows: per k, two
+ * vector loads of x, six broadcasts of W and twelve multiply-adds into twelve
+ * accumulators (out^T's tile, stored transposed).
+ */
+#include <stdlib.h>
+
+#include "gguf_common.h"
+
+#define MP 16                  /* rows of x per panel */
+#define NR 6                   /* weight rows per micro-tile */
+#define BAND_FLOATS (96 * 1024) /* a thread's decoded band: 384 KB, kept in L2 */
+
+/* x [M, K] -> xp [ceil(M / 16)][K][16], zero past row M */
+static void pack_x(const float *x, int64_t M, int64_t K, float *xp)
+{
+    const int64_t panels = (M + MP - 1) / MP;
+#pragma omp parallel for schedule(static) if (panels > 1)
+    for (int64_t p = 0; p < panels; p++) {
+        float *dst = xp + p * K * MP;
+        for (int j = 0; j < MP; j++) {
+            const int64_t m = p * MP + j;
+            const float *src = x + m * K;
+            if (m < M)
+                for (int64_t k = 0; k < K; k++)
+                    dst[k * MP + j] = src[k];
+            else
+                for (int64_t k = 0; k < K; k++)
+                    dst[k * MP + j] = 0.0f;
+        }
+    }
+}
+
+/* c[i][j] = sum over k of w[i * K + k] * xp[k * 16 + j], i < 6, j < 16. Kept apart
+ * (noinline) so that its twelve accumulators live in registers. */
+#if GGUF_SIMD
+static __attribute__((noinline)) void tile(const float *w, int64_t K, const float *xp,
+                                           float c[NR][MP])
+{
+    __m256 acc[NR][2];
+    for (int i = 0; i < NR; i++)
+        acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        const __m256 b0 = _mm256_loadu_ps(xp + k * MP), b1 = _mm256_loadu_ps(xp + k * MP + 8);
+        for (int i = 0; i < NR; i++) {
+            const __m256 a = _mm256_broadcast_ss(w + i * K + k);
+            acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
+        }
+    }
+    for (int i = 0; i < NR; i++) {
+        _mm256_storeu_ps(c[i], acc[i][0]);
+        _mm256_storeu_ps(c[i] + 8, acc[i][1]);
+    }
+}
+#else
+static void tile(const float *w, int64_t K, const float *xp, float c[NR][MP])
+{
+    for (int i = 0; i < NR; i++)
+        for (int j = 0; j < MP; j++)
+            c[i][j] = 0.0f;
+    for (int64_t k = 0; k < K; k++)
+        for (int i = 0; i < NR; i++)
+            for (int j = 0; j < MP; j++)
+                c[i][j] += w[i * K + k] * xp[k * MP + j];
+}
+#endif
+
+/* rows n0 .. n0 + rows - 1 of W, decoded in wt [>= rows rounded up to 6][K], against
+ * every panel of x: out[m * N + n] */
+static void band(const float *wt, int64_t rows, int64_t n0, const float *xp, int64_t M,
+                 int64_t K, int64_t N, float *out)
+{
+    float c[NR][MP];
+    for (int64_t p = 0; p * MP < M; p++) {
+        const int64_t m0 = p * MP, mr = M - m0 < MP ? M - m0 : MP;
+        for (int64_t i0 = 0; i0 < rows; i0 += NR) {
+            tile(wt + i0 * K, K, xp + p * K * MP, c);
+            const int64_t nr = rows - i0 < NR ? rows - i0 : NR;
+            for (int64_t j = 0; j < mr; j++)
+                for (int64_t i = 0; i < nr; i++)
+                    out[(m0 + j) * N + n0 + i0 + i] = c[i][j];
+        }
+    }
+}
+
+/* out [M, N] = x [M, K] @ W^T in fp32 tiles, W as for tandem_linear_gguf. 0, or -1 when
+ * the type is unknown, K is not a multiple of the block, or memory is short. */
+int tandem_linear_gguf_f32(int type, const float *x, int64_t M, int64_t K, const uint8_t *w,
+                           int64_t N, float *out)
+{
+    const int64_t bb = tandem_gguf_block_bytes(type);
+    const int kq = type == Q4_K || type == Q5_K || type == Q6_K;
+    if (bb < 0 || K % (kq ? QK_K : QK) != 0 || K == 0 || M < 0 || N < 0)
+        return -1;
+    if (M == 0 || N == 0)
+        return 0;
+    const int64_t row = K / (kq ? QK_K : QK) * bb, panels = (M + MP - 1) / MP;
+    /* a band: as many rows (a multiple of 6, at least 6) as fit the L2 share */
+    int64_t nb = BAND_FLOATS / K / NR * NR;
+    nb = nb < NR ? NR : nb > 96 ? 96 : nb;
+    float *xp = malloc(sizeof(float) * (size_t)(panels * K * MP));
+    if (!xp)
+        return -1;
+    pack_x(x, M, K, xp);
+    const int64_t bands = (N + nb - 1) / nb;
+    int failed = 0;
+#pragma omp parallel
+    {
+        /* this thread's decoded band, kept between calls (grown as needed) */
+        static __thread float *wt = NULL;
+        static __thread size_t have = 0;
+        const size_t need = (size_t)(nb * K);
+        if (need > have) {
+            free(wt);
+            wt = malloc(sizeof(float) * need);
+            have = wt ? need : 0;
+        }
+        if (!wt) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(static)
+        for (int64_t b = 0; b < bands; b++) {
+            if (!wt)
+                continue;
+            const int64_t n0 = b * nb, rows = N - n0 < nb ? N - n0 : nb;
+            for (int64_t i = 0; i < rows; i++)
+                tandem_gguf_decode_row(type, w + (n0 + i) * row, K, wt + i * K);
+            const int64_t padded = (rows + NR - 1) / NR * NR; /* zero rows to a whole tile */
+            memset(wt + rows * K, 0, sizeof(float) * (size_t)((padded - rows) * K));
+            band(wt, rows, n0, xp, M, K, N, out);
+        }
+    }
+    free(xp);
+    return failed ? -1 : 0;
+}
