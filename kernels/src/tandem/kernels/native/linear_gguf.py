@@ -31,9 +31,7 @@ def simd() -> bool:
     return lib is not None and bool(lib.tandem_linear_gguf_simd())
 
 
-def linear(
-    x: Tensor, data: Tensor, qtype: int, k: int, tiles: bool | None = None
-) -> Tensor | None:
+def linear(x: Tensor, data: Tensor, qtype: int, k: int, tiles: bool | None = None) -> Tensor | None:
     """x: [M, k] fp32 -> [M, N] fp32 against ``data`` [N, row bytes] uint8 of ``qtype``.
     ``tiles``: the fp32-tile kernel (True) or the int8 one (False); None: by M."""
     lib = library()
