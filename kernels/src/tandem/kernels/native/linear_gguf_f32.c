@@ -47,23 +47,32 @@ static void pack_x(const float *x, int64_t M, int64_t K, float *xp)
 /* c[i][j] = sum over k of w[i * K + k] * xp[k * 16 + j], i < 6, j < 16. Kept apart
  * (noinline) so that its twelve accumulators live in registers. */
 #if GGUF_SIMD
+#define ROW(i, c0, c1)                                                                         \
+    do {                                                                                       \
+        const __m256 a = _mm256_broadcast_ss(w + (i) * K + k);                                 \
+        c0 = _mm256_fmadd_ps(a, b0, c0);                                                       \
+        c1 = _mm256_fmadd_ps(a, b1, c1);                                                       \
+    } while (0)
+
 static __attribute__((noinline)) void tile(const float *w, int64_t K, const float *xp,
                                            float c[NR][MP])
 {
-    __m256 acc[NR][2];
-    for (int i = 0; i < NR; i++)
-        acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    /* named, not an array: an array of accumulators goes through the stack every k */
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     for (int64_t k = 0; k < K; k++) {
         const __m256 b0 = _mm256_loadu_ps(xp + k * MP), b1 = _mm256_loadu_ps(xp + k * MP + 8);
-        for (int i = 0; i < NR; i++) {
-            const __m256 a = _mm256_broadcast_ss(w + i * K + k);
-            acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
-            acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
-        }
+        ROW(0, c00, c01);
+        ROW(1, c10, c11);
+        ROW(2, c20, c21);
+        ROW(3, c30, c31);
+        ROW(4, c40, c41);
+        ROW(5, c50, c51);
     }
+    const __m256 acc[2 * NR] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
     for (int i = 0; i < NR; i++) {
-        _mm256_storeu_ps(c[i], acc[i][0]);
-        _mm256_storeu_ps(c[i] + 8, acc[i][1]);
+        _mm256_storeu_ps(c[i], acc[2 * i]);
+        _mm256_storeu_ps(c[i] + 8, acc[2 * i + 1]);
     }
 }
 #else
