@@ -2,12 +2,13 @@
 
 Two kernels, chosen by the number of rows of x. Below :data:`PREFILL_ROWS`
 (decode, small batches) ``linear_gguf.c`` reads the blocks directly with x rounded to int8
-per 32 values: the weights' bytes stream once and are the cost. From :data:`PREFILL_ROWS`
-on ``linear_gguf_f32.c`` decodes bands of weight rows to fp32 once per call and multiplies
-them with all rows through an fp32 kernel: the products are the cost there, and fp32 ones
-beat re-unpacking every block per group of rows. The two round differently (the prefill
-path keeps x in fp32, so it is the closer to the reference), so a prompt's logits and a
-decode step's may differ in the last bits; both are within the reference's tolerance.
+per 32 values and integer dot products: the weights' bytes stream once and are the cost.
+From :data:`PREFILL_ROWS` on ``linear_gguf_f32.c`` decodes bands of weight rows to fp32
+once per call and multiplies them with all rows through an fp32 kernel: the products are
+the cost there, and fp32 ones beat re-unpacking every block per group of rows. Both round
+x the same way (the tiles take x's int8 rounding back to fp32), so they differ only in
+the order of their fp32 sums: a row's result does not depend on the batch it ran in
+beyond that, and engines that batch differently keep making the same tokens.
 
 :func:`linear` answers None where the library is missing or cannot take the call, and
 the caller takes the torch reference (dequantize, then matmul) instead.

@@ -7,9 +7,12 @@
  * L2, and multiplies it with every row of x through a register-tiled fp32 kernel, so a
  * call costs one decode of the weights plus the fp32 products.
  *
- * Rounding differs from the decode path: x stays fp32 here (no int8 rounding per 32
- * values), so the result is closer to the reference (dequantize, then multiply); only
- * the order of the fp32 sums differs from it.
+ * x is rounded as the decode path rounds it (int8 per 32 values, then back to fp32), so
+ * both paths compute the same products and differ only in the order of their fp32 sums
+ * (~1e-6 relative): a token's logits do not depend on whether its row ran in a batch of
+ * 3 or of 300, so engines that batch differently (v0, v1) make the same greedy tokens.
+ * Keeping x in fp32 would be closer to the reference, but would move every prefill row by
+ * x's int8 rounding (~1e-2 relative) against the same row at decode, and flip near-ties.
  *
  * Layout: x is packed once per call as panels of 16 rows, xp[p][k][16], so one k of a
  * panel is two 8-lane vectors. A micro-tile is 6 weight rows x 16 x rows: per k, two
@@ -24,7 +27,8 @@
 #define NR 6                   /* weight rows per micro-tile */
 #define BAND_FLOATS (96 * 1024) /* a thread's decoded band: 384 KB, kept in L2 */
 
-/* x [M, K] -> xp [ceil(M / 16)][K][16], zero past row M */
+/* x [M, K] -> xp [ceil(M / 16)][K][16], zero past row M, each value rounded as
+ * linear_gguf.c's quantize_x rounds it: per 32 values, xd * round(x / xd), xd = amax / 127 */
 static void pack_x(const float *x, int64_t M, int64_t K, float *xp)
 {
     const int64_t panels = (M + MP - 1) / MP;
@@ -33,13 +37,20 @@ static void pack_x(const float *x, int64_t M, int64_t K, float *xp)
         float *dst = xp + p * K * MP;
         for (int j = 0; j < MP; j++) {
             const int64_t m = p * MP + j;
-            const float *src = x + m * K;
-            if (m < M)
-                for (int64_t k = 0; k < K; k++)
-                    dst[k * MP + j] = src[k];
-            else
+            if (m >= M) {
                 for (int64_t k = 0; k < K; k++)
                     dst[k * MP + j] = 0.0f;
+                continue;
+            }
+            for (int64_t b = 0; b < K; b += QK) {
+                const float *v = x + m * K + b;
+                float amax = 0.0f;
+                for (int i = 0; i < QK; i++)
+                    amax = fmaxf(amax, fabsf(v[i]));
+                const float scale = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+                for (int i = 0; i < QK; i++)
+                    dst[(b + i) * MP + j] = scale * (float)(int)lrintf(v[i] * inv);
+            }
         }
     }
 }
