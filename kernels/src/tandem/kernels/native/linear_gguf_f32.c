@@ -153,7 +153,8 @@ int tandem_linear_gguf_f32(int type, const float *x, int64_t M, int64_t K, const
 #pragma omp atomic write
             failed = 1;
         }
-#pragma omp for schedule(static)
+        /* bands handed out one at a time: a thread slowed by a busy core takes fewer */
+#pragma omp for schedule(dynamic, 1)
         for (int64_t b = 0; b < bands; b++) {
             if (!wt)
                 continue;
