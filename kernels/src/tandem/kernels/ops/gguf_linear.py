@@ -7,7 +7,8 @@ integer one, so a decode step streams the weights' file bytes once (a Q4_1 weigh
 0.625 bytes a value, fp32's 4). From ``native.linear_gguf.PREFILL_ROWS`` rows (prefill)
 ``native/linear_gguf_f32.c`` decodes the weights to fp32 tiles once per call and runs fp32
 products on x rounded the same way (:mod:`tandem.kernels.native.linear_gguf`). Elsewhere,
-or where C is missing, the reference runs: dequantize (:func:`tandem.kernels.gguf_blocks.dequantize`), then ``F.linear``.
+or where C is missing, the reference runs: dequantize
+(:func:`tandem.kernels.gguf_blocks.dequantize`), then ``F.linear``.
 """
 
 from __future__ import annotations
