@@ -2,7 +2,7 @@
 weights (fp32), and int8; with ``--gguf``, GGUF block formats against fp32 and Q4_1.
 
     python benchmarks/linear.py [--size small|smollm2] [--threads N] [--seconds S]
-    python benchmarks/linear.py --gguf [Q4_1 Q4_K Q5_K Q6_K ...] [--shape H,I,L,V]
+    python benchmarks/linear.py --gguf [Q4_1 Q4_K Q5_K Q6_K ...] [--shape H,I,L,V] [--ms 1,16,64]
 
 For each token count M (a decode batch up to a prefill chunk), runs every linear
 layer of the model in turn (q/k/v, o, gate/up, down for all layers, then the logits
@@ -72,6 +72,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--gguf", nargs="*", default=None, metavar="FORMAT")
     parser.add_argument("--shape", default=None, metavar="H,I,L,V")
+    parser.add_argument("--ms", default="1,16,64", metavar="M,M,...", help="--gguf token counts")
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -85,8 +86,9 @@ def main() -> None:
 
         if args.shape is None:
             cfg = AutoConfig.from_pretrained(make_model(size=args.size))
+        ms = [int(v) for v in args.ms.split(",")]
         with torch.inference_mode():
-            for line in table(shapes(cfg), args.gguf or list(DEFAULT), [1, 16, 64], args.seconds):
+            for line in table(shapes(cfg), args.gguf or list(DEFAULT), ms, args.seconds):
                 print(line, flush=True)
         return
     if args.size == "smollm2":

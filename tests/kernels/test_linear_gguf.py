@@ -9,6 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tandem.kernels.gguf_blocks import FORMATS, QuantWeight, block_values, dequantize, quantize
+from tandem.kernels.native import linear_gguf as native
 from tandem.kernels.ops.gguf_linear import linear_gguf, reference
 
 QTYPES = sorted(FORMATS)
@@ -66,6 +67,52 @@ def test_kernel_matches_reference(qtype, m, blocks, n, seed) -> None:
     assert ((got - want).abs() <= _bound(x, w)).all()
 
 
+def _sum_order_bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Two kernels with the same rounding of x, fp32 sums in another order only."""
+    return 1e-5 * (x.abs() @ w.abs().t()) + 1e-5
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    qtype=st.sampled_from(QTYPES),
+    m=st.integers(1, 40),
+    blocks=st.integers(1, 4),
+    n=st.integers(1, 30),
+    seed=st.integers(0, 2**31 - 1),
+)
+@example(qtype=12, m=33, blocks=2, n=13, seed=0)  # panels of 16 and a tail, tiles of 6 and one
+@example(qtype=7, m=1, blocks=1, n=1, seed=1)
+def test_prefill_tiles_match_reference(qtype, m, blocks, n, seed) -> None:
+    """The fp32-tile kernel (which the op takes from ``PREFILL_ROWS`` rows), at any M: the
+    reference within x's int8 rounding, and the int8 kernel within fp32 sum order."""
+    g = torch.Generator().manual_seed(seed)
+    k = block_values(qtype) * blocks
+    qw = quantize(torch.randn(n, k, generator=g), qtype)
+    x = torch.randn(m, k, generator=g) * torch.rand(m, 1, generator=g).mul(4)
+    got = native.linear(x, qw.data, qtype, k, tiles=True)
+    if got is None:
+        pytest.skip("no C kernels here")
+    w = dequantize(qw.data, qtype, k)
+    assert ((got - reference(x, qw.data, qtype, k)).abs() <= _bound(x, w)).all()
+    rows = native.linear(x, qw.data, qtype, k, tiles=False)
+    assert ((got - rows).abs() <= _sum_order_bound(x, w)).all()
+
+
+def test_prefill_rows_take_the_tiles_and_agree_with_decode_rows() -> None:
+    """From ``PREFILL_ROWS`` rows the op runs the tiles; a row's result does not depend on
+    the batch it ran in beyond fp32 sum order (engines batch differently)."""
+    qw = quantize(torch.randn(70, 512), 13)
+    w = dequantize(qw.data, 13, 512)
+    for m in (native.PREFILL_ROWS, 3 * native.PREFILL_ROWS + 1):
+        x = torch.randn(m, 512)
+        got = linear_gguf(x, qw)
+        if native.library() is None:
+            return
+        assert torch.equal(got, native.linear(x, qw.data, 13, 512, tiles=True))
+        one_by_one = torch.cat([linear_gguf(x[i : i + 1], qw) for i in range(m)])
+        assert ((got - one_by_one).abs() <= _sum_order_bound(x, w)).all()
+
+
 def test_leading_dims_and_dtypes() -> None:
     qw = quantize(torch.randn(8, 64), 3)
     x = torch.randn(2, 3, 64)
@@ -95,4 +142,5 @@ def test_opcheck() -> None:
     op = torch.ops.tandem.torch_linear_gguf
     for qtype, k in ((2, 64), (12, 256), (14, 512)):
         qw = quantize(torch.randn(8, k), qtype)
-        torch.library.opcheck(op, (torch.randn(3, k), qw.data, qw.qtype, qw.k))
+        for m in (3, native.PREFILL_ROWS + 1):  # the decode kernel and the prefill one
+            torch.library.opcheck(op, (torch.randn(m, k), qw.data, qw.qtype, qw.k))

@@ -1,5 +1,6 @@
 """The GGUF kernel's parts beyond the per-format op tests (``test_linear_gguf.py``): a
-stack of formats, and the plain-C path that machines without AVX2 take."""
+stack of formats, and the plain-C paths (decode and prefill) that machines without AVX2
+take."""
 
 from __future__ import annotations
 
@@ -38,12 +39,14 @@ def test_plain_c_path_matches_the_reference(tmp_path) -> None:
     here = Path(builder.__file__).parent
     lib_path = tmp_path / "plain.so"
     flags = [*builder.FLAGS, "-mno-avx2", "-mno-fma", "-mno-f16c"]
-    sources = [str(here / "linear_gguf.c"), str(here / "linear_gguf_k.c")]
+    names = ("linear_gguf.c", "linear_gguf_k.c", "gguf_decode.c", "linear_gguf_f32.c")
+    sources = [str(here / name) for name in names]
     cmd = [builder.find_compiler(), *flags, *sources, "-o", str(lib_path)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=120)
     lib = ctypes.CDLL(str(lib_path))
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
     lib.tandem_linear_gguf.argtypes = [ctypes.c_int, ptr, i64, i64, ptr, i64, ptr]
+    lib.tandem_linear_gguf_f32.argtypes = lib.tandem_linear_gguf.argtypes
     assert lib.tandem_linear_gguf_simd() == 0
     g = torch.Generator().manual_seed(1)
     for qtype in sorted(FORMATS):
@@ -62,3 +65,10 @@ def test_plain_c_path_matches_the_reference(tmp_path) -> None:
             half_step = x.reshape(m, -1, 32).abs().amax(-1, keepdim=True).expand(m, -1, 32)
             bound = (half_step.reshape(m, k) / 254) @ w.t() * 1.01 + 1e-4
             assert ((out - want).abs() <= bound).all(), FORMATS[qtype][0]
+        # the prefill path on the last x (6 rows): fp32 tiles, x rounded as the rows round it
+        tiles = torch.empty(6, 11)
+        done = lib.tandem_linear_gguf_f32(
+            qtype, x.data_ptr(), 6, k, qw.data.data_ptr(), 11, tiles.data_ptr()
+        )
+        assert done == 0
+        torch.testing.assert_close(tiles, out, rtol=1e-4, atol=1e-4)

@@ -29,6 +29,8 @@ SOURCES = (
     "linear_f32.c",
     "linear_gguf.c",
     "linear_gguf_k.c",
+    "gguf_decode.c",
+    "linear_gguf_f32.c",
 )
 HEADERS = ("fastmath.h", "gguf_common.h")
 FLAGS = (

@@ -1,5 +1,6 @@
-/* What the GGUF block kernels (linear_gguf.c, linear_gguf_k.c) share: the f16 reader,
- * the unsigned x signed byte dot product, a horizontal sum, and the K-quant entry. */
+/* What the GGUF block kernels (linear_gguf.c, linear_gguf_k.c, gguf_decode.c,
+ * linear_gguf_f32.c) share: the f16 reader, the K-quant scale unpacking, the unsigned x
+ * signed byte dot product, a horizontal sum, and the entries between the files. */
 #ifndef TANDEM_GGUF_COMMON_H
 #define TANDEM_GGUF_COMMON_H
 
@@ -34,6 +35,18 @@ static inline float half(const uint8_t *p)
 #endif
 }
 
+/* The 6-bit scale and min of K-quant sub-block j (0..7) from the 12 packed bytes. */
+static inline void scale_min(const uint8_t *p, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = p[j] & 63;
+        *m = p[j + 4] & 63;
+    } else {
+        *sc = (p[j + 4] & 15) | ((p[j - 4] >> 6) << 4);
+        *m = (p[j + 4] >> 4) | ((p[j] >> 6) << 4);
+    }
+}
+
 #if GGUF_SIMD
 /* 8 int32 sums of 4 adjacent u * s byte products (lane i: bytes 4i .. 4i + 3) */
 static inline __m256i dot_u8s8(__m256i u, __m256i s)
@@ -53,6 +66,13 @@ static inline float hsum(__m256 v)
     return _mm_cvtss_f32(r);
 }
 #endif
+
+/* Bytes per block of ``type`` (a K-quant's super-block), -1 if unknown (linear_gguf.c) */
+int64_t tandem_gguf_block_bytes(int type);
+
+/* One weight row of K values in its blocks of ``type`` -> out[0..K-1] fp32 (gguf_decode.c) */
+__attribute__((visibility("hidden"))) void tandem_gguf_decode_row(int type, const uint8_t *w,
+                                                                 int64_t K, float *out);
 
 /* One K-quant weight row (K / 256 super-blocks of ``type``) against R <= 4 rows of the
  * quantized x (xq [R, K], xd, xs and xh [R, K / 32]): out[r * ldo]. */

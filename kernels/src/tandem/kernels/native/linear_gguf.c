@@ -21,8 +21,9 @@
  * the quantized x and the work split.
  *
  * Work split: threads take bands of output channels; within a band each weight block is
- * unpacked once and used for up to four rows of x (prefill), so the weights stream once
- * per call at every batch size.
+ * unpacked once and used for up to four rows of x, so the weights stream once per call
+ * at every batch size. From linear_gguf.PREFILL_ROWS rows the caller takes
+ * linear_gguf_f32.c instead (weights decoded to fp32 once, then fp32 products).
  */
 #include <stdlib.h>
 

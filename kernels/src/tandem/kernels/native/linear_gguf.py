@@ -1,4 +1,14 @@
-"""Linear layers on GGUF block weights in C (``linear_gguf.c``): one call per matmul.
+"""Linear layers on GGUF block weights in C: one call per matmul.
+
+Two kernels, chosen by the number of rows of x. Below :data:`PREFILL_ROWS`
+(decode, small batches) ``linear_gguf.c`` reads the blocks directly with x rounded to int8
+per 32 values and integer dot products: the weights' bytes stream once and are the cost.
+From :data:`PREFILL_ROWS` on ``linear_gguf_f32.c`` decodes bands of weight rows to fp32
+once per call and multiplies them with all rows through an fp32 kernel: the products are
+the cost there, and fp32 ones beat re-unpacking every block per group of rows. Both round
+x the same way (the tiles take x's int8 rounding back to fp32), so they differ only in
+the order of their fp32 sums: a row's result does not depend on the batch it ran in
+beyond that, and engines that batch differently keep making the same tokens.
 
 :func:`linear` answers None where the library is missing or cannot take the call, and
 the caller takes the torch reference (dequantize, then matmul) instead.
@@ -12,6 +22,11 @@ from torch import Tensor
 from tandem.kernels.gguf_blocks import FORMATS
 from tandem.kernels.native.loader import library
 
+# Rows of x from which the fp32-tile kernel runs: it costs the same for 1..16 rows (one
+# panel of x), and overtakes the int8 one at 12-13 rows (2048 x 2048, one thread: 16 rows
+# 1.1-1.5x, 8 rows 0.55-0.75x; benchmarks/linear.py --gguf --ms 8,16).
+PREFILL_ROWS = 16
+
 
 def simd() -> bool:
     """Whether the kernel was built with its vector path (AVX2 + FMA + F16C, or better)."""
@@ -19,8 +34,9 @@ def simd() -> bool:
     return lib is not None and bool(lib.tandem_linear_gguf_simd())
 
 
-def linear(x: Tensor, data: Tensor, qtype: int, k: int) -> Tensor | None:
-    """x: [M, k] fp32 -> [M, N] fp32 against ``data`` [N, row bytes] uint8 of ``qtype``."""
+def linear(x: Tensor, data: Tensor, qtype: int, k: int, tiles: bool | None = None) -> Tensor | None:
+    """x: [M, k] fp32 -> [M, N] fp32 against ``data`` [N, row bytes] uint8 of ``qtype``.
+    ``tiles``: the fp32-tile kernel (True) or the int8 one (False); None: by M."""
     lib = library()
     if lib is None or qtype not in FORMATS or x.dtype != torch.float32 or x.dim() != 2:
         return None
@@ -31,7 +47,8 @@ def linear(x: Tensor, data: Tensor, qtype: int, k: int) -> Tensor | None:
     out = torch.empty((x.shape[0], n), dtype=torch.float32)
     if x.shape[0] == 0 or n == 0:
         return out
-    done = lib.tandem_linear_gguf(
-        qtype, x.data_ptr(), x.shape[0], k, data.data_ptr(), n, out.data_ptr()
-    )
+    if tiles is None:
+        tiles = x.shape[0] >= PREFILL_ROWS
+    fn = lib.tandem_linear_gguf_f32 if tiles else lib.tandem_linear_gguf
+    done = fn(qtype, x.data_ptr(), x.shape[0], k, data.data_ptr(), n, out.data_ptr())
     return out if done == 0 else None

@@ -20,18 +20,6 @@
  */
 #include "gguf_common.h"
 
-/* The 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes. */
-static inline void scale_min(const uint8_t *p, int j, int *sc, int *m)
-{
-    if (j < 4) {
-        *sc = p[j] & 63;
-        *m = p[j + 4] & 63;
-    } else {
-        *sc = (p[j + 4] & 15) | ((p[j - 4] >> 6) << 4);
-        *m = (p[j + 4] >> 4) | ((p[j] >> 6) << 4);
-    }
-}
-
 #if GGUF_SIMD
 #define RB 4
 

@@ -4,8 +4,11 @@ Q5_0, Q5_1, and the K-quants Q4_K, Q5_K, Q6_K).
 On the CPU the C kernel (``native/linear_gguf.c``) reads the blocks directly: the
 activations are quantized per 32 values to int8 and every block's dot product is an
 integer one, so a decode step streams the weights' file bytes once (a Q4_1 weight is
-0.625 bytes a value, fp32's 4). Elsewhere, or where C is missing, the reference runs:
-dequantize (:func:`tandem.kernels.gguf_blocks.dequantize`), then ``F.linear``.
+0.625 bytes a value, fp32's 4). From ``native.linear_gguf.PREFILL_ROWS`` rows (prefill)
+``native/linear_gguf_f32.c`` decodes the weights to fp32 tiles once per call and runs fp32
+products on x rounded the same way (:mod:`tandem.kernels.native.linear_gguf`). Elsewhere,
+or where C is missing, the reference runs: dequantize
+(:func:`tandem.kernels.gguf_blocks.dequantize`), then ``F.linear``.
 """
 
 from __future__ import annotations
