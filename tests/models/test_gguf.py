@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -86,6 +87,18 @@ def test_a_gguf_path_runs_like_its_directory(tiny_gguf, tmp_path, monkeypatch) -
     assert runs[0].token_ids == runs[1].token_ids
     again = materialize(path)
     assert again.parent == tmp_path / "models" and (again / "config.json").is_file()
+
+
+def test_a_relative_path_stays_found_from_another_directory(tiny_gguf, tmp_path, monkeypatch):
+    """quantization='gguf' finds the file through the converted directory's stamp."""
+    from tandem.core.gguf_checkpoint import source_of
+
+    monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path / "cache"))
+    path = Path(tiny_gguf[1])
+    monkeypatch.chdir(path.parent)
+    converted = materialize(path.name)
+    monkeypatch.chdir(tmp_path)
+    assert source_of(converted) == path.resolve()
 
 
 def test_a_file_that_is_not_gguf_is_refused(tmp_path) -> None:

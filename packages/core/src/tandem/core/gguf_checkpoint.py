@@ -206,7 +206,8 @@ def materialize(
     """The converted directory of ``gguf_path``, converting it on first use (cached)."""
     from tandem.core import envs
 
-    src = Path(gguf_path).expanduser()
+    # absolute: the stamp must find the file again from any working directory
+    src = Path(gguf_path).expanduser().resolve()
     if not is_gguf(src):
         raise ValueError(f"not a .gguf file: {src}")
     root = Path(envs.TANDEM_CACHE_DIR).expanduser() / "models"
