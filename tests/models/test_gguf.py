@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import numpy as np
@@ -99,6 +100,10 @@ def test_a_relative_path_stays_found_from_another_directory(tiny_gguf, tmp_path,
     converted = materialize(path.name)
     monkeypatch.chdir(tmp_path)
     assert source_of(converted) == path.resolve()
+    # a stamp written with a relative path (older versions) is mended on the next use
+    (converted / "tandem_gguf.json").write_text(json.dumps({"source": path.name, "version": 1}))
+    assert source_of(converted) is None
+    assert materialize(path) == converted and source_of(converted) == path.resolve()
 
 
 def test_a_file_that_is_not_gguf_is_refused(tmp_path) -> None:

@@ -213,13 +213,15 @@ def materialize(
     root = Path(envs.TANDEM_CACHE_DIR).expanduser() / "models"
     target = root / f"gguf-{src.stem}-{_digest(src)}"
     if (target / STAMP).is_file():
+        if source_of(target) != src:  # a stamp of an older version, with a relative path
+            _stamp(target, src)
         return target
     root.mkdir(parents=True, exist_ok=True)
     say(f"converting {src.name} into a Hugging Face directory (once): {target}")
     tmp = Path(tempfile.mkdtemp(prefix=".gguf-", dir=root))
     try:
         convert(src, tmp, say)
-        (tmp / STAMP).write_text(json.dumps({"source": str(src), "version": FORMAT_VERSION}))
+        _stamp(tmp, src)
         try:
             os.rename(tmp, target)
         except OSError:  # another process finished first: use its copy
@@ -228,3 +230,7 @@ def materialize(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _stamp(directory: Path, src: Path) -> None:
+    (directory / STAMP).write_text(json.dumps({"source": str(src), "version": FORMAT_VERSION}))
