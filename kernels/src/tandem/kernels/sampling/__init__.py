@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tandem.kernels.ops.sampling import sample_seeded
 from tandem.kernels.rng import derive_seed, seeded_uniform
-from tandem.kernels.sampling.choose import choose_tokens
+from tandem.kernels.sampling.choose import choose_tokens, filtered_probs
 from tandem.kernels.sampling.greedy import greedy_with_logprob
 from tandem.kernels.sampling.processors import (
     apply_min_p,
@@ -26,6 +26,7 @@ __all__ = [
     "apply_top_p",
     "choose_tokens",
     "derive_seed",
+    "filtered_probs",
     "greedy_with_logprob",
     "sample_seeded",
     "seeded_uniform",

@@ -38,9 +38,18 @@ def choose_tokens(
     greedy = temperature == 0
     if bool(greedy.all()):
         return tokens
+    drawn = sample_seeded(filtered_probs(logits, temperature, top_k, top_p, min_p), seeds, counters)
+    return torch.where(greedy, tokens, drawn)
+
+
+def filtered_probs(
+    logits: Tensor, temperature: Tensor, top_k: Tensor, top_p: Tensor, min_p: Tensor
+) -> Tensor:
+    """The distributions [B, V] sampled rows draw from: processed logits scaled by their
+    temperature, filtered by top-k, then top-p, then min-p, softmaxed in float32. The
+    verify step of speculative decoding reads the same distributions."""
     x = apply_temperature(logits, temperature)
     x = apply_top_k(x, top_k)
     x = apply_top_p(x, top_p)
     x = apply_min_p(x, min_p)
-    drawn = sample_seeded(x.float().softmax(dim=-1), seeds, counters)
-    return torch.where(greedy, tokens, drawn)
+    return x.float().softmax(dim=-1)

@@ -19,7 +19,7 @@ from tandem.core.inputs import SamplingSpec
 from tandem.core.logprobs import entries, top_logprobs
 from tandem.core.outputs import error_text
 from tandem.core.speculative.verify import verify_greedy, verify_sampled, verify_seed
-from tandem.kernels.sampling import apply_min_p, apply_temperature, apply_top_k, apply_top_p
+from tandem.kernels.sampling import filtered_probs
 from tandem.v0.sampler import INVALID, Sampler, SampleResult, SamplingRow
 
 
@@ -80,8 +80,10 @@ def target_probs(x: Tensor, spec: SamplingSpec) -> Tensor:
     def col(value: float, dtype: torch.dtype) -> Tensor:
         return torch.full((n,), value, dtype=dtype, device=dev)
 
-    y = apply_temperature(x, col(spec.temperature, torch.float32))
-    y = apply_top_k(y, col(max(min(spec.top_k, vocab), -1), torch.int64))
-    y = apply_top_p(y, col(spec.top_p, torch.float32))
-    y = apply_min_p(y, col(spec.min_p, torch.float32))
-    return y.float().softmax(dim=-1)
+    return filtered_probs(
+        x,
+        col(spec.temperature, torch.float32),
+        col(max(min(spec.top_k, vocab), -1), torch.int64),
+        col(spec.top_p, torch.float32),
+        col(spec.min_p, torch.float32),
+    )

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from tandem.core.speculative.verify import verify_sampled, verify_seed
-from tandem.kernels.sampling import apply_min_p, apply_temperature, apply_top_k, apply_top_p
+from tandem.kernels.sampling import filtered_probs
 from tandem.v1.core.step import ScheduledRequest
 from tandem.v1.worker.input_batch import InputBatch
 
@@ -97,10 +97,11 @@ def verify_row(
     None when they were certain) against its processed logits ``x`` [k + 1, V]."""
     n = x.shape[0]
     rows = torch.full((n,), row, dtype=torch.int64)
-    y = apply_temperature(x, batch.temperature[rows].to(x.device))
-    y = apply_top_k(y, batch.top_k[rows].to(x.device))
-    y = apply_top_p(y, batch.top_p[rows].to(x.device))
-    y = apply_min_p(y, batch.min_p[rows].to(x.device))
+    dev = x.device
+    y = filtered_probs(
+        x, batch.temperature[rows].to(dev), batch.top_k[rows].to(dev),
+        batch.top_p[rows].to(dev), batch.min_p[rows].to(dev),
+    )  # fmt: skip
     gen = torch.Generator(device=x.device)
     gen.manual_seed(verify_seed(int(batch.seeds[row]), counter))
-    return verify_sampled(y.float().softmax(dim=-1), drafts, q, gen)
+    return verify_sampled(y, drafts, q, gen)
