@@ -24,12 +24,18 @@
 
 #include "fastmath.h"
 
-/* A vector of 16 floats (one AVX-512 register; two AVX2 ones elsewhere), loaded and
- * stored through memcpy so any float address will do. */
-typedef float vec __attribute__((vector_size(64)));
+/* A vector of one register's floats (16 with AVX-512, 8 elsewhere), loaded and stored
+ * through memcpy so any float address will do. A 16-float vector on AVX2 is two registers,
+ * and the loops below then spill their accumulators to the stack (3-4x slower). */
+#if defined(__AVX512F__)
 #define LANES 16
-#define MAX_CHUNKS 16 /* vector path: head size a multiple of 16, at most 256 */
-#define PASS_REGS 16  /* accumulator registers of one pass over a block's V rows */
+#define PASS_REGS 16 /* accumulator registers of one pass over a block's V rows */
+#else
+#define LANES 8
+#define PASS_REGS 8 /* of AVX2's sixteen: the rest hold the V row */
+#endif
+typedef float vec __attribute__((vector_size(LANES * 4)));
+#define MAX_CHUNKS (256 / LANES) /* vector path: head size a multiple of LANES, at most 256 */
 
 static inline vec vload(const float *p)
 {
@@ -124,7 +130,7 @@ block_scores(int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t n, float qs[H
     const int64_t G = H / KVH, row = KVH * D; /* row: floats from one token to the next */
     for (int64_t g = 0; g < KVH; g++)
         for (int64_t t = 0; t < n; t++) {
-            for (int64_t i = 0; i < D; i += LANES) /* KV head g's share of the row */
+            for (int64_t i = 0; i < D; i += 16) /* KV head g's share of the row */
                 __builtin_prefetch(kn + t * row + g * D + i, 0, 2);
             const float *kr = kb + t * row + g * D;
             if (!VECTOR_HEADS(D)) {
@@ -146,37 +152,37 @@ block_scores(int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t n, float qs[H
 
 /* Heads j0 .. j0 + m - 1 (m a constant where inlined) over the block's V rows. */
 static inline __attribute__((always_inline)) void
-heads_values(int64_t H, int64_t D, int64_t S, int64_t n, const int64_t m, int64_t j0,
-             float p[H][S], const float *vg, int64_t row, const float *vn, int first,
+heads_values(int64_t H, int64_t D, int64_t S, int64_t n, const int64_t m, int64_t j0, int64_t c0,
+             int64_t cw, float p[H][S], const float *vg, int64_t row, const float *vn, int first,
              float acc[H][D])
 {
-    const int64_t C = D / LANES;
-    vec a[PASS_REGS];
+    vec a[PASS_REGS]; /* m * cw <= PASS_REGS */
     for (int64_t h = 0; h < m; h++)
-        for (int64_t c = 0; c < C; c++)
-            a[h * C + c] = vload(acc[j0 + h] + c * LANES);
+        for (int64_t c = 0; c < cw; c++)
+            a[h * cw + c] = vload(acc[j0 + h] + (c0 + c) * LANES);
     for (int64_t t = 0; t < n; t++) {
-        const float *vr = vg + t * row;
+        const float *vr = vg + t * row + c0 * LANES;
         if (first) /* the group's first pass fetches the group's share of the row */
-            for (int64_t i = 0; i < D; i += LANES)
+            for (int64_t i = 0; i < D; i += 16) /* a cache line */
                 __builtin_prefetch(vn + t * row + i, 0, 2);
-        vec v[MAX_CHUNKS];
-        for (int64_t c = 0; c < C; c++)
+        vec v[PASS_REGS];
+        for (int64_t c = 0; c < cw; c++)
             v[c] = vload(vr + c * LANES);
         for (int64_t h = 0; h < m; h++) {
             const float w = p[j0 + h][t];
-            for (int64_t c = 0; c < C; c++)
-                a[h * C + c] += w * v[c];
+            for (int64_t c = 0; c < cw; c++)
+                a[h * cw + c] += w * v[c];
         }
     }
     for (int64_t h = 0; h < m; h++)
-        memcpy(acc[j0 + h], a + h * C, D * sizeof(float));
+        memcpy(acc[j0 + h] + c0 * LANES, a + h * cw, cw * LANES * sizeof(float));
 }
 
 /* acc[j] += sum over the block's n tokens of p[j][t] * v_t; V rows at vb, the next
  * block's at vn (prefetched into L2 along the way, see block_scores). On the vector
- * path the accumulators of up to PASS_REGS / (D / 16) heads of one KV group stay in
- * registers for the whole block, and each V row is loaded once for all of them. */
+ * path the accumulators of up to PASS_REGS / (D / LANES) heads of one KV group stay in
+ * registers for the whole block, and each V row is loaded once for all of them; a head
+ * wider than PASS_REGS vectors takes its columns in passes of PASS_REGS. */
 static inline __attribute__((always_inline)) void
 block_values(int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t n, float p[H][S],
              const float *vb, const float *vn, float acc[H][D])
@@ -184,7 +190,7 @@ block_values(int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t n, float p[H]
     const int64_t G = H / KVH, row = KVH * D;
     if (!VECTOR_HEADS(D)) {
         for (int64_t t = 0; t < n; t++)
-            for (int64_t i = 0; i < row; i += LANES)
+            for (int64_t i = 0; i < row; i += 16)
                 __builtin_prefetch(vn + t * row + i, 0, 2);
         for (int64_t j = 0; j < H; j++)
             for (int64_t t = 0; t < n; t++) {
@@ -197,18 +203,28 @@ block_values(int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t n, float p[H]
     }
     const int64_t C = D / LANES, fit = PASS_REGS / C > 0 ? PASS_REGS / C : 1;
     const int64_t per = fit < 4 ? fit : 4; /* heads per pass: the switch below goes to 4 */
-    for (int64_t g = 0; g < KVH; g++)
+    for (int64_t g = 0; g < KVH; g++) {
+        const float *vg = vb + g * D, *vgn = vn + g * D;
+        if (C > PASS_REGS) { /* one head at a time, PASS_REGS columns a pass */
+            for (int64_t j = g * G; j < (g + 1) * G; j++)
+                for (int64_t c0 = 0; c0 < C; c0 += PASS_REGS) {
+                    const int64_t cw = C - c0 < PASS_REGS ? C - c0 : PASS_REGS;
+                    const int first = j == g * G && c0 == 0;
+                    heads_values(H, D, S, n, 1, j, c0, cw, p, vg, row, vgn, first, acc);
+                }
+            continue;
+        }
         for (int64_t j0 = g * G; j0 < (g + 1) * G; j0 += per) {
             const int64_t m = (g + 1) * G - j0 < per ? (g + 1) * G - j0 : per;
-            const float *vg = vb + g * D, *vgn = vn + g * D;
             const int first = j0 == g * G;
             switch (m) {
-            case 1: heads_values(H, D, S, n, 1, j0, p, vg, row, vgn, first, acc); break;
-            case 2: heads_values(H, D, S, n, 2, j0, p, vg, row, vgn, first, acc); break;
-            case 3: heads_values(H, D, S, n, 3, j0, p, vg, row, vgn, first, acc); break;
-            default: heads_values(H, D, S, n, 4, j0, p, vg, row, vgn, first, acc); break;
+            case 1: heads_values(H, D, S, n, 1, j0, 0, C, p, vg, row, vgn, first, acc); break;
+            case 2: heads_values(H, D, S, n, 2, j0, 0, C, p, vg, row, vgn, first, acc); break;
+            case 3: heads_values(H, D, S, n, 3, j0, 0, C, p, vg, row, vgn, first, acc); break;
+            default: heads_values(H, D, S, n, 4, j0, 0, C, p, vg, row, vgn, first, acc); break;
             }
         }
+    }
 }
 
 /* One query row (all H heads) over its cached tokens first .. len - 1. Inlined into one
@@ -285,7 +301,7 @@ int tandem_paged_decode_f32(const float *q, const float *k_cache, const float *v
     if (KVH <= 0 || H % KVH != 0 || D <= 0 || S <= 0 || H * D > MAX_HEADS_X_DIM ||
         H * S > MAX_HEADS_X_BLOCK)
         return -1;
-#pragma omp parallel
+#pragma omp parallel if (B > 1) /* one sequence: one thread has all the work */
     {
         /* contiguous runs of sequences with about equal tokens read, so that a thread
          * knows which block it reads after a sequence's last one and can prefetch it */
