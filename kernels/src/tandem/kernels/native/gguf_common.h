@@ -47,6 +47,17 @@ static inline void scale_min(const uint8_t *p, int j, int *sc, int *m)
     }
 }
 
+/* Where element i of block b lies in a row of x quantized for the 4/5-bit blocks (nb
+ * blocks): blocks in pairs, a pair stored as [b0 0-15][b1 0-15][b0 16-31][b1 16-31] so
+ * that the two blocks' low and high nibbles meet x in one register each
+ * (linear_gguf_rows.c); an odd last block as it is. */
+static inline int64_t paired(int64_t b, int i, int64_t nb)
+{
+    if ((b | 1) >= nb)
+        return b * QK + i;
+    return (b & ~(int64_t)1) * QK + i / 16 * 32 + (b & 1) * 16 + i % 16;
+}
+
 #if GGUF_SIMD
 /* 8 int32 sums of 4 adjacent u * s byte products (lane i: bytes 4i .. 4i + 3) */
 static inline __m256i dot_u8s8(__m256i u, __m256i s)
@@ -73,6 +84,13 @@ int64_t tandem_gguf_block_bytes(int type);
 /* One weight row of K values in its blocks of ``type`` -> out[0..K-1] fp32 (gguf_decode.c) */
 __attribute__((visibility("hidden"))) void tandem_gguf_decode_row(int type, const uint8_t *w,
                                                                  int64_t K, float *out);
+
+/* n <= 8 weight rows of 32-value blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; w + i * row)
+ * against R <= 4 rows of the quantized x (xq [R, K], 4/5-bit blocks in the paired layout;
+ * xd, xs [R, K / 32]): out[r * ldo + i] (linear_gguf_rows.c). */
+__attribute__((visibility("hidden"))) void
+tandem_gguf_rows(int type, int R, const uint8_t *w, int n, int64_t row, const int8_t *xq,
+                 const float *xd, const float *xs, int64_t K, float *out, int64_t ldo);
 
 /* One K-quant weight row (K / 256 super-blocks of ``type``) against R <= 4 rows of the
  * quantized x (xq [R, K], xd, xs and xh [R, K / 32]): out[r * ldo]. */

@@ -47,168 +47,75 @@ int64_t tandem_gguf_block_bytes(int type)
     }
 }
 
+/* One block of 32 values of x -> 32 int8 codes at lo (values 0-15) and hi (16-31); *d
+ * the scale, *sum and *first the sums of all and of the first 16 codes. lrintf and the
+ * vector conversion both round half to even, so either gives the same codes. */
+static inline void quantize_block(const float *v, int8_t *lo, int8_t *hi, float *d, int *sum,
+                                  int *first)
+{
+#if GGUF_SIMD
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 f[4], amax = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) {
+        f[i] = _mm256_loadu_ps(v + 8 * i);
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, f[i]));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float top = _mm_cvtss_f32(m), inv = top > 0.0f ? 127.0f / top : 0.0f;
+    __m256i q[4];
+    for (int i = 0; i < 4; i++)
+        q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(f[i], _mm256_set1_ps(inv)));
+    const __m256i s01 = _mm256_add_epi32(q[0], q[1]), s23 = _mm256_add_epi32(q[2], q[3]);
+    /* packs work per 128-bit half: [0-3 8-11 | 4-7 12-15] -> 0-15 after the permute */
+    const __m256i w01 = _mm256_packs_epi32(q[0], q[1]), w23 = _mm256_packs_epi32(q[2], q[3]);
+    const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23),
+                                                  _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm_storeu_si128((__m128i *)lo, _mm256_castsi256_si128(b));
+    _mm_storeu_si128((__m128i *)hi, _mm256_extracti128_si256(b, 1));
+    int t[8];
+    _mm256_storeu_si256((__m256i *)t, s01);
+    *first = t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+    _mm256_storeu_si256((__m256i *)t, s23);
+    *sum = *first + t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+    *d = top / 127.0f;
+#else
+    float amax = 0.0f;
+    for (int i = 0; i < QK; i++)
+        amax = fmaxf(amax, fabsf(v[i]));
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    int all = 0, half16 = 0;
+    for (int i = 0; i < QK; i++) {
+        const int r = (int)lrintf(v[i] * inv);
+        (i < QK / 2 ? lo : hi - QK / 2)[i] = (int8_t)r;
+        all += r;
+        half16 += i < QK / 2 ? r : 0;
+    }
+    *sum = all;
+    *first = half16;
+    *d = amax / 127.0f;
+#endif
+}
+
 /* x [M, K] -> q [M, K] int8, d, s and h [M, K / 32] (h: d * the sum of a block's first
- * 16 q, for Q6_K's scales of 16) */
-static void quantize_x(const float *x, int64_t M, int64_t K, int8_t *q, float *d, float *s,
-                       float *h)
+ * 16 q, for Q6_K's scales of 16); ``pairs``: q in the paired layout of the 4/5-bit
+ * blocks (gguf_common.h), else block by block. */
+static void quantize_x(const float *x, int64_t M, int64_t K, int pairs, int8_t *q, float *d,
+                       float *s, float *h)
 {
     const int64_t nb = K / QK;
-#pragma omp parallel for schedule(static) if (M > 1)
     for (int64_t m = 0; m < M; m++) {
         for (int64_t b = 0; b < nb; b++) {
-            const float *v = x + m * K + b * QK;
-            int8_t *o = q + m * K + b * QK;
-            float amax = 0.0f;
-            for (int i = 0; i < QK; i++)
-                amax = fmaxf(amax, fabsf(v[i]));
-            const float scale = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-            int sum = 0, first = 0;
-            for (int i = 0; i < QK; i++) {
-                const int r = (int)lrintf(v[i] * inv);
-                o[i] = (int8_t)r;
-                sum += r;
-                first += i < QK / 2 ? r : 0;
-            }
+            int8_t *o = q + m * K;
+            int sum, first;
+            float scale;
+            quantize_block(x + m * K + b * QK, o + (pairs ? paired(b, 0, nb) : b * QK),
+                           o + (pairs ? paired(b, 16, nb) : b * QK + 16), &scale, &sum, &first);
             d[m * nb + b] = scale;
             s[m * nb + b] = scale * (float)sum;
             h[m * nb + b] = scale * (float)first;
         }
-    }
-}
-
-#if GGUF_SIMD
-/* Block b of a weight row against R rows of x, into acc[r] and extra[r]. */
-static inline __attribute__((always_inline)) void block(int type, int R, const uint8_t *blk,
-                                                         int64_t b, const int8_t *xq,
-                                                         const float *xd, const float *xs,
-                                                         int64_t K, __m256 *acc, __m256 *extra)
-{
-    const float wd = half(blk);
-    __m256i u; /* the weights as unsigned bytes (Q8_0: their magnitudes) */
-    __m256i sgn = _mm256_setzero_si256();
-    float wm = 0.0f;
-    if (type == Q8_0) {
-        sgn = _mm256_loadu_si256((const __m256i *)(blk + 2));
-        u = _mm256_sign_epi8(sgn, sgn);
-    } else {
-        const int five = type == Q5_0 || type == Q5_1, sym = type == Q4_0 || type == Q5_0;
-        const int at = sym ? 2 : 4; /* after d (and m) */
-        const __m128i low = _mm_set1_epi8(0x0F);
-        wm = sym ? (five ? -16.0f : -8.0f) * wd : half(blk + 2);
-        const __m128i raw = _mm_loadu_si128((const __m128i *)(blk + at + 4 * five));
-        const __m128i lo = _mm_and_si128(raw, low);
-        const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), low);
-        u = _mm256_set_m128i(hi, lo);
-        if (five) { /* bit j of hb -> 0x10 in byte j: byte j takes hb's byte j / 8 */
-            uint32_t hb;
-            memcpy(&hb, blk + at, 4);
-            const __m256i spread = _mm256_shuffle_epi8(
-                _mm256_set1_epi32((int)hb),
-                _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
-                                   0x0303030303030303LL));
-            const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-            const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-            u = _mm256_or_si256(u, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
-        }
-    }
-    const int64_t nb = K / QK;
-    for (int r = 0; r < R; r++) {
-        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + r * K + b * QK));
-        if (type == Q8_0)
-            xv = _mm256_sign_epi8(xv, sgn);
-        const __m256 dot = _mm256_cvtepi32_ps(dot_u8s8(u, xv));
-        acc[r] = _mm256_fmadd_ps(dot, _mm256_set1_ps(wd * xd[r * nb + b]), acc[r]);
-        if (type != Q8_0) /* lane 0 only: the block's offset term */
-            extra[r] = _mm256_fmadd_ps(_mm256_set1_ps(wm), _mm256_set1_ps(xs[r * nb + b]),
-                                       extra[r]);
-    }
-}
-
-/* One weight row against R rows of x: out[r * ldo] for r < R. Inlined with constant
- * type and R, so each format and row count gets its own loop with registers only; two
- * sets of accumulators take alternate blocks, so no add waits on the one before. */
-static inline __attribute__((always_inline)) void row_dot(int type, const uint8_t *w,
-                                                           int64_t nb, const int8_t *xq,
-                                                           const float *xd, const float *xs,
-                                                           int64_t K, int R, float *out,
-                                                           int64_t ldo)
-{
-    __m256 acc[2][RB], extra[2][RB];
-    for (int r = 0; r < RB; r++) {
-        acc[0][r] = acc[1][r] = extra[0][r] = extra[1][r] = _mm256_setzero_ps();
-    }
-    const int64_t bb = type == Q8_0   ? 34
-                       : type == Q4_0 ? 18
-                       : type == Q4_1 ? 20
-                       : type == Q5_0 ? 22
-                                      : 24;
-    int64_t b = 0;
-    for (; b + 1 < nb; b += 2) {
-        block(type, R, w + b * bb, b, xq, xd, xs, K, acc[0], extra[0]);
-        block(type, R, w + (b + 1) * bb, b + 1, xq, xd, xs, K, acc[1], extra[1]);
-    }
-    if (b < nb)
-        block(type, R, w + b * bb, b, xq, xd, xs, K, acc[0], extra[0]);
-    for (int r = 0; r < R; r++) {
-        const __m256 e = _mm256_add_ps(extra[0][r], extra[1][r]);
-        out[r * ldo] = hsum(_mm256_add_ps(acc[0][r], acc[1][r])) + _mm_cvtss_f32(_mm256_castps256_ps128(e));
-    }
-}
-#else
-static inline void row_dot(int type, const uint8_t *w, int64_t nb, const int8_t *xq, const float *xd,
-                    const float *xs, int64_t K, int R, float *out, int64_t ldo)
-{
-    const int64_t bb = tandem_gguf_block_bytes(type);
-    for (int r = 0; r < R; r++) {
-        float total = 0.0f;
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = w + b * bb;
-            const int8_t *xv = xq + r * K + b * QK;
-            const float wd = half(blk), d = xd[r * (K / QK) + b], s = xs[r * (K / QK) + b];
-            int32_t sum = 0;
-            if (type == Q8_0) {
-                const int8_t *q = (const int8_t *)(blk + 2);
-                for (int i = 0; i < QK; i++)
-                    sum += q[i] * xv[i];
-                total += wd * d * (float)sum;
-                continue;
-            }
-            const int five = type == Q5_0 || type == Q5_1, sym = type == Q4_0 || type == Q5_0;
-            const int at = sym ? 2 : 4;
-            const uint8_t *nib = blk + at + 4 * five;
-            uint32_t hb = 0;
-            if (five)
-                memcpy(&hb, blk + at, 4);
-            for (int i = 0; i < QK / 2; i++) {
-                const int q0 = (nib[i] & 0x0F) | (int)((hb >> i) & 1) << 4;
-                const int q1 = (nib[i] >> 4) | (int)((hb >> (i + QK / 2)) & 1) << 4;
-                sum += q0 * xv[i] + q1 * xv[i + QK / 2];
-            }
-            const float wm = sym ? (five ? -16.0f : -8.0f) * wd : half(blk + 2);
-            total += wd * d * (float)sum + wm * s;
-        }
-        out[r * ldo] = total;
-    }
-}
-#endif
-
-#define CASE(T, R)                                                                             \
-    case (T) * 8 + (R):                                                                        \
-        row_dot((T), w, nb, xq, xd, xs, K, (R), out, ldo);                                     \
-        return;
-#define CASES(T) CASE(T, 1) CASE(T, 2) CASE(T, 3) CASE(T, 4)
-
-static void dispatch(int type, int R, const uint8_t *w, int64_t nb, const int8_t *xq,
-                     const float *xd, const float *xs, int64_t K, float *out, int64_t ldo)
-{
-    switch (type * 8 + R) {
-        CASES(Q4_0)
-        CASES(Q4_1)
-        CASES(Q5_0)
-        CASES(Q5_1)
-        CASES(Q8_0)
-    default:
-        return;
     }
 }
 
@@ -238,7 +145,7 @@ int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K, const uin
     }
     float *xd = (float *)scratch, *xs = xd + M * nb, *xh = xs + M * nb;
     int8_t *xq = (int8_t *)(xh + M * nb);
-    quantize_x(x, M, K, xq, xd, xs, xh);
+    quantize_x(x, M, K, !kq && type != Q8_0, xq, xd, xs, xh);
     const int64_t bands = (N + BAND - 1) / BAND;
 #pragma omp parallel for schedule(static)
     for (int64_t band = 0; band < bands; band++) {
@@ -247,12 +154,13 @@ int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K, const uin
             const int R = (int)(M - m < RB ? M - m : RB);
             const int8_t *q = xq + m * K;
             const float *d = xd + m * nb, *s = xs + m * nb, *h = xh + m * nb;
-            for (int64_t n = n0; n < n1; n++) {
-                if (kq)
-                    tandem_gguf_k_rows(type, R, w + n * row, q, d, s, h, K, out + m * N + n, N);
-                else
-                    dispatch(type, R, w + n * row, nb, q, d, s, K, out + m * N + n, N);
+            if (!kq) {
+                tandem_gguf_rows(type, R, w + n0 * row, (int)(n1 - n0), row, q, d, s, K,
+                                 out + m * N + n0, N);
+                continue;
             }
+            for (int64_t n = n0; n < n1; n++)
+                tandem_gguf_k_rows(type, R, w + n * row, q, d, s, h, K, out + m * N + n, N);
         }
     }
     return 0;
