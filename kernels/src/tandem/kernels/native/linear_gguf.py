@@ -16,6 +16,8 @@ the caller takes the torch reference (dequantize, then matmul) instead.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
@@ -34,21 +36,33 @@ def simd() -> bool:
     return lib is not None and bool(lib.tandem_linear_gguf_simd())
 
 
+_KERNELS: list[tuple[Callable[..., int], Callable[..., int]] | None] = []
+
+
+def _kernels() -> tuple[Callable[..., int], Callable[..., int]] | None:
+    """The two entries (int8 rows, fp32 tiles), bound once: a decode step makes one call
+    per linear layer, each 10-100 us of kernel, so the Python side is kept to a few us."""
+    if not _KERNELS:
+        lib = library()
+        _KERNELS.append(
+            None if lib is None else (lib.tandem_linear_gguf, lib.tandem_linear_gguf_f32)
+        )
+    return _KERNELS[0]
+
+
 def linear(x: Tensor, data: Tensor, qtype: int, k: int, tiles: bool | None = None) -> Tensor | None:
     """x: [M, k] fp32 -> [M, N] fp32 against ``data`` [N, row bytes] uint8 of ``qtype``.
     ``tiles``: the fp32-tile kernel (True) or the int8 one (False); None: by M."""
-    lib = library()
-    if lib is None or qtype not in FORMATS or x.dtype != torch.float32 or x.dim() != 2:
+    kernels = _KERNELS[0] if _KERNELS else _kernels()
+    if kernels is None or qtype not in FORMATS or x.dtype != torch.float32 or x.dim() != 2:
         return None
-    if x.device.type != "cpu" or data.device.type != "cpu" or not data.is_contiguous():
+    if not (x.is_cpu and data.is_cpu and data.is_contiguous()):
         return None
     x = x.contiguous()
-    n = data.shape[0]
-    out = torch.empty((x.shape[0], n), dtype=torch.float32)
-    if x.shape[0] == 0 or n == 0:
+    m, n = x.shape[0], data.shape[0]
+    out = torch.empty(m, n, dtype=torch.float32)
+    if m == 0 or n == 0:
         return out
-    if tiles is None:
-        tiles = x.shape[0] >= PREFILL_ROWS
-    fn = lib.tandem_linear_gguf_f32 if tiles else lib.tandem_linear_gguf
-    done = fn(qtype, x.data_ptr(), x.shape[0], k, data.data_ptr(), n, out.data_ptr())
+    fn = kernels[1 if (m >= PREFILL_ROWS if tiles is None else tiles) else 0]
+    done = fn(qtype, x.data_ptr(), m, k, data.data_ptr(), n, out.data_ptr())
     return out if done == 0 else None
