@@ -25,6 +25,7 @@
  * at every batch size. From linear_gguf.PREFILL_ROWS rows the caller takes
  * linear_gguf_f32.c instead (weights decoded to fp32 once, then fp32 products).
  */
+#include <omp.h>
 #include <stdlib.h>
 
 #include "gguf_common.h"
@@ -147,7 +148,10 @@ int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K, const uin
     int8_t *xq = (int8_t *)(xh + M * nb);
     quantize_x(x, M, K, !kq && type != Q8_0, xq, xd, xs, xh);
     const int64_t bands = (N + BAND - 1) / BAND;
-#pragma omp parallel for schedule(static)
+    /* a few runs of bands per thread, handed out in turn: a thread slowed by a busy core
+     * takes fewer, and each run is still one long stream of weight rows */
+    const int64_t chunk = bands / (4 * (int64_t)omp_get_max_threads()) + 1;
+#pragma omp parallel for schedule(dynamic, chunk)
     for (int64_t band = 0; band < bands; band++) {
         const int64_t n0 = band * BAND, n1 = n0 + BAND < N ? n0 + BAND : N;
         for (int64_t m = 0; m < M; m += RB) {

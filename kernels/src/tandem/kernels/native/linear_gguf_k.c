@@ -135,6 +135,8 @@ k_row(int type, int R, const uint8_t *w, const int8_t *xq, const float *xd, cons
         acc[r] = acc2[r] = extra[r] = _mm256_setzero_ps();
     const int64_t bb = type == Q4_K ? 144 : type == Q5_K ? 176 : 210;
     for (int64_t s = 0; s < K / QK_K; s++) {
+        for (int64_t o = 0; o < bb; o += 64) /* as linear_gguf_rows.c, 2 KB ahead */
+            _mm_prefetch((const char *)w + s * bb + 2048 + o, _MM_HINT_T0);
         if (type == Q6_K)
             super_q6(R, w + s * bb, s, xq, xd, xs, xh, K, acc, acc2, extra);
         else

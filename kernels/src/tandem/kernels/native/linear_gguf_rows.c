@@ -22,6 +22,10 @@
 #include "gguf_common.h"
 
 #define RB 4
+/* Bytes ahead of the loop that the weights are prefetched: the hardware prefetcher alone
+ * leaves a streaming row loop waiting on memory part of the time (SmolLM2's 121 layers,
+ * one thread: Q8_0 11.9 -> 8.6-11 ms, Q4_1 7.3 -> 5.9-6.1 ms at 1-2 KB) */
+#define AHEAD 2048
 
 static inline int64_t block_size(int type)
 {
@@ -124,6 +128,8 @@ static inline __attribute__((always_inline)) void row_simd(int type, int R, cons
     int64_t b = 0;
     for (; b + 4 <= nb; b += 4) {
         const uint8_t *p = w + b * bb;
+        for (int64_t o = 0; o < 4 * bb; o += 64) /* this step's bytes, AHEAD on */
+            _mm_prefetch((const char *)p + AHEAD + o, _MM_HINT_T0);
         const __m128i h = _mm_cvtsi64_si128((long long)halves4(p, bb));
         const __m256 d8 = _mm256_cvtph_ps(_mm_unpacklo_epi64(h, h)); /* d0-d3, twice */
         if (q8) {
