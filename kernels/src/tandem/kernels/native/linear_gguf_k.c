@@ -12,9 +12,10 @@
  * A Q4_K / Q5_K sub-block of 32 is exactly one block of x, so its dot product is
  *   d * sc * xd * sum(q * xq) - dmin * m * xs
  * and the mins of a super-block meet the 8 xs in one vector multiply-add. A Q6_K block of
- * 32 values holds two scales: the integer sums come in four-value lanes (lanes 0-3 the
- * first 16 values, 4-7 the next), which take their scale in the float multiply; the
- * unsigned q (0..63) goes into the byte product, and the -32 offset is paid once per
+ * 32 values holds two scales: the byte products' pair sums (int16, the first 16 values in
+ * the low 128 bits) are widened by a multiply with their int8 scale instead of with 1
+ * (at most 2 * 63 * 127 * 128 * 2, exact in int32 and in fp32), so one float scale, d * xd,
+ * is left per block; the unsigned q (0..63) goes into the byte product, and the -32 offset is paid once per
  * super-block from x's block sums (xh: the first 16 values', xs - xh: the last 16's),
  * as Q4_K pays its mins.
  */
@@ -83,7 +84,7 @@ super_q6(int R, const uint8_t *blk, int64_t s, const int8_t *xq, const float *xd
     const int64_t nb = K / QK, b0 = s * 8;
     const int8_t *sc = (const int8_t *)(blk + 192);
     const float d = half(blk + 208);
-    const __m256i low = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3);
+    const __m256i low = _mm256_set1_epi8(0x0F), high = _mm256_set1_epi8(0x30);
     /* -32 * d * sum over blocks j of sc[2j] * (first 16 of x) + sc[2j + 1] * (last 16) */
     const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     const __m128i eo = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)sc), split);
@@ -96,31 +97,41 @@ super_q6(int R, const uint8_t *blk, int64_t s, const int8_t *xq, const float *xd
         extra[r] = _mm256_fmadd_ps(odd, _mm256_loadu_ps(xs + r * nb + b0), extra[r]);
         extra[r] = _mm256_fmadd_ps(diff, _mm256_loadu_ps(xh + r * nb + b0), extra[r]);
     }
+    float coef[RB][8]; /* d * xd of each block of 32 */
+    for (int r = 0; r < R; r++)
+        _mm256_storeu_ps(coef[r], _mm256_mul_ps(_mm256_set1_ps(d), _mm256_loadu_ps(xd + r * nb + b0)));
     for (int n = 0; n < 2; n++) {
-        /* this half's 8 scales times d; quarter g takes lanes 2g (x4) and 2g + 1 (x4) */
-        const __m128i sc8 = _mm_loadl_epi64((const __m128i *)(sc + 8 * n));
-        const __m256 half_sv =
-            _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8)));
+        /* this half's 8 scales as int16, in both 128-bit lanes: block g takes scale 2g in
+         * its values 0-15 (low lane) and 2g + 1 in 16-31, multiplied in as integers */
+        const __m256i sc16 = _mm256_broadcastsi128_si256(
+            _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(sc + 8 * n))));
         const uint8_t *ql = blk + 64 * n;
         const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
         const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
         const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * n));
         for (int g = 0; g < 4; g++) {
-            const __m256i nib = g < 2 ? (g == 0 ? l0 : l1) : (g == 2 ? l0 : l1);
+            const __m256i nib = g % 2 ? l1 : l0;
             const __m256i lo4 = g < 2 ? _mm256_and_si256(nib, low)
                                       : _mm256_and_si256(_mm256_srli_epi16(nib, 4), low);
-            const __m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), three);
-            const __m256i q6 = _mm256_or_si256(lo4, _mm256_slli_epi16(hi2, 4));
-            const __m256i pick = _mm256_set_epi32(2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1,
-                                                  2 * g, 2 * g, 2 * g, 2 * g);
-            const __m256 sv = _mm256_permutevar8x32_ps(half_sv, pick); /* values 0-15, 16-31 */
+            /* bits 2g, 2g + 1 of each qh byte -> bits 4, 5 (16-bit shifts: what crosses
+             * a byte lands outside 0x30) */
+            const __m256i hs = g < 2   ? _mm256_slli_epi16(qh, 4 - 2 * g)
+                               : g == 2 ? qh
+                                        : _mm256_srli_epi16(qh, 2);
+            const __m256i q6 = _mm256_or_si256(lo4, _mm256_and_si256(hs, high));
+            const char i0 = (char)(4 * g), i1 = (char)(4 * g + 1), j0 = (char)(4 * g + 2),
+                       j1 = (char)(4 * g + 3);
+            const __m256i scale = _mm256_shuffle_epi8(
+                sc16, _mm256_setr_epi8(i0, i1, i0, i1, i0, i1, i0, i1, i0, i1, i0, i1, i0, i1, i0,
+                                       i1, j0, j1, j0, j1, j0, j1, j0, j1, j0, j1, j0, j1, j0, j1,
+                                       j0, j1));
             const int64_t b = b0 + 4 * n + g;
             for (int r = 0; r < R; r++) {
                 const __m256i x = _mm256_loadu_si256((const __m256i *)(xq + r * K + b * QK));
-                const __m256 dot = _mm256_cvtepi32_ps(dot_u8s8(q6, x));
+                const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(q6, x), scale);
                 __m256 *into = g % 2 ? acc2 : acc;
-                const __m256 scale = _mm256_mul_ps(sv, _mm256_set1_ps(xd[r * nb + b]));
-                into[r] = _mm256_fmadd_ps(dot, scale, into[r]);
+                into[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+                                          _mm256_set1_ps(coef[r][4 * n + g]), into[r]);
             }
         }
     }
