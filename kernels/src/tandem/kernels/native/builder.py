@@ -29,6 +29,7 @@ SOURCES = (
     "linear_f32.c",
     "linear_gguf.c",
     "linear_gguf_rows.c",
+    "linear_gguf_plain.c",
     "linear_gguf_k.c",
     "gguf_decode.c",
     "linear_gguf_f32.c",

@@ -14,10 +14,10 @@
  * and the mins of a super-block meet the 8 xs in one vector multiply-add. A Q6_K block of
  * 32 values holds two scales: the byte products' pair sums (int16, the first 16 values in
  * the low 128 bits) are widened by a multiply with their int8 scale instead of with 1
- * (at most 2 * 63 * 127 * 128 * 2, exact in int32 and in fp32), so one float scale, d * xd,
- * is left per block; the unsigned q (0..63) goes into the byte product, and the -32 offset is paid once per
- * super-block from x's block sums (xh: the first 16 values', xs - xh: the last 16's),
- * as Q4_K pays its mins.
+ * (at most 2 * 63 * 127 * 128 * 2, exact in int32 and in fp32), so one float scale,
+ * d * xd, is left per block; the unsigned q (0..63) goes into the byte product, and the
+ * -32 offset is paid once per super-block from x's block sums (xh: the first 16 values',
+ * xs - xh: the last 16's), as Q4_K pays its mins.
  */
 #include "gguf_common.h"
 
@@ -99,7 +99,8 @@ super_q6(int R, const uint8_t *blk, int64_t s, const int8_t *xq, const float *xd
     }
     float coef[RB][8]; /* d * xd of each block of 32 */
     for (int r = 0; r < R; r++)
-        _mm256_storeu_ps(coef[r], _mm256_mul_ps(_mm256_set1_ps(d), _mm256_loadu_ps(xd + r * nb + b0)));
+        _mm256_storeu_ps(coef[r],
+                         _mm256_mul_ps(_mm256_set1_ps(d), _mm256_loadu_ps(xd + r * nb + b0)));
     for (int n = 0; n < 2; n++) {
         /* this half's 8 scales as int16, in both 128-bit lanes: block g takes scale 2g in
          * its values 0-15 (low lane) and 2g + 1 in 16-31, multiplied in as integers */

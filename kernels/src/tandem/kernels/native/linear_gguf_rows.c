@@ -17,22 +17,18 @@
  *     blocks in one 4-lane multiply-add and are summed once per row.
  * Each row of x runs the same instructions in the same order whatever the row count, so
  * a row's result does not depend on its batch. Blocks past a multiple of four take the
- * same sums one pair or block at a time.
+ * same sums one pair or block at a time. Without AVX2, linear_gguf_plain.c.
  */
 #include "gguf_common.h"
 
-#define RB 4
-/* Bytes ahead of the loop that the weights are prefetched: the hardware prefetcher alone
- * leaves a streaming row loop waiting on memory part of the time (SmolLM2's 121 layers,
- * one thread: Q8_0 11.9 -> 8.6-11 ms, Q4_1 7.3 -> 5.9-6.1 ms at 1-2 KB) */
-#define AHEAD 2048
-
-static inline int64_t block_size(int type)
-{
-    return type == Q8_0 ? 34 : type == Q4_0 ? 18 : type == Q4_1 ? 20 : type == Q5_0 ? 22 : 24;
-}
-
 #if GGUF_SIMD
+#define RB 4
+/* weights are prefetched this many bytes ahead: the hardware prefetcher alone leaves the
+ * row loop waiting on memory part of the time (one thread, 1-2 KB: 10-25% faster) */
+#define AHEAD 2048
+#define BLOCK_BYTES(t)                                                                         \
+    ((t) == Q8_0 ? 34 : (t) == Q4_0 ? 18 : (t) == Q4_1 ? 20 : (t) == Q5_0 ? 22 : 24)
+
 /* the halves at p, p + bb, p + 2 bb, p + 3 bb as one 64-bit word */
 static inline uint64_t halves4(const uint8_t *p, int64_t bb)
 {
@@ -42,6 +38,14 @@ static inline uint64_t halves4(const uint8_t *p, int64_t bb)
     memcpy(&c, p + 2 * bb, 2);
     memcpy(&d, p + 3 * bb, 2);
     return (uint64_t)a | (uint64_t)b << 16 | (uint64_t)c << 32 | (uint64_t)d << 48;
+}
+
+/* 0x10 in byte j where bit j % 8 of byte ``from[j]`` of hb's 128-bit half is set, else 0 */
+static inline __m256i sixteens(__m256i hb, __m256i from)
+{
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i got = _mm256_and_si256(_mm256_shuffle_epi8(hb, from), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(got, bit), _mm256_set1_epi8(0x10));
 }
 
 /* The unsigned codes of two 4/5-bit blocks at p0, p1 (their d first): lo = elements 0-15
@@ -60,14 +64,12 @@ static inline __attribute__((always_inline)) void codes2(int type, const uint8_t
         int32_t h0, h1;
         memcpy(&h0, p0 + at, 4);
         memcpy(&h1, p1 + at, 4);
-        const __m256i hb = _mm256_blend_epi32(_mm256_set1_epi32(h0), _mm256_set1_epi32(h1), 0xF0);
-        const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-        const __m256i sixteen = _mm256_set1_epi8(0x10);
+        const __m256i hb =
+            _mm256_blend_epi32(_mm256_set1_epi32(h0), _mm256_set1_epi32(h1), 0xF0);
         const long long b0 = 0, b1 = 0x0101010101010101LL;
-        const __m256i sl = _mm256_shuffle_epi8(hb, _mm256_setr_epi64x(b0, b1, b0, b1));
-        const __m256i sh = _mm256_shuffle_epi8(hb, _mm256_setr_epi64x(2 * b1, 3 * b1, 2 * b1, 3 * b1));
-        *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(sl, bit), bit), sixteen));
-        *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(sh, bit), bit), sixteen));
+        *lo = _mm256_or_si256(*lo, sixteens(hb, _mm256_setr_epi64x(b0, b1, b0, b1)));
+        const __m256i b23 = _mm256_setr_epi64x(2 * b1, 3 * b1, 2 * b1, 3 * b1);
+        *hi = _mm256_or_si256(*hi, sixteens(hb, b23));
     }
 }
 
@@ -102,20 +104,13 @@ static inline __m256 scales4(__m256 d8, const float *xd)
     return _mm256_mul_ps(d8, _mm256_broadcast_ps((const __m128 *)xd));
 }
 
-/* as scales4 for two blocks (lanes 2, 3 of each half zero; xd read for two blocks only) */
-static inline __m256 scales2(__m256 d8, const float *xd)
-{
-    const __m128 two = _mm_castpd_ps(_mm_load_sd((const double *)xd));
-    return _mm256_mul_ps(d8, _mm256_set_m128(two, two));
-}
-
 /* One weight row against R rows of x: v[r], whose lanes sum to the row's result. */
 static inline __attribute__((always_inline)) void row_simd(int type, int R, const uint8_t *w,
                                                            int64_t nb, const int8_t *xq,
                                                            const float *xd, const float *xs,
                                                            int64_t K, __m256 *v)
 {
-    const int64_t bb = block_size(type);
+    const int64_t bb = BLOCK_BYTES(type);
     const int sym = type == Q4_0 || type == Q5_0 || type == Q8_0, q8 = type == Q8_0;
     __m256 acc[RB][2];
     __m128 extra[RB];
@@ -176,7 +171,8 @@ static inline __attribute__((always_inline)) void row_simd(int type, int R, cons
         }
         for (int r = 0; r < R; r++) {
             const int8_t *x = xq + r * K + b * QK;
-            const __m256 s = scales2(d8, xd + r * nb + b);
+            const __m128 xd2 = _mm_castpd_ps(_mm_load_sd((const double *)(xd + r * nb + b)));
+            const __m256 s = _mm256_mul_ps(d8, _mm256_set_m128(xd2, xd2)); /* as scales4 */
             if (q8) {
                 const __m256i f = fold(dot8(p, x), dot8(p + bb, x + QK)); /* b0 b1 b0 b1 */
                 acc[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(f), _mm256_permute_ps(s, 0x44),
@@ -201,7 +197,8 @@ static inline __attribute__((always_inline)) void row_simd(int type, int R, cons
         }
         for (int r = 0; r < R; r++) {
             const int8_t *x = xq + r * K + b * QK;
-            const __m256i dot = q8 ? dot8(p, x) : dot_u8s8(u, _mm256_loadu_si256((const __m256i *)x));
+            const __m256i dot =
+                q8 ? dot8(p, x) : dot_u8s8(u, _mm256_loadu_si256((const __m256i *)x));
             const __m256 s = _mm256_set1_ps(d * xd[r * nb + b]);
             acc[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), s, acc[r][1]);
             extra[r] = _mm_add_ss(extra[r], _mm_set_ss(m * xs[r * nb + b]));
@@ -248,53 +245,6 @@ static inline __attribute__((always_inline)) void band_simd(int type, int R, con
         }
     }
 }
-#else
-static inline void row_plain(int type, int R, const uint8_t *w, int64_t nb, const int8_t *xq,
-                             const float *xd, const float *xs, int64_t K, float *out,
-                             int64_t ldo)
-{
-    const int64_t bb = block_size(type);
-    const int five = type == Q5_0 || type == Q5_1, sym = type == Q4_0 || type == Q5_0;
-    const int at = sym ? 2 : 4;
-    for (int r = 0; r < R; r++) {
-        const int8_t *x = xq + r * K;
-        float total = 0.0f;
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = w + b * bb;
-            const float wd = half(blk), d = xd[r * nb + b], s = xs[r * nb + b];
-            int32_t sum = 0;
-            if (type == Q8_0) {
-                const int8_t *q = (const int8_t *)(blk + 2);
-                for (int i = 0; i < QK; i++)
-                    sum += q[i] * x[b * QK + i];
-                total += wd * d * (float)sum;
-                continue;
-            }
-            const uint8_t *nib = blk + at + 4 * five;
-            uint32_t hb = 0;
-            if (five)
-                memcpy(&hb, blk + at, 4);
-            for (int i = 0; i < QK / 2; i++) {
-                const int q0 = (nib[i] & 0x0F) | (int)((hb >> i) & 1) << 4;
-                const int q1 = (nib[i] >> 4) | (int)((hb >> (i + QK / 2)) & 1) << 4;
-                sum += q0 * x[paired(b, i, nb)] + q1 * x[paired(b, i + QK / 2, nb)];
-            }
-            const float wm = sym ? (five ? -16.0f : -8.0f) * wd : half(blk + 2);
-            total += wd * d * (float)sum + wm * s;
-        }
-        out[r * ldo] = total;
-    }
-}
-
-static inline void band_simd(int type, int R, const uint8_t *w, int n, int64_t row,
-                             const int8_t *xq, const float *xd, const float *xs, int64_t K,
-                             float *out, int64_t ldo)
-{
-    for (int i = 0; i < n; i++)
-        row_plain(type, R, w + i * row, K / QK, xq, xd, xs, K, out + i, ldo);
-}
-#endif
-
 #define CASE(T, R)                                                                             \
     case (T) * 8 + (R):                                                                        \
         band_simd((T), (R), w, n, row, xq, xd, xs, K, out, ldo);                               \
@@ -314,3 +264,4 @@ void tandem_gguf_rows(int type, int R, const uint8_t *w, int n, int64_t row, con
         return;
     }
 }
+#endif
