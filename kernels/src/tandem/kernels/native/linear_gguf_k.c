@@ -24,6 +24,12 @@
 #if GGUF_SIMD
 #define RB 4
 
+/* v shifted left by n (right by -n) in 16-bit lanes, -3 <= n <= 4 */
+static inline __m256i up(__m256i v, int n)
+{
+    return n > 0 ? _mm256_slli_epi16(v, n) : n < 0 ? _mm256_srli_epi16(v, -n) : v;
+}
+
 /* A Q4_K / Q5_K super-block (index s) against R rows of x. */
 static inline __attribute__((always_inline)) void super_q45(int five, int R, const uint8_t *blk,
                                                              int64_t s, const int8_t *xq,
@@ -51,17 +57,16 @@ static inline __attribute__((always_inline)) void super_q45(int five, int R, con
         _mm256_storeu_ps(coef[r], _mm256_mul_ps(sv, _mm256_loadu_ps(xd + r * nb + b0)));
     }
     const uint8_t *qs = blk + (five ? 48 : 16);
-    const __m256i low = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i low = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
     const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : low;
     for (int c = 0; c < 4; c++) {
         const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
         __m256i u0 = _mm256_and_si256(raw, low);
         __m256i u1 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
-        if (five) { /* bit 2c, 2c + 1 of each high-bit byte -> bit 4 */
-            const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one);
-            const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one);
-            u0 = _mm256_or_si256(u0, _mm256_slli_epi16(h0, 4));
-            u1 = _mm256_or_si256(u1, _mm256_slli_epi16(h1, 4));
+        if (five) { /* bit 2c, 2c + 1 of each high-bit byte -> bit 4 (a 16-bit shift
+                     * by at most 4 moves no other byte's bit to bit 4) */
+            u0 = _mm256_or_si256(u0, _mm256_and_si256(up(qh, 4 - 2 * c), bit4));
+            u1 = _mm256_or_si256(u1, _mm256_and_si256(up(qh, 3 - 2 * c), bit4));
         }
         const int64_t b = b0 + 2 * c;
         for (int r = 0; r < R; r++) {
