@@ -17,7 +17,10 @@ F32 = torch.float32
 
 def _plain(*tensors: Tensor) -> bool:
     """fp32, on the CPU, contiguous: what the C row kernels read."""
-    return all(t.dtype == F32 and t.device.type == "cpu" and t.is_contiguous() for t in tensors)
+    for t in tensors:  # a loop, not all() over a generator: called several times a layer
+        if t.dtype != F32 or not t.is_cpu or not t.is_contiguous():
+            return False
+    return True
 
 
 def add_rms_norm(
