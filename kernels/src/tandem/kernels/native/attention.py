@@ -136,7 +136,7 @@ def rope_decode(
     lens = seq_lens if seq_lens.dtype == torch.int32 else seq_lens.to(torch.int32)
     tables = block_tables if block_tables.dtype == torch.int32 else block_tables.to(torch.int32)
     pos, slots, lens, tables = (t.contiguous() for t in (pos, slots, lens, tables))
-    out = torch.empty((B, H, D), dtype=torch.float32)
+    out = qkv.new_empty(B, H, D)  # qkv: fp32 on the CPU, checked above
     rc = lib.tandem_rope_decode_f32(
         qkv.data_ptr(), qkv.stride(0), pos.data_ptr(), cos_sin.data_ptr(), slots.data_ptr(),
         k_cache.data_ptr(), v_cache.data_ptr(), lens.data_ptr(), tables.data_ptr(), B, H, KVH,
@@ -147,7 +147,7 @@ def rope_decode(
 
 
 def _plain_f32(t: Tensor) -> bool:
-    return t.dtype == torch.float32 and t.device.type == "cpu" and t.is_contiguous()
+    return t.dtype == torch.float32 and t.is_cpu and t.is_contiguous()
 
 
 def _library_for(q: Tensor, k_cache: Tensor, v_cache: Tensor) -> ctypes.CDLL | None:
@@ -156,6 +156,6 @@ def _library_for(q: Tensor, k_cache: Tensor, v_cache: Tensor) -> ctypes.CDLL | N
     f32 = torch.float32
     if lib is None or q.dtype != f32 or k_cache.dtype != f32 or v_cache.dtype != f32:
         return None
-    if q.device.type != "cpu" or not (k_cache.is_contiguous() and v_cache.is_contiguous()):
+    if not q.is_cpu or not (k_cache.is_contiguous() and v_cache.is_contiguous()):
         return None
     return lib
