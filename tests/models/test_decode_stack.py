@@ -88,6 +88,8 @@ def test_what_it_does_not_take_runs_the_modules(tmp_path, monkeypatch):
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     gemma = load_model(str(make_model(size="tiny", arch="gemma2")), dtype=torch.float32)
     assert not gemma.model.decode_stack.usable  # sandwich norms, soft-capped attention
+    olmo = load_model(str(make_model(size="tiny", arch="olmo2")), dtype=torch.float32)
+    assert not olmo.model.decode_stack.usable  # norms after the blocks
     int8 = load_model(str(make_model(size="tiny", arch="llama")), dtype=torch.float32)
     int8.quantize("int8")
     spec = int8.spec.attention

@@ -176,6 +176,8 @@ def _fits(model: torch.nn.Module) -> bool:
     layers = list(getattr(model, "layers", []))
     if not layers or getattr(model, "embedding_scale", 1.0) != 1.0:
         return False
+    if any(layer.placement != "pre" for layer in layers):  # only pre-norm layers have both
+        return False
     first = layers[0]
     if not isinstance(first.self_attn, SelfAttention) or not isinstance(first.mlp, GatedMLP):
         return False
@@ -183,7 +185,7 @@ def _fits(model: torch.nn.Module) -> bool:
     shape, inter = first.self_attn.shape, first.mlp.down_proj.in_features
     for layer in layers:
         attn, mlp = layer.self_attn, layer.mlp
-        if layer.placement != "pre" or layer.residual_scale != 1.0:
+        if layer.residual_scale != 1.0:
             return False
         if type(attn) is not SelfAttention or not attn.fused_decode or attn.rotary is not rotary:
             return False
