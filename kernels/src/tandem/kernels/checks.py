@@ -47,6 +47,8 @@ def dim(name: str, value: Tensor, axis: int, expected: int, what: str) -> None:
 
 
 def same_device(**tensors: Tensor) -> None:
+    if all(t.is_cpu for t in tensors.values()):  # the common case, without device objects
+        return
     devices = {name: t.device for name, t in tensors.items()}
     if len(set(devices.values())) > 1:
         found = ", ".join(f"{n}={d}" for n, d in devices.items())

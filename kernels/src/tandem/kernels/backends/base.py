@@ -7,6 +7,8 @@ from typing import ClassVar
 
 from torch import Tensor
 
+from tandem.kernels import ops
+
 
 class AttentionBackend(ABC):
     """Attention over the paged KV cache for one kind of hardware/library.
@@ -64,6 +66,34 @@ class AttentionBackend(ABC):
     ) -> Tensor:
         """One new token per sequence, q: [B, H, D] -> [B, H, D] (window, softcap: as
         :meth:`prefill`)."""
+
+    def rope_decode(
+        self,
+        qkv: Tensor,
+        heads: tuple[int, int],
+        positions: Tensor,
+        cos_sin: Tensor,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        slot_mapping: Tensor,
+        seq_lens: Tensor,
+        block_tables: Tensor,
+        scale: float,
+        window: int = 0,
+        softcap: float = 0.0,
+    ) -> Tensor:
+        """One layer's attention for a step of decodes only, from its fused projection
+        qkv: [B, (H + 2 KVH) * D] (``heads`` = (H, KVH)): rotate-half rope on q and k at
+        ``positions`` (``cos_sin``: [P, D], cos | sin halves), k and v into the caches at
+        ``slot_mapping``, then :meth:`decode` -> [B, H, D]. A backend may fuse the three
+        (a decode step of a small model is mostly the calls between its kernels); this
+        one calls them in turn."""
+        H, KVH = heads
+        B, D = qkv.shape[0], k_cache.shape[-1]
+        q, k, v = qkv.split((H * D, KVH * D, KVH * D), dim=-1)
+        q, k = ops.rotary_embedding(positions, q.reshape(B, H, D), k.reshape(B, KVH, D), cos_sin)
+        self.write_kv_cache(k, v.reshape(B, KVH, D), k_cache, v_cache, slot_mapping)
+        return self.decode(q, k_cache, v_cache, seq_lens, block_tables, scale, window, softcap)
 
     def op_names(self) -> list[str]:
         """Qualified names of the custom ops this backend calls."""

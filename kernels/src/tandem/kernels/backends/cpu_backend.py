@@ -14,10 +14,14 @@ from torch import Tensor
 from tandem.kernels import native
 from tandem.kernels.backends.torch_backend import TorchBackend
 from tandem.kernels.ops.attention import check_decode, check_prefill
+from tandem.kernels.ops.decode_step import StepCheck
 
 
 class CpuBackend(TorchBackend):
     name = "cpu"
+
+    def __init__(self) -> None:
+        self._step_check = StepCheck()
 
     @classmethod
     def is_available(cls) -> bool:
@@ -61,6 +65,30 @@ class CpuBackend(TorchBackend):
         out = native.paged_decode(q, k_cache, v_cache, *args)
         if out is None:
             return super().decode(q, k_cache, v_cache, *args)
+        return out
+
+    def rope_decode(
+        self,
+        qkv: Tensor,
+        heads: tuple[int, int],
+        positions: Tensor,
+        cos_sin: Tensor,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        slot_mapping: Tensor,
+        seq_lens: Tensor,
+        block_tables: Tensor,
+        scale: float,
+        window: int = 0,
+        softcap: float = 0.0,
+    ) -> Tensor:
+        """One C call for rope, the K/V write and decode attention (the step's positions,
+        slots and tables validated once for all layers, see :class:`StepCheck`)."""
+        args = (positions, cos_sin, k_cache, v_cache, slot_mapping, seq_lens, block_tables)
+        self._step_check(qkv, heads, *args, scale, window, softcap)
+        out = native.rope_decode(qkv, heads, *args, scale, window, softcap)
+        if out is None:
+            return super().rope_decode(qkv, heads, *args, scale, window, softcap)
         return out
 
     def op_names(self) -> list[str]:

@@ -8,7 +8,7 @@ to the plain-torch kernel.
 from __future__ import annotations
 
 from tandem.kernels.native import linear_f32, linear_i8
-from tandem.kernels.native.attention import paged_decode, paged_prefill, write_kv
+from tandem.kernels.native.attention import paged_decode, paged_prefill, rope_decode, write_kv
 from tandem.kernels.native.builder import BuildError
 from tandem.kernels.native.elementwise import (
     add_rms_norm,
@@ -31,6 +31,7 @@ __all__ = [
     "paged_prefill",
     "quantize_rows",
     "rescale",
+    "rope_decode",
     "rotary",
     "silu_and_mul",
     "unavailable_reason",

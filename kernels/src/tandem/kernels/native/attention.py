@@ -103,12 +103,59 @@ def write_kv(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, slot_mappin
     return True
 
 
+def rope_decode(
+    qkv: Tensor,
+    heads: tuple[int, int],
+    positions: Tensor,
+    cos_sin: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    slot_mapping: Tensor,
+    seq_lens: Tensor,
+    block_tables: Tensor,
+    scale: float,
+    window: int = 0,
+    softcap: float = 0.0,
+) -> Tensor | None:
+    """One decode step of a layer's attention in one C call: rope on the q and k heads of
+    ``qkv``: [B, (H + 2 KVH) * D] (``heads`` = (H, KVH)), k and v into the caches at
+    ``slot_mapping``, then each sequence's query over its cache -> [B, H, D]; None (and
+    nothing written) where C cannot take the call. ``cos_sin``: [P, D] (cos | sin
+    halves). Validated arguments only (positions inside cos_sin, slots, lengths and
+    tables inside the caches: ``tandem.kernels.ops.attention.check_decode``); C trusts them.
+    """
+    lib = _library_for(qkv, k_cache, v_cache)
+    H, KVH = heads
+    B, D = qkv.shape[0], k_cache.shape[3]
+    if lib is None or qkv.dim() != 2 or qkv.stride(1) != 1 or qkv.shape[1] != (H + 2 * KVH) * D:
+        return None
+    if not _plain_f32(cos_sin) or cos_sin.shape[1] != D or B == 0:
+        return None
+    pos = positions if positions.dtype == torch.int64 else positions.to(torch.int64)
+    slots = slot_mapping if slot_mapping.dtype == torch.int64 else slot_mapping.to(torch.int64)
+    lens = seq_lens if seq_lens.dtype == torch.int32 else seq_lens.to(torch.int32)
+    tables = block_tables if block_tables.dtype == torch.int32 else block_tables.to(torch.int32)
+    pos, slots, lens, tables = (t.contiguous() for t in (pos, slots, lens, tables))
+    out = qkv.new_empty(B, H, D)  # qkv: fp32 on the CPU, checked above
+    rc = lib.tandem_rope_decode_f32(
+        qkv.data_ptr(), qkv.stride(0), pos.data_ptr(), cos_sin.data_ptr(), slots.data_ptr(),
+        k_cache.data_ptr(), v_cache.data_ptr(), lens.data_ptr(), tables.data_ptr(), B, H, KVH,
+        D, k_cache.shape[1], tables.shape[1], float(scale), int(window), float(softcap),
+        out.data_ptr(),
+    )  # fmt: skip
+    return out if rc == 0 else None
+
+
+def _plain_f32(t: Tensor) -> bool:
+    return t.dtype == torch.float32 and t.is_cpu and t.is_contiguous()
+
+
 def _library_for(q: Tensor, k_cache: Tensor, v_cache: Tensor) -> ctypes.CDLL | None:
     """The library, if loaded and the call has fp32 CPU tensors and contiguous caches."""
     lib = library()
     f32 = torch.float32
     if lib is None or q.dtype != f32 or k_cache.dtype != f32 or v_cache.dtype != f32:
         return None
-    if q.device.type != "cpu" or not (k_cache.is_contiguous() and v_cache.is_contiguous()):
+    if not q.is_cpu or not (k_cache.is_contiguous() and v_cache.is_contiguous()):
         return None
     return lib

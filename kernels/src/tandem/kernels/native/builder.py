@@ -33,6 +33,7 @@ SOURCES = (
     "linear_gguf_k.c",
     "gguf_decode.c",
     "linear_gguf_f32.c",
+    "decode_stack.c",
 )
 HEADERS = ("fastmath.h", "gguf_common.h")
 FLAGS = (

@@ -17,7 +17,10 @@ F32 = torch.float32
 
 def _plain(*tensors: Tensor) -> bool:
     """fp32, on the CPU, contiguous: what the C row kernels read."""
-    return all(t.dtype == F32 and t.device.type == "cpu" and t.is_contiguous() for t in tensors)
+    for t in tensors:  # noqa: SIM110 (a loop, not all() over a generator: several calls a layer)
+        if t.dtype != F32 or not t.is_cpu or not t.is_contiguous():
+            return False
+    return True
 
 
 def add_rms_norm(
@@ -61,12 +64,12 @@ def rotary(positions: Tensor, x: Tensor, cos_sin: Tensor) -> Tensor | None:
     ``positions``: [T] (validated: inside cos_sin's rows) -> a new contiguous tensor."""
     lib = library()
     T, H, D = x.shape
-    if lib is None or x.dtype != F32 or x.device.type != "cpu" or not _plain(cos_sin):
+    if lib is None or x.dtype != F32 or not x.is_cpu or not _plain(cos_sin):
         return None
     if x.stride(2) != 1 or (H > 1 and x.stride(1) != D) or T == 0:
         return None
     pos = positions.to(torch.int64).contiguous()
-    out = torch.empty((T, H, D), dtype=F32)
+    out = x.new_empty(T, H, D)  # x: fp32 on the CPU
     lib.tandem_rotary_f32(
         pos.data_ptr(), x.data_ptr(), x.stride(0), cos_sin.data_ptr(), T, H, D, out.data_ptr()
     )

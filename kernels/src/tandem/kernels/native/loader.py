@@ -26,6 +26,14 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     fn = lib.tandem_paged_prefill_f32
     fn.restype = ctypes.c_int
     fn.argtypes = [ptr] * 6 + [i64] * 7 + [ctypes.c_float, i64, ctypes.c_float, ptr]
+    fn = lib.tandem_rope_decode_f32
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ptr, i64, ptr, ptr, ptr, ptr, ptr, ptr, ptr] + [i64] * 6
+    fn.argtypes += [ctypes.c_float, i64, ctypes.c_float, ptr]
+    fn = lib.tandem_decode_stack_f32
+    fn.restype = i64
+    fn.argtypes = [ptr, i64, ptr, ptr] + [i64] * 6 + [ctypes.c_float] + [ptr] * 5
+    fn.argtypes += [i64, i64, ptr, i64]
     lib.tandem_write_kv_f32.restype = None
     lib.tandem_write_kv_f32.argtypes = [ptr, i64, ptr, i64, ptr, i64, i64, ptr, ptr]
     lib.tandem_add_rms_norm_f32.restype = None

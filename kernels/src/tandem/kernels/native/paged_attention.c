@@ -292,15 +292,19 @@ static inline int64_t window_start(int64_t len, int64_t window)
     return window > 0 && len > window ? len - window : 0;
 }
 
-/* Returns 0, or -1 when the sizes are beyond the stack bounds above (nothing written). */
-int tandem_paged_decode_f32(const float *q, const float *k_cache, const float *v_cache,
-                            const int32_t *seq_lens, const int32_t *block_tables, int64_t B,
-                            int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t M,
-                            float scale, int64_t window, float softcap, float *out)
+static inline int bounds_ok(int64_t H, int64_t KVH, int64_t D, int64_t S)
 {
-    if (KVH <= 0 || H % KVH != 0 || D <= 0 || S <= 0 || H * D > MAX_HEADS_X_DIM ||
-        H * S > MAX_HEADS_X_BLOCK)
-        return -1;
+    return KVH > 0 && H % KVH == 0 && D > 0 && S > 0 && H * D <= MAX_HEADS_X_DIM &&
+           H * S <= MAX_HEADS_X_BLOCK;
+}
+
+/* Every sequence's one query row (q, out [B, H, D]; q may be out itself: attend copies
+ * its row first) over its cached tokens. */
+static void decode_rows(const float *q, const float *k_cache, const float *v_cache,
+                        const int32_t *seq_lens, const int32_t *block_tables, int64_t B,
+                        int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t M, float scale,
+                        int64_t window, float softcap, float *out)
+{
 #pragma omp parallel if (B > 1) /* one sequence: one thread has all the work */
     {
         /* contiguous runs of sequences with about equal tokens read, so that a thread
@@ -329,6 +333,63 @@ int tandem_paged_decode_f32(const float *q, const float *k_cache, const float *v
                    after, H, KVH, D, S, scale, softcap, out + b * H * D);
         }
     }
+}
+
+/* Returns 0, or -1 when the sizes are beyond the stack bounds above (nothing written). */
+int tandem_paged_decode_f32(const float *q, const float *k_cache, const float *v_cache,
+                            const int32_t *seq_lens, const int32_t *block_tables, int64_t B,
+                            int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t M,
+                            float scale, int64_t window, float softcap, float *out)
+{
+    if (!bounds_ok(H, KVH, D, S))
+        return -1;
+    decode_rows(q, k_cache, v_cache, seq_lens, block_tables, B, H, KVH, D, S, M, scale, window,
+                softcap, out);
+    return 0;
+}
+
+/* Rotate-half rope of n heads of D floats (x -> o; o may be x) by the cos | sin row cs. */
+static inline void rope_heads(const float *x, const float *cs, int64_t n, int64_t D, float *o)
+{
+    const int64_t half = D / 2;
+    const float *c = cs, *s = cs + half;
+    for (int64_t h = 0; h < n; h++) {
+        const float *x1 = x + h * D, *x2 = x1 + half;
+        float *o1 = o + h * D, *o2 = o1 + half;
+#pragma omp simd
+        for (int64_t i = 0; i < half; i++) {
+            const float a = x1[i], b = x2[i];
+            o1[i] = a * c[i] - b * s[i];
+            o2[i] = b * c[i] + a * s[i];
+        }
+    }
+}
+
+/* One decode step of a layer's attention, fused: for each of the B sequences (one new
+ * token each) its row of the q | k | v projection (qkv [B, (H + 2 KVH) * D], rows
+ * row_stride floats apart) gets rope at positions[b] (cos_sin [P, D]: cos | sin halves),
+ * its k and v rows go to the caches at slots[b] (a negative slot is skipped), and its
+ * query attends over its seq_lens[b] cached tokens into out [B, H, D]. Positions, slots,
+ * lengths and tables must be validated. Returns 0, or -1 as the decode entry does. */
+int tandem_rope_decode_f32(const float *qkv, int64_t row_stride, const int64_t *positions,
+                           const float *cos_sin, const int64_t *slots, float *k_cache,
+                           float *v_cache, const int32_t *seq_lens, const int32_t *block_tables,
+                           int64_t B, int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t M,
+                           float scale, int64_t window, float softcap, float *out)
+{
+    if (!bounds_ok(H, KVH, D, S) || D % 2)
+        return -1;
+    const int64_t row = KVH * D;
+    for (int64_t b = 0; b < B; b++) { /* every new K/V row before any query reads the cache */
+        const float *x = qkv + b * row_stride, *cs = cos_sin + positions[b] * D;
+        rope_heads(x, cs, H, D, out + b * H * D);
+        if (slots[b] < 0)
+            continue;
+        rope_heads(x + H * D, cs, KVH, D, k_cache + slots[b] * row);
+        memcpy(v_cache + slots[b] * row, x + (H + KVH) * D, row * sizeof(float));
+    }
+    decode_rows(out, k_cache, v_cache, seq_lens, block_tables, B, H, KVH, D, S, M, scale, window,
+                softcap, out);
     return 0;
 }
 
@@ -343,8 +404,7 @@ int tandem_paged_prefill_f32(const float *q, const float *k_cache, const float *
                              int64_t KVH, int64_t D, int64_t S, int64_t M, float scale,
                              int64_t window, float softcap, float *out)
 {
-    if (KVH <= 0 || H % KVH != 0 || D <= 0 || S <= 0 || H * D > MAX_HEADS_X_DIM ||
-        H * S > MAX_HEADS_X_BLOCK)
+    if (!bounds_ok(H, KVH, D, S))
         return -1;
 #pragma omp parallel for schedule(static, 8)
     for (int64_t t = 0; t < T; t++) {

@@ -89,6 +89,14 @@ REGISTRY: dict[str, EnvVar] = {
             choices=("native", "onednn", "torch"),
         ),
         EnvVar(
+            "TANDEM_DECODE_STACK",
+            str,
+            "c",
+            "decode-only steps of Llama-family models on CPU: c (the whole layer stack in one "
+            "C call, where every layer's weights allow it) or modules (layer by layer)",
+            choices=("c", "modules"),
+        ),
+        EnvVar(
             "TANDEM_CPU_MALLOC",
             str,
             "tuned",

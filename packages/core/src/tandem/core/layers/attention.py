@@ -7,6 +7,8 @@ from torch import Tensor, nn
 from tandem.core.attention_metadata import AttentionMetadata
 from tandem.kernels.backends import AttentionBackend
 
+KVCache = tuple[Tensor, Tensor]
+
 
 class PagedAttention(nn.Module):
     """Writes the step's K/V into the paged cache, then attends over it.
@@ -95,3 +97,28 @@ class PagedAttention(nn.Module):
             **self.extra,
         )
         return out
+
+    def rope_decode(
+        self,
+        qkv: Tensor,
+        positions: Tensor,
+        cos_sin: Tensor,
+        cache: KVCache,
+        meta: AttentionMetadata,
+        backend: AttentionBackend,
+    ) -> Tensor:
+        """A step of decodes only, from the fused q | k | v projection: rope, the K/V
+        write and attention in the backend's one call. qkv: [B, (H + 2 KVH) * D] -> [B, H, D]."""
+        return backend.rope_decode(
+            qkv,
+            (self.num_heads, self.num_kv_heads),
+            positions,
+            cos_sin,
+            cache[0],
+            cache[1],
+            meta.slot_mapping,
+            meta.decode_seq_lens,
+            meta.decode_block_tables,
+            self.scale,
+            **self.extra,
+        )

@@ -86,10 +86,13 @@ class Linear(nn.Linear):
 
     def forward(self, x: Tensor) -> Tensor:
         if self.quant is not None:
-            out = linear_gguf(x, self.quant)
-            return (out if self.bias is None else out + self.bias).to(x.dtype)
-        if self.int8 is not None and x.device.type == "cpu":
-            return linear_int8(x, self.int8).to(x.dtype)
+            out = linear_gguf(x, self.quant)  # a new fp32 tensor: the bias goes in place
+            if self.bias is not None:
+                out.add_(self.bias)
+            return out if out.dtype == x.dtype else out.to(x.dtype)
+        if self.int8 is not None and x.is_cpu:
+            out = linear_int8(x, self.int8)
+            return out if out.dtype == x.dtype else out.to(x.dtype)
         return packed_linear(x, self.weight, self.bias, self.pack)
 
     def _apply(self, fn: Any, recurse: bool = True) -> Linear:

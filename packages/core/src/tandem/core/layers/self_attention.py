@@ -62,6 +62,8 @@ class SelfAttention(nn.Module):
             self.k_norm = RMSNorm(d if per_head else kvh * d, eps, dtype)
         self.rotary = rotary
         self.attn = PagedAttention(h, kvh, d, spec.scale, window, spec.softcap)
+        # a step of decodes only goes to the backend's fused rope + K/V write + decode
+        self.fused_decode = spec.qk_norm == "none" and rotary.rotary_dim == d
 
     def forward(
         self,
@@ -74,7 +76,13 @@ class SelfAttention(nn.Module):
         # x: [T, C]
         t = x.shape[0]
         h, kvh, d = self.shape
-        q, k, v = self.qkv_proj(x).split(self.sizes, dim=-1)
+        qkv = self.qkv_proj(x)  # [T, (H + 2 KVH) * D]
+        if self.fused_decode and meta.num_prefill_tokens == 0 and t:
+            out = self.attn.rope_decode(
+                qkv, positions, self.rotary.table(x.device), cache, meta, backend
+            )
+            return self.o_proj(out.reshape(t, h * d))
+        q, k, v = qkv.split(self.sizes, dim=-1)
         if self.qk_norm == "proj":  # q: [T, H*D]
             q, _ = self.q_norm(q.contiguous())
             k, _ = self.k_norm(k.contiguous())

@@ -101,6 +101,7 @@ class CausalLM(nn.Module):
         for module in self.modules():
             if hasattr(module, "prepare") and module is not self:
                 module.prepare()
+        self.model.decode_stack.drop()
         tied_float = self.model.embed_tokens.quant is None and self._tied_int8 is None
         if self.lm_head is None and tied_float:
             cpu_copy(self.model.embed_tokens.weight, self._tied_pack)
@@ -114,6 +115,7 @@ class CausalLM(nn.Module):
         on 768). Returns how many layers were switched."""
         if method != "int8":
             raise ValueError(f"quantization must be one of int8, got {method!r}")
+        self.model.decode_stack.drop()
         done = sum(layer.mlp.quantize() for layer in self.model.layers)
         done += sum(layer.self_attn.o_proj.quantize() for layer in self.model.layers)
         if not done:
@@ -127,6 +129,7 @@ class CausalLM(nn.Module):
 
     def _apply(self, fn: Any, recurse: bool = True) -> CausalLM:
         self._tied_int8 = None  # .to() / .float(): float weights again, as Linear does
+        self.model.decode_stack.drop()
         return super()._apply(fn, recurse)
 
     def load_weights(self, weights: Iterable[tuple[str, Tensor]]) -> None:
@@ -135,6 +138,7 @@ class CausalLM(nn.Module):
         arch = architecture(self.spec.architecture)
         if arch.extra_layers:  # e.g. DeepSeek-V3's multi-token-prediction layer
             weights = drop_layers_from(weights, self.spec.num_layers)
+        self.model.decode_stack.drop()
         load_named(self, weights, arch.names(self.spec), skip, collect_layouts(self))
         for module in self.modules():
             if module is not self and hasattr(module, "finish_loading"):

@@ -14,13 +14,16 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from tandem.core import envs
 from tandem.core.attention_metadata import AttentionMetadata
+from tandem.core.env_cache import env_cache
 from tandem.core.layers.embedding import Embedding
 from tandem.core.layers.mlp import GatedMLP
 from tandem.core.layers.norm import RMSNorm
 from tandem.core.layers.parallel import VocabParallelEmbedding
 from tandem.core.layers.rotary import RotaryEmbedding
 from tandem.core.layers.self_attention import KVCache, SelfAttention
+from tandem.core.models.decode_stack import DecodeStack
 from tandem.core.models.spec import MLPSpec, ModelSpec
 from tandem.core.parallel.group import TensorParallel
 from tandem.kernels.backends import AttentionBackend
@@ -129,6 +132,7 @@ class DecoderModel(nn.Module):
             for i, layer in enumerate(spec.layers)
         )
         self.norm = RMSNorm(spec.hidden_size, spec.rms_norm_eps, dtype)
+        self.decode_stack = DecodeStack(self)  # decode-only steps in one C call, where it fits
 
     def forward(
         self,
@@ -142,8 +146,19 @@ class DecoderModel(nn.Module):
         x = self.embed_tokens(input_ids)  # [T, C]
         if self.embedding_scale != 1.0:  # the scale rounded to the weights' dtype (Gemma)
             x = x * torch.tensor(self.embedding_scale, dtype=x.dtype)
-        residual = None
-        for layer, cache in zip(self.layers, kv_caches):
-            x, residual = layer(positions, x, residual, cache, meta, backend)
+        done = None
+        if backend.name == "cpu" and decode_stack_on():
+            done = self.decode_stack.run(x, positions, kv_caches, meta)
+        if done is not None:
+            x, residual = done
+        else:
+            residual = None
+            for layer, cache in zip(self.layers, kv_caches):
+                x, residual = layer(positions, x, residual, cache, meta, backend)
         x, _ = self.norm(x, residual)
         return x
+
+
+@env_cache("TANDEM_DECODE_STACK")
+def decode_stack_on() -> bool:
+    return envs.TANDEM_DECODE_STACK == "c"

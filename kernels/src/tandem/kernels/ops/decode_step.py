@@ -1,0 +1,118 @@
+"""Validation of a fused decode step (rope, K/V write and decode attention of one layer).
+
+A step's positions, slots, lengths and block tables are the same tensors for every
+layer of the model, so :class:`StepCheck` reads their values once per step and only
+the per-layer tensors' metadata after that: on a small model the reads, taken layer by
+layer, cost as much as the attention itself.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from tandem.kernels import checks
+from tandem.kernels.ops.attention import check_decode
+from tandem.kernels.ops.cache import check_write
+
+
+def check_qkv(qkv: object, heads: object, head_dim: int) -> tuple[int, int]:
+    """The fused projection qkv: [B, (H + 2 KVH) * D] against ``heads`` = (H, KVH)."""
+    t = checks.tensor("qkv", qkv, 2, checks.FLOAT_DTYPES)
+    if not (isinstance(heads, tuple) and len(heads) == 2):
+        raise TypeError(f"heads must be a pair (H, KVH), got {heads!r}")
+    H = checks.integer("heads[0]", heads[0], 1)
+    KVH = checks.integer("heads[1]", heads[1], 1)
+    checks.heads("q", H, "k", KVH)
+    checks.dim("qkv", t, 1, (H + 2 * KVH) * head_dim, "(H + 2 * KVH) * head size")
+    return H, KVH
+
+
+def check_rope_decode(
+    qkv: Tensor,
+    heads: tuple[int, int],
+    positions: Tensor,
+    cos_sin: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    slot_mapping: Tensor,
+    seq_lens: Tensor,
+    block_tables: Tensor,
+    scale: float,
+    window: int,
+    softcap: float,
+) -> None:
+    """Everything a fused decode step reads, values included."""
+    kc, _ = checks.paged_cache(k_cache, v_cache)
+    D = kc.shape[3]
+    H, KVH = check_qkv(qkv, heads, D)
+    B = qkv.shape[0]
+    q = qkv[:, : H * D].reshape(B, H, D)
+    k = qkv[:, H * D : (H + KVH) * D].reshape(B, KVH, D)
+    check_write(k, k, k_cache, v_cache, slot_mapping)
+    check_decode(q, k_cache, v_cache, seq_lens, block_tables, scale, window, softcap)
+    p = checks.tensor("positions", positions, 1, checks.INT_DTYPES)
+    cs = checks.tensor("cos_sin_cache", cos_sin, 2, checks.FLOAT_DTYPES)
+    checks.dim("positions", p, 0, B, "the number of sequences qkv.shape[0]")
+    checks.dim("cos_sin_cache", cs, 1, D, "the head size")
+    checks.same_device(qkv=qkv, positions=p, cos_sin_cache=cs)
+    if p.numel() and (int(p.min()) < 0 or int(p.max()) >= cs.shape[0]):
+        raise ValueError(
+            f"positions must be in [0, {cs.shape[0]}) (cos_sin_cache rows), "
+            f"got min {int(p.min())} and max {int(p.max())}"
+        )
+
+
+class StepCheck:
+    """Remembers the step tensors it validated last, holding them so that none can be
+    freed and its id reused: a layer passing the same tensor objects, with caches of the
+    same shape, needs only its own qkv checked. The engines build a step's tensors anew
+    for every step and never write into them, so the same objects hold the same values
+    (tensors made under ``torch.inference_mode`` keep no version counter to compare)."""
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: tuple[tuple[Tensor, ...], tuple[object, ...]] | tuple[()] = ()
+
+    def __call__(
+        self,
+        qkv: Tensor,
+        heads: tuple[int, int],
+        positions: Tensor,
+        cos_sin: Tensor,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        slot_mapping: Tensor,
+        seq_lens: Tensor,
+        block_tables: Tensor,
+        scale: float,
+        window: int,
+        softcap: float,
+    ) -> None:
+        step = (positions, cos_sin, slot_mapping, seq_lens, block_tables)
+        key = (
+            k_cache.shape,
+            v_cache.shape,
+            k_cache.dtype,
+            v_cache.dtype,
+            k_cache.device,
+            heads,
+            qkv.shape[0],
+            scale,
+            window,
+            softcap,
+        )
+        seen = self._seen
+        if seen and all(a is b for a, b in zip(seen[0], step)) and seen[1] == key:
+            H, KVH = heads  # checked with the step
+            width = (H + 2 * KVH) * k_cache.shape[3]
+            fits = qkv.dim() == 2 and qkv.shape[1] == width and qkv.dtype in checks.FLOAT_DTYPES
+            if fits and qkv.device == k_cache.device:
+                return
+            check_qkv(qkv, heads, k_cache.shape[3])
+            raise ValueError(f"qkv must be on {k_cache.device}, got {qkv.device}")
+        check_rope_decode(
+            qkv, heads, positions, cos_sin, k_cache, v_cache, slot_mapping, seq_lens,
+            block_tables, scale, window, softcap,
+        )  # fmt: skip
+        self._seen = (step, key)

@@ -1,0 +1,201 @@
+"""A step of decodes through the whole decoder stack in one C call, where the model allows.
+
+On a small model a decode token is mostly the calls between kernels, not the kernels:
+SmolLM2's 30 layers make ~240 of them, each several microseconds of Python around work
+of the same size. :class:`DecodeStack` gives the C driver (``native/decode_stack.c``) a
+table of the layers once and then runs a decode-only step in one call, through the same
+kernels in the same order as the modules (the same numbers, bit for bit).
+
+It takes Llama-family stacks only: pre-norm layers with SiLU gated MLPs, attention with
+one rope table and no q/k norms, no tensor parallelism, every linear layer a GGUF weight
+kept in its blocks (up to three formats stacked) or an fp32 weight packed for the C
+kernel. Anything else, or any step with a prefill in it, runs the modules.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from tandem.core.attention_metadata import AttentionMetadata
+from tandem.core.layers.linear import Linear, cpu_copy
+from tandem.core.layers.mlp import MLP_ROWS, GatedMLP
+from tandem.core.layers.self_attention import KVCache, SelfAttention
+from tandem.kernels import ops
+from tandem.kernels.gguf_blocks import QuantStack, QuantWeight
+from tandem.kernels.native import decode_stack as native
+from tandem.kernels.native.linear_f32 import PackedF32
+from tandem.kernels.ops.decode_step import check_rope_decode
+
+
+def _lin(layer: Linear, keep: list[Tensor]) -> native.LinSpec | None:
+    """The table entry of one linear layer, or None where the C driver cannot run it."""
+    if type(layer) is not Linear or layer.int8 is not None:
+        return None
+    bias = layer.bias
+    if bias is not None:
+        if bias.dtype != torch.float32 or not bias.is_contiguous() or not bias.is_cpu:
+            return None
+        keep.append(bias)
+    quant = layer.quant
+    if quant is not None:
+        parts = quant.parts if type(quant) is QuantStack else (quant,)
+        if len(parts) > native.MAX_PARTS or not all(type(p) is QuantWeight for p in parts):
+            return None
+        if not all(p.data.is_cpu and p.data.is_contiguous() for p in parts):
+            return None
+        keep.extend(p.data for p in parts)
+        qtypes, rows = tuple(p.qtype for p in parts), tuple(p.n for p in parts)
+        return native.LinSpec(
+            native.GGUF, tuple(p.data for p in parts), qtypes, rows, bias, quant.n, quant.k
+        )
+    packed = cpu_copy(layer.weight, layer.pack)
+    if not isinstance(packed, PackedF32) or layer.weight.dtype != torch.float32:
+        return None
+    keep.append(packed.panels)
+    return native.LinSpec(native.F32, (packed.panels,), (0,), (packed.n,), bias, packed.n, packed.k)
+
+
+class DecodeStack:
+    """The decoder stack's decode-only steps through one C call (see the module docstring);
+    :meth:`run` answers None where it does not apply, and the caller runs the modules."""
+
+    __slots__ = ("_caches", "_f32", "_model", "_norms", "_rope", "_table", "usable")
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self._model = model  # a DecoderModel
+        self._table: native.StackTable | None = None
+        self._caches: list[KVCache] | None = None  # the list the table was made for
+        self._f32: list[Linear] = []  # fp32 layers: their packed copy must still hold
+        self._norms: list[tuple[torch.nn.Module, Tensor]] = []  # norms and their weights
+        self._rope: Tensor | None = None
+        self.usable = native.available() and _fits(model)
+
+    def drop(self) -> None:
+        """Forget the table (the weights changed: loaded, quantized, moved)."""
+        self._table = None
+
+    def run(
+        self, x: Tensor, positions: Tensor, kv_caches: list[KVCache], meta: AttentionMetadata
+    ) -> tuple[Tensor, Tensor] | None:
+        """x: [B, C] the step's embeddings -> (x, residual) after the last layer."""
+        b = x.shape[0]
+        if not self.usable or meta.num_prefill_tokens != 0 or not 0 < b <= 2 * MLP_ROWS:
+            return None
+        if x.dtype != torch.float32 or not x.is_cpu or not x.is_contiguous() or x.dim() != 2:
+            return None
+        table = self._table_for(kv_caches)
+        if table is None:
+            return None
+        pos = positions.to(torch.int64).contiguous()
+        slots = meta.slot_mapping.to(torch.int64).contiguous()
+        lens = meta.decode_seq_lens.to(torch.int32).contiguous()
+        tables = meta.decode_block_tables.to(torch.int32).contiguous()
+        first = self._model.layers[0].self_attn
+        k_cache, v_cache = kv_caches[0]
+        qkv = x.new_empty(b, first.qkv_proj.out_features)  # its shape is what is checked
+        attn = first.attn
+        check_rope_decode(
+            qkv, (attn.num_heads, attn.num_kv_heads), pos, self._rope, k_cache, v_cache, slots,
+            lens, tables, attn.scale, attn.extra.get("window", 0), attn.extra.get("softcap", 0.0),
+        )  # fmt: skip
+        return table.run(x, pos, self._rope, slots, lens, tables, k_cache.shape[1])
+
+    def _table_for(self, kv_caches: list[KVCache]) -> native.StackTable | None:
+        """The table, made again when the caches, a norm's weight or an fp32 layer's
+        packed copy changed since (GGUF blocks never change)."""
+        fresh = (
+            self._table is not None
+            and kv_caches is self._caches
+            and all(lin.pack.holds(lin.weight) for lin in self._f32)
+            and all(norm.weight is w for norm, w in self._norms)
+        )
+        if not fresh:
+            self._f32, self._norms = [], []
+            self._table = self._build(kv_caches)
+            self._caches = kv_caches
+            if self._table is None:
+                self.usable = False
+        return self._table
+
+    def _build(self, kv_caches: list[KVCache]) -> native.StackTable | None:
+        model = self._model
+        first = model.layers[0]
+        keep: list[Tensor] = []
+        rows = []
+        for layer, (kc, vc) in zip(model.layers, kv_caches):
+            if not all(
+                c.dtype == torch.float32 and c.is_cpu and c.is_contiguous() for c in (kc, vc)
+            ):
+                return None
+            if kc.shape != kv_caches[0][0].shape or vc.shape != kc.shape:
+                return None
+            attn, mlp = layer.self_attn, layer.mlp
+            specs = {
+                "qkv": _lin(attn.qkv_proj, keep),
+                "o": _lin(attn.o_proj, keep),
+                "gate_up": _lin(mlp.gate_up_proj, keep),
+                "down": _lin(mlp.down_proj, keep),
+            }
+            if any(s is None for s in specs.values()):
+                return None
+            norms = (layer.input_layernorm.weight, layer.post_attention_layernorm.weight)
+            if not all(w.dtype == torch.float32 and w.is_cpu and w.is_contiguous() for w in norms):
+                return None
+            keep += [*norms, kc, vc]
+            self._norms += [
+                (layer.input_layernorm, norms[0]),
+                (layer.post_attention_layernorm, norms[1]),
+            ]
+            lins = (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)
+            self._f32 += [lin for lin in lins if lin.quant is None]
+            rows.append(
+                {
+                    **specs,
+                    "in_norm": norms[0],
+                    "post_norm": norms[1],
+                    "k_cache": kc,
+                    "v_cache": vc,
+                    "window": attn.attn.extra.get("window", 0),
+                    "softcap": attn.attn.extra.get("softcap", 0.0),
+                    "scale": attn.attn.scale,
+                }
+            )
+        h, kvh, d = first.self_attn.shape
+        inter = first.mlp.down_proj.in_features
+        shape = native.Shape(
+            first.input_layernorm.weight.shape[0], h, kvh, d, inter, first.input_layernorm.eps
+        )
+        self._rope = first.self_attn.rotary.table(torch.device("cpu"))
+        keep.append(self._rope)
+        return native.StackTable(shape, rows, keep)
+
+
+def _fits(model: torch.nn.Module) -> bool:
+    """Whether the stack's structure is one the C driver runs (weights are seen later)."""
+    layers = list(getattr(model, "layers", []))
+    if not layers or getattr(model, "embedding_scale", 1.0) != 1.0:
+        return False
+    if any(layer.placement != "pre" for layer in layers):  # only pre-norm layers have both
+        return False
+    first = layers[0]
+    if not isinstance(first.self_attn, SelfAttention) or not isinstance(first.mlp, GatedMLP):
+        return False
+    rotary, eps = first.self_attn.rotary, first.input_layernorm.eps
+    shape, inter = first.self_attn.shape, first.mlp.down_proj.in_features
+    for layer in layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        if layer.residual_scale != 1.0:
+            return False
+        if type(attn) is not SelfAttention or not attn.fused_decode or attn.rotary is not rotary:
+            return False
+        if attn.shape != shape or getattr(attn, "tp_layouts", None) is not None:
+            return False
+        if type(mlp) is not GatedMLP or mlp.gate is not ops.silu_and_mul:
+            return False
+        if mlp.down_proj.in_features != inter or getattr(mlp.down_proj, "tp_layouts", None):
+            return False
+        norms = (layer.input_layernorm, layer.post_attention_layernorm)
+        if any(n.eps != eps for n in norms):
+            return False
+    return True

@@ -1,0 +1,100 @@
+"""Decode-only steps through the whole layer stack in one C call (``DecodeStack``): the same
+tokens and logprobs as the modules, bit for bit, on the weights it takes; the modules
+wherever it does not apply."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tandem.core.models import decode_stack
+from tandem.core.testing import make_model
+from tandem.core.testing.gguf_writer import write_gguf
+from tandem.kernels import native
+
+pytestmark = pytest.mark.skipif(not decode_stack.native.available(), reason="no C kernels here")
+
+ROPE = {"rope_type": "default", "rope_theta": 10000.0}
+# 4- and 8-bit blocks; q, k and v in two formats: the fused projection is a stack of parts
+LEGACY = {"q_proj.weight": 3, "k_proj.weight": 3, "v_proj.weight": 8, "o_proj.weight": 2}
+LEGACY |= {"mlp.gate_proj.weight": 6, "mlp.up_proj.weight": 6, "mlp.down_proj.weight": 7}
+LEGACY |= {"embed_tokens.weight": 8, "lm_head.weight": 8}
+KQUANT = {"q_proj.weight": 12, "k_proj.weight": 12, "v_proj.weight": 14, "o_proj.weight": 13}
+KQUANT |= {"mlp.gate_proj.weight": 12, "mlp.up_proj.weight": 12, "mlp.down_proj.weight": 14}
+KQUANT |= {"embed_tokens.weight": 6, "lm_head.weight": 14}
+PROMPTS = ["one two three", "Item 3 of the list", "The 5 cats sat", "a"]
+
+
+def _gguf(tmp_path_factory, arch: str, qtypes: dict[str, int], **shape) -> str:
+    src = make_model(size="tiny", arch=arch, rope_parameters=ROPE, **shape)
+    out = tmp_path_factory.mktemp(f"stack-{arch}") / f"tiny-{arch}.gguf"
+    return str(write_gguf(src, out, qtypes))
+
+
+def _generate(model: str, mode: str, monkeypatch, **kwargs) -> tuple[list, int]:
+    """Greedy answers with their logprobs, and how many steps the C stack ran."""
+    from tandem.core import LLM, SamplingParams
+
+    monkeypatch.setenv("TANDEM_DECODE_STACK", mode)
+    ran = []
+    real = decode_stack.DecodeStack.run
+
+    def counted(self, *args):
+        out = real(self, *args)
+        ran.append(out is not None)
+        return out
+
+    monkeypatch.setattr(decode_stack.DecodeStack, "run", counted)
+    params = SamplingParams(temperature=0.0, max_tokens=10, ignore_eos=True, logprobs=3)
+    with LLM(model=model, engine="v0", max_model_len=64, **kwargs) as llm:
+        outs = llm.generate(PROMPTS, params, use_tqdm=False)
+    answers = [(o.outputs[0].token_ids, o.outputs[0].logprobs) for o in outs]
+    return answers, sum(ran)
+
+
+def _same_as_modules(model: str, monkeypatch, **kwargs) -> None:
+    want, ran = _generate(model, "modules", monkeypatch, **kwargs)
+    assert ran == 0
+    got, ran = _generate(model, "c", monkeypatch, **kwargs)
+    assert ran >= 9  # the decode steps of the batch (the prompts' step runs the modules)
+    assert [a for a, _ in got] == [a for a, _ in want]
+    for (_, lp_got), (_, lp_want) in zip(got, want):  # every entry, exactly
+        assert [{t: p.logprob for t, p in d.items()} for d in lp_got] == [
+            {t: p.logprob for t, p in d.items()} for d in lp_want
+        ]
+
+
+def test_gguf_blocks_and_a_stacked_projection_match_the_modules(tmp_path_factory, monkeypatch):
+    model = _gguf(tmp_path_factory, "llama", LEGACY)
+    _same_as_modules(model, monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])  # qwen2: the q/k/v projection's bias
+def test_k_quants_match_the_modules(tmp_path_factory, monkeypatch, arch):
+    shape = {"hidden_size": 256, "intermediate_size": 512}
+    model = _gguf(tmp_path_factory, arch, KQUANT, **shape)
+    _same_as_modules(model, monkeypatch)
+
+
+@pytest.mark.skipif(not native.linear_f32.available(), reason="no C fp32 linear kernel here")
+def test_fp32_weights_match_the_modules(tiny_model, monkeypatch):
+    _same_as_modules(str(tiny_model), monkeypatch, dtype="float32")
+
+
+def test_what_it_does_not_take_runs_the_modules(tmp_path, monkeypatch):
+    from tandem.core.loader import load_model
+
+    monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
+    gemma = load_model(str(make_model(size="tiny", arch="gemma2")), dtype=torch.float32)
+    assert not gemma.model.decode_stack.usable  # sandwich norms, soft-capped attention
+    olmo = load_model(str(make_model(size="tiny", arch="olmo2")), dtype=torch.float32)
+    assert not olmo.model.decode_stack.usable  # norms after the blocks
+    int8 = load_model(str(make_model(size="tiny", arch="llama")), dtype=torch.float32)
+    int8.quantize("int8")
+    spec = int8.spec.attention
+    shape = (4, 16, spec.num_kv_heads, spec.head_dim)
+    caches = [(torch.zeros(shape), torch.zeros(shape)) for _ in range(int8.spec.num_layers)]
+    stack = int8.model.decode_stack
+    assert stack.usable  # the structure fits; the int8 layers do not
+    assert stack._table_for(caches) is None and not stack.usable
