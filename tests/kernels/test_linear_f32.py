@@ -15,7 +15,7 @@ from tandem.kernels.ops.linear import PackedWeight, linear, pack_native
 
 needs_kernel = pytest.mark.skipif(
     not linear_f32.available(),
-    reason="no fp32 C linear kernel here: " + (native.unavailable_reason() or "no AVX-512"),
+    reason="no fp32 C linear kernel here: " + (native.unavailable_reason() or "no AVX2 + FMA"),
 )
 
 

@@ -134,7 +134,137 @@ int tandem_linear_f32(const float *x, int64_t M, int64_t K, const float *packed,
 
 int tandem_linear_f32_available(void) { return 1; }
 
-#else /* no AVX-512: the caller takes oneDNN or F.linear */
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+/* AVX2: sixteen channels are two 8-lane ymm vectors. A tile is up to 6 rows of x against
+ * one panel of 16 channels (K x 64 bytes): twelve accumulators, two weight loads and six
+ * broadcasts per k. With fewer rows (decode) the k loop is unrolled so that eight
+ * independent sums still hide the multiply-add's latency; the first tile on a panel
+ * prefetches its lines ahead of the loads (the panel streams from memory once, the
+ * other tiles of the block find it in L2). */
+#define RT 6              /* rows of x per tile */
+#define PF_AHEAD 256      /* floats ahead of the load a prefetch fetches: 16 lines */
+#define BLOCK_X 49152     /* floats of x a row block holds (192 KB, half of L2 at most) */
+
+typedef struct {
+    const float *x;    /* [M, K] */
+    const float *w;    /* packed weight */
+    const float *bias; /* [N] or NULL */
+    float *out;        /* [M, N] */
+    int64_t K, N;
+} Gemm;
+
+/* the sums of rows x[0..R-1] (K apart) with the panel w, plus the bias, into out's
+ * rows m.. at channels n0..n0+15; R and U (the k unroll) are constants where inlined */
+static inline __attribute__((always_inline)) void tile(const Gemm *g, const float *x,
+                                                       const float *w, int64_t m, int64_t n0,
+                                                       const int R, const int U, const int pf)
+{
+    const int64_t K = g->K;
+    __m256 c[12]; /* c[(u * R + r) * 2 + half]: U * R * 2 <= 12, fixed so it fits registers */
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; i++)
+        c[i] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + U <= K; k += U) {
+#pragma GCC unroll 4
+        for (int u = 0; u < U; u++) {
+            const float *wk = w + (k + u) * 16;
+            if (pf)
+                _mm_prefetch((const char *)(wk + PF_AHEAD), _MM_HINT_T0);
+            const __m256 b0 = _mm256_loadu_ps(wk), b1 = _mm256_loadu_ps(wk + 8);
+#pragma GCC unroll 6
+            for (int r = 0; r < R; r++) {
+                const __m256 v = _mm256_broadcast_ss(x + r * K + k + u);
+                c[(u * R + r) * 2] = _mm256_fmadd_ps(v, b0, c[(u * R + r) * 2]);
+                c[(u * R + r) * 2 + 1] = _mm256_fmadd_ps(v, b1, c[(u * R + r) * 2 + 1]);
+            }
+        }
+    }
+    for (; k < K; k++) { /* K % U */
+        const __m256 b0 = _mm256_loadu_ps(w + k * 16), b1 = _mm256_loadu_ps(w + k * 16 + 8);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            const __m256 v = _mm256_broadcast_ss(x + r * K + k);
+            c[r * 2] = _mm256_fmadd_ps(v, b0, c[r * 2]);
+            c[r * 2 + 1] = _mm256_fmadd_ps(v, b1, c[r * 2 + 1]);
+        }
+    }
+    const int64_t valid = g->N - n0 < 16 ? g->N - n0 : 16;
+    float pad[16] = {0}, part[16];
+    const float *bias = g->bias ? g->bias + n0 : pad;
+    if (g->bias && valid < 16)
+        bias = memcpy(pad, bias, sizeof(float) * (size_t)valid);
+    const __m256 bias0 = _mm256_loadu_ps(bias), bias1 = _mm256_loadu_ps(bias + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        __m256 s0 = c[r * 2], s1 = c[r * 2 + 1];
+#pragma GCC unroll 4
+        for (int u = 1; u < U; u++) {
+            s0 = _mm256_add_ps(s0, c[(u * R + r) * 2]);
+            s1 = _mm256_add_ps(s1, c[(u * R + r) * 2 + 1]);
+        }
+        float *o = g->out + (m + r) * g->N + n0;
+        float *dst = valid == 16 ? o : part;
+        _mm256_storeu_ps(dst, _mm256_add_ps(s0, bias0));
+        _mm256_storeu_ps(dst + 8, _mm256_add_ps(s1, bias1));
+        if (valid < 16)
+            memcpy(o, part, sizeof(float) * (size_t)valid);
+    }
+}
+
+/* one function per row count (noinline: the accumulators stay in registers), with and
+ * without the prefetch */
+#define TILE(R, U)                                                                             \
+    static __attribute__((noinline)) void tile##R(const Gemm *g, const float *x,               \
+                                                  const float *w, int64_t m, int64_t n0,       \
+                                                  int pf)                                      \
+    {                                                                                          \
+        if (pf)                                                                                \
+            tile(g, x, w, m, n0, R, U, 1);                                                     \
+        else                                                                                   \
+            tile(g, x, w, m, n0, R, U, 0);                                                     \
+    }
+TILE(1, 4)
+TILE(2, 2)
+TILE(3, 2)
+TILE(4, 1)
+TILE(5, 1)
+TILE(6, 1)
+
+typedef void (*TileFn)(const Gemm *, const float *, const float *, int64_t, int64_t, int);
+static const TileFn TILES[RT + 1] = {NULL, tile1, tile2, tile3, tile4, tile5, tile6};
+
+/* every tile of rows m0..m1-1 against the panel p (channels 16p..16p+15) */
+static void panel(const Gemm *g, int64_t m0, int64_t m1, int64_t p)
+{
+    const float *w = g->w + p * g->K * 16;
+    for (int64_t m = m0; m < m1; m += RT) {
+        const int64_t rows = m1 - m < RT ? m1 - m : RT;
+        TILES[rows](g, g->x + m * g->K, w, m, p * 16, m == m0);
+    }
+}
+
+/* as the AVX-512 path's; the panels past N (the packing's padding to 32) are skipped */
+int tandem_linear_f32(const float *x, int64_t M, int64_t K, const float *packed,
+                      const float *bias, int64_t N, float *out)
+{
+    const Gemm g = {x, packed, bias, out, K, N};
+    int64_t mb = BLOCK_X / K / RT * RT; /* rows per block: a multiple of RT, x's share in L2 */
+    mb = mb < RT ? RT : mb;
+    const int64_t panels = (N + 15) / 16, blocks = (M + mb - 1) / mb;
+#pragma omp parallel for schedule(static) if (M * N * K > 262144)
+    for (int64_t t = 0; t < panels * blocks; t++) {
+        const int64_t m0 = (t / panels) * mb;
+        panel(&g, m0, m0 + mb < M ? m0 + mb : M, t % panels);
+    }
+    return 0;
+}
+
+int tandem_linear_f32_available(void) { return 1; }
+
+#else /* neither AVX-512 nor AVX2 with FMA: the caller takes oneDNN or F.linear */
 
 int tandem_linear_f32(const float *x, int64_t M, int64_t K, const float *packed,
                       const float *bias, int64_t N, float *out)
