@@ -32,7 +32,7 @@ SOURCES = (
     "gguf_decode.c",
     "linear_gguf_f32.c",
 )
-HEADERS = ("fastmath.h", "gguf_common.h")
+HEADERS = ("fastmath.h", "gguf_common.h", "linear_f32_avx2.h")
 FLAGS = (
     "-O3",
     "-march=native",
