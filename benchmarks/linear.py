@@ -114,7 +114,8 @@ def main() -> None:
     has_int8 = bool(int8) and all(w is not None for w, _ in int8)
     path_name = "C" if has_int8 and int8[0][0].native is not None else "torch._int_mm"
     print(f"model={args.size} threads={torch.get_num_threads()} linear layers={len(layers)}")
-    print(f"int8: {path_name if has_int8 else 'not available'} (GOP/s: int8 multiply-adds x 2)")
+    if not args.no_int8:
+        print(f"int8: {path_name if has_int8 else 'not available'} (GOP/s: int8 multiply-adds x 2)")
     head = f"{'M':>6}{'F.linear GF/s':>15}{'oneDNN GF/s':>13}{'ratio':>8}"
     if has_native:
         head += f"{'C GF/s':>9}{'/ oneDNN':>10}"

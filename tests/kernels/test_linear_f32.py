@@ -103,7 +103,7 @@ def test_packed_weight_follows_the_kernel_and_the_weight() -> None:
 def test_the_plain_path_where_the_kernel_cannot_run() -> None:
     w = torch.randn(6, 8)
     packed = pack_native(w)
-    if packed is None:  # no compiler or no AVX-512: nothing packed, F.linear everywhere
+    if packed is None:  # no compiler, no AVX-512 or AVX2: nothing packed, F.linear everywhere
         assert not linear_f32.available()
         return
     x64 = torch.randn(2, 8, dtype=torch.float64)

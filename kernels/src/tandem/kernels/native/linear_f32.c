@@ -1,4 +1,5 @@
-/* fp32 linear layer: out = x @ w.T + bias, on a weight packed once.
+/* fp32 linear layer: out = x @ w.T + bias, on a weight packed once. AVX-512 below;
+ * AVX2 + FMA in linear_f32_avx2.h (same packed layout); elsewhere "not available".
  *
  * Weight layout (made once by tandem.kernels.native.linear_f32.pack): N padded to a
  * multiple of 32 with zeros, packed[n / 16][k][n % 16], so one 64-byte load holds one k

@@ -82,7 +82,7 @@ class PackedWeight:
 
     def get(self, weight: Tensor, kernel: str = "native") -> Tensor | PackedF32 | None:
         """The copy for ``kernel`` (one of :data:`KERNELS`): "native" packs for the C
-        kernel where it runs (fp32, AVX-512) and for oneDNN elsewhere."""
+        kernel where it runs (fp32; AVX-512, or AVX2 with FMA) and for oneDNN elsewhere."""
         if kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
         key = self._key_of(weight, kernel)
