@@ -84,6 +84,13 @@ def test_leading_dims_and_a_large_step() -> None:
 
 
 @needs_kernel
+def test_no_inputs() -> None:
+    """K = 0: every output is its bias (the kernel declines, F.linear answers)."""
+    x, w, b = torch.randn(3, 0), torch.randn(5, 0), torch.randn(5)
+    torch.testing.assert_close(linear(x, w, b, pack_native(w)), b.expand(3, 5))
+
+
+@needs_kernel
 def test_packed_weight_follows_the_kernel_and_the_weight() -> None:
     w, x = torch.randn(40, 24), torch.randn(5, 24)
     pack = PackedWeight()

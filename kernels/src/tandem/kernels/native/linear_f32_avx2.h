@@ -11,8 +11,8 @@
  *
  * K is taken in chunks of at most KC (the outputs add up across chunks) so that a block
  * of rows of x for one chunk stays in L2 however large K is, beside the panel's chunk;
- * the rows per block follow from it (60..126), and the weight is read from memory about
- * M / mb times.
+ * the rows per block mb follow from it (60..126 where K >= 384, more for a smaller K), and
+ * the weight is read from memory about M / mb times.
  */
 #include <immintrin.h>
 #include <omp.h>
@@ -118,10 +118,13 @@ static void panel(const Gemm *g, int64_t m0, int64_t m1, int64_t p, int64_t k0, 
     }
 }
 
-/* as the AVX-512 path's; the panels past N (the packing pads N to 32) are skipped */
+/* as the AVX-512 path's; the panels past N (the packing pads N to 32) are skipped.
+ * Returns 0, or -3 for K = 0 (no sums to take: the caller takes F.linear). */
 int tandem_linear_f32(const float *x, int64_t M, int64_t K, const float *packed,
                       const float *bias, int64_t N, float *out)
 {
+    if (K <= 0)
+        return -3;
     const Gemm g = {x, packed, bias, out, K, N};
     const int64_t chunks = (K + KC - 1) / KC, kc = (K + chunks - 1) / chunks;
     const int64_t panels = (N + 15) / 16;
