@@ -117,8 +117,8 @@ def linear(
             f"x must have shape [..., {weight.shape[1]}] to match weight "
             f"{tuple(weight.shape)}, got {tuple(x.shape)}"
         )
-    if packed is None or not _packed_fits(x, weight, bias):
-        return F.linear(x, weight, bias)
+    if packed is None or weight.shape[1] == 0 or not _packed_fits(x, weight, bias):
+        return F.linear(x, weight, bias)  # K = 0: no sums, every output its bias
     x2 = x.reshape(-1, x.shape[-1])  # [M, K]
     if isinstance(packed, PackedF32):
         out = linear_f32.linear(x2, packed, bias)
