@@ -2,7 +2,7 @@
 weights (fp32), and int8; with ``--gguf``, GGUF block formats against fp32 and Q4_1.
 
     python benchmarks/linear.py [--size small|smollm2] [--threads N] [--seconds S]
-                                [--ms 1,16,64,256,2048] [--no-int8]
+                                [--rounds R] [--ms 1,16,64,256,2048] [--no-int8]
     python benchmarks/linear.py --gguf [Q4_1 Q4_K Q5_K Q6_K ...] [--shape H,I,L,V] [--ms 1,16,64]
 
 For each token count M (a decode batch up to a prefill chunk), runs every linear
@@ -19,6 +19,7 @@ them for k/v) in place of a model's (K-quants need rows of multiples of 256).
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from functools import partial
 from types import SimpleNamespace
@@ -58,14 +59,22 @@ def run_int8(layers: list[tuple[Int8Weight, int]], xs: dict[int, Tensor]) -> Non
         linear_int8(xs[k], w)
 
 
-def rate(fn, flops: float, seconds: float) -> float:
-    for _ in range(2):
-        fn()
-    reps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        fn()
-        reps += 1
-    return flops * reps / (time.perf_counter() - start) / 1e9
+def rates(fns: list, flops: float, seconds: float, rounds: int) -> list[float]:
+    """GFLOP/s of each of ``fns`` (one pass each), their median over ``rounds`` rounds
+    that take the paths in turn, ``seconds`` each in all: on a machine shared with other
+    work, a slow moment then costs every path a round instead of one path its figure."""
+    for fn in fns:
+        for _ in range(2):
+            fn()
+    seen: list[list[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for fn, got in zip(fns, seen):
+            reps, start = 0, time.perf_counter()
+            while reps == 0 or time.perf_counter() - start < seconds / rounds:
+                fn()
+                reps += 1
+            got.append(flops * reps / (time.perf_counter() - start) / 1e9)
+    return [statistics.median(got) for got in seen]
 
 
 def main() -> None:
@@ -73,6 +82,7 @@ def main() -> None:
     parser.add_argument("--size", default="small", choices=("tiny", "small", "smollm2"))
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=5, help="paths taken in turn, medians")
     parser.add_argument("--gguf", nargs="*", default=None, metavar="FORMAT")
     parser.add_argument("--shape", default=None, metavar="H,I,L,V")
     parser.add_argument("--ms", default=None, metavar="M,M,...", help="token counts")
@@ -128,14 +138,17 @@ def main() -> None:
         for m in [int(v) for v in (args.ms or "1,16,64,256,2048").split(",")]:
             xs = {k: torch.randn(m, k) for _, k in layers}
             flops = sum(2.0 * m * w.numel() for w, _ in layers)
-            plain = rate(partial(run_plain, layers, xs), flops, args.seconds)
-            fast = rate(partial(run_packed, layers, packed, xs), flops, args.seconds)
+            fns = [partial(run_plain, layers, xs), partial(run_packed, layers, packed, xs)]
+            fns += [partial(run_packed, layers, native, xs)] if has_native else []
+            fns += [partial(run_int8, int8, xs)] if has_int8 else []
+            got = rates(fns, flops, args.seconds, args.rounds)
+            plain, fast = got[0], got[1]
             line = f"{m:>6}{plain:>15.1f}{fast:>13.1f}{fast / plain:>8.2f}"
             if has_native:
-                c = rate(partial(run_packed, layers, native, xs), flops, args.seconds)
+                c = got[2]
                 line += f"{c:>9.1f}{c / fast:>10.2f}"
             if has_int8:
-                q = rate(partial(run_int8, int8, xs), flops, args.seconds)
+                q = got[-1]
                 line += f"{q:>12.1f}{q / fast:>10.2f}"
             print(line, flush=True)
             if m == 1:  # one pass reads every weight once: GB/s = GFLOP/s * 4 bytes / 2 flops
