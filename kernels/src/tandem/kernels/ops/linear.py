@@ -5,10 +5,10 @@ on a copy of the weight reordered once into its own blocked layout runs the Llam
 shapes of this project (K of 512..1536, N of 512..8192, M of 1..2048 tokens) 1-2x as
 fast, and this project's C kernel (``native/linear_f32.c``, fp32) runs them faster
 again where the CPU has AVX-512 (SmolLM2's layers: 1-16 rows 1.3-1.6x oneDNN, 64 rows
-~1.1x, from 256 rows 0.95-1.0x) or AVX2 with FMA (Zen 3: a decode step reads the
-weights at close to the memory's rate, 1.3x oneDNN on one thread and 2x or more on two;
-16-256 rows 1.0-1.6x, 2048 rows about oneDNN's rate). ``benchmarks/linear.py`` measures
-all three side by side; the C kernel takes every M, there is no size it loses by much.
+~1.1x, from 256 rows 0.95-1.0x) or AVX2 with FMA (Zen 3, one thread: a decode step reads
+the weights at 12-14 GB/s, the rate of a plain sum over memory, 1.3-1.5x oneDNN; 16-256
+rows 1.0-1.4x, 2048 rows 0.9-1.0x). ``benchmarks/linear.py`` measures all three side by
+side; the C kernel takes every M, as no size was found where it loses by much.
 The copy is made on first use and made again whenever the weight changes in place
 (``load_weights`` copies into the parameter), so it can never be stale.
 
