@@ -59,10 +59,10 @@ def run_int8(layers: list[tuple[Int8Weight, int]], xs: dict[int, Tensor]) -> Non
         linear_int8(xs[k], w)
 
 
-def rates(fns: list, flops: float, seconds: float, rounds: int) -> list[float]:
-    """GFLOP/s of each of ``fns`` (one pass each), their median over ``rounds`` rounds
-    that take the paths in turn, ``seconds`` each in all: on a machine shared with other
-    work, a slow moment then costs every path a round instead of one path its figure."""
+def rates(fns: list, flops: float, seconds: float, rounds: int) -> list[list[float]]:
+    """GFLOP/s of each of ``fns`` (one pass each) in each of ``rounds`` rounds that take
+    the paths in turn, ``seconds`` each in all: on a machine shared with other work, a
+    slow moment then costs every path a round instead of one path its figure."""
     for fn in fns:
         for _ in range(2):
             fn()
@@ -74,7 +74,7 @@ def rates(fns: list, flops: float, seconds: float, rounds: int) -> list[float]:
                 fn()
                 reps += 1
             got.append(flops * reps / (time.perf_counter() - start) / 1e9)
-    return [statistics.median(got) for got in seen]
+    return seen
 
 
 def main() -> None:
@@ -141,7 +141,8 @@ def main() -> None:
             fns = [partial(run_plain, layers, xs), partial(run_packed, layers, packed, xs)]
             fns += [partial(run_packed, layers, native, xs)] if has_native else []
             fns += [partial(run_int8, int8, xs)] if has_int8 else []
-            got = rates(fns, flops, args.seconds, args.rounds)
+            seen = rates(fns, flops, args.seconds, args.rounds)
+            got = [statistics.median(v) for v in seen]
             plain, fast = got[0], got[1]
             line = f"{m:>6}{plain:>15.1f}{fast:>13.1f}{fast / plain:>8.2f}"
             if has_native:
@@ -152,10 +153,14 @@ def main() -> None:
                 line += f"{q:>12.1f}{q / fast:>10.2f}"
             print(line, flush=True)
             if m == 1:  # one pass reads every weight once: GB/s = GFLOP/s * 4 bytes / 2 flops
-                decode = [f"F.linear {2 * plain:.1f}", f"oneDNN {2 * fast:.1f}"]
-                decode += [f"C {2 * c:.1f}"] if has_native else []
+                names = ["F.linear", "oneDNN"] + (["C"] if has_native else [])
+                decode = [
+                    f"{name} {2 * statistics.median(v):.1f} / {2 * max(v):.1f}"
+                    for name, v in zip(names, seen)
+                ]
     if decode:
-        print(f"M=1 weights read ({weight_gb * 1e3:.0f} MB a pass), GB/s: " + ", ".join(decode))
+        head = f"M=1 weights read ({weight_gb * 1e3:.0f} MB a pass), GB/s median / best round: "
+        print(head + ", ".join(decode))
 
 
 if __name__ == "__main__":
