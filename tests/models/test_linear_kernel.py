@@ -23,7 +23,7 @@ def test_packed_and_torch_linear_agree(arch, kernel, tandem_models, paged_runner
     if torch.float32 not in onednn_dtypes():
         pytest.skip("this torch build has no oneDNN")
     if kernel == "native" and not linear_f32.available():
-        pytest.skip("no C fp32 linear kernel here (no compiler or no AVX-512)")
+        pytest.skip("no C fp32 linear kernel here (no compiler, or neither AVX-512 nor AVX2)")
     model = tandem_models[arch]
     tokens = list(range(4, 40))
     monkeypatch.setenv("TANDEM_CPU_LINEAR", "torch")

@@ -35,7 +35,7 @@ SOURCES = (
     "linear_gguf_f32.c",
     "decode_stack.c",
 )
-HEADERS = ("fastmath.h", "gguf_common.h")
+HEADERS = ("fastmath.h", "gguf_common.h", "linear_f32_avx2.h")
 FLAGS = (
     "-O3",
     "-march=native",

@@ -1,4 +1,5 @@
-/* fp32 linear layer: out = x @ w.T + bias, on a weight packed once.
+/* fp32 linear layer: out = x @ w.T + bias, on a weight packed once. AVX-512 below;
+ * AVX2 + FMA in linear_f32_avx2.h (same packed layout); elsewhere "not available".
  *
  * Weight layout (made once by tandem.kernels.native.linear_f32.pack): N padded to a
  * multiple of 32 with zeros, packed[n / 16][k][n % 16], so one 64-byte load holds one k
@@ -134,7 +135,10 @@ int tandem_linear_f32(const float *x, int64_t M, int64_t K, const float *packed,
 
 int tandem_linear_f32_available(void) { return 1; }
 
-#else /* no AVX-512: the caller takes oneDNN or F.linear */
+#elif defined(__AVX2__) && defined(__FMA__)
+#include "linear_f32_avx2.h"
+
+#else /* neither AVX-512 nor AVX2 with FMA: the caller takes oneDNN or F.linear */
 
 int tandem_linear_f32(const float *x, int64_t M, int64_t K, const float *packed,
                       const float *bias, int64_t N, float *out)

@@ -1,8 +1,10 @@
 """The fp32 linear layer in C (``linear_f32.c``).
 
 :func:`pack` lays a weight out once in the kernel's panels; :func:`linear` runs one call.
-Both answer None where the library is missing or the CPU has no AVX-512, and the caller
-takes oneDNN (or ``F.linear``) instead.
+The kernel runs where the CPU has AVX-512 (8-row x 32-channel zmm tiles) or AVX2 with FMA
+(up to 6 rows x 16 channels in ymm registers, decode's few rows streaming the weight at
+the memory's rate); both answer None where the library is missing or the CPU has
+neither, and the caller takes oneDNN (or ``F.linear``) instead.
 """
 
 from __future__ import annotations

@@ -2,11 +2,13 @@
 
 On CPU, ``F.linear`` runs MKL's sgemm on the weight as stored. oneDNN's inner product
 on a copy of the weight reordered once into its own blocked layout runs the Llama
-shapes of this project (K of 512..1536, N of 512..8192, M of 1..2048 tokens) 2-3x as
-fast with two threads, and this project's C kernel (``native/linear_f32.c``, fp32 on
-AVX-512) runs decode-sized steps faster again (SmolLM2's layers: 1-16 rows 1.3-1.6x
-oneDNN, 64 rows ~1.1x) and larger ones at about oneDNN's rate (0.95-1.0x from 256
-rows; ``benchmarks/linear.py`` measures all three).
+shapes of this project (K of 512..1536, N of 512..8192, M of 1..2048 tokens) 1-2x as
+fast, and this project's C kernel (``native/linear_f32.c``, fp32) runs them faster
+again where the CPU has AVX-512 (SmolLM2's layers: 1-16 rows 1.3-1.6x oneDNN, 64 rows
+~1.1x, from 256 rows 0.95-1.0x) or AVX2 with FMA (Zen 3, one thread: a decode step reads
+the weights at 12-14 GB/s, the rate of a plain sum over memory, 1.3-1.5x oneDNN; 16-256
+rows 1.0-1.4x, 2048 rows 0.9-1.0x). ``benchmarks/linear.py`` measures all three side by
+side; the C kernel takes every M, as no size was found where it loses by much.
 The copy is made on first use and made again whenever the weight changes in place
 (``load_weights`` copies into the parameter), so it can never be stale.
 
@@ -82,7 +84,7 @@ class PackedWeight:
 
     def get(self, weight: Tensor, kernel: str = "native") -> Tensor | PackedF32 | None:
         """The copy for ``kernel`` (one of :data:`KERNELS`): "native" packs for the C
-        kernel where it runs (fp32, AVX-512) and for oneDNN elsewhere."""
+        kernel where it runs (fp32; AVX-512, or AVX2 with FMA) and for oneDNN elsewhere."""
         if kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
         key = self._key_of(weight, kernel)
@@ -115,8 +117,8 @@ def linear(
             f"x must have shape [..., {weight.shape[1]}] to match weight "
             f"{tuple(weight.shape)}, got {tuple(x.shape)}"
         )
-    if packed is None or not _packed_fits(x, weight, bias):
-        return F.linear(x, weight, bias)
+    if packed is None or weight.shape[1] == 0 or not _packed_fits(x, weight, bias):
+        return F.linear(x, weight, bias)  # K = 0: no sums, every output its bias
     x2 = x.reshape(-1, x.shape[-1])  # [M, K]
     if isinstance(packed, PackedF32):
         out = linear_f32.linear(x2, packed, bias)

@@ -85,7 +85,8 @@ REGISTRY: dict[str, EnvVar] = {
             str,
             "native",
             "matmul of the linear layers on CPU: native (the C kernel on fp32 weights where "
-            "the CPU has AVX-512, else oneDNN), onednn (packed weights) or torch (F.linear)",
+            "the CPU has AVX-512 or AVX2 with FMA, else oneDNN), onednn (packed weights) or "
+            "torch (F.linear)",
             choices=("native", "onednn", "torch"),
         ),
         EnvVar(

@@ -1,7 +1,7 @@
 """``nn.Linear`` whose CPU matmul runs on a packed copy of its weight.
 
 The choice is ``TANDEM_CPU_LINEAR``: ``native`` (the default: this project's C kernel
-where the CPU has AVX-512 and the weight is fp32, oneDNN elsewhere), ``onednn``, or
+where the CPU has AVX-512 or AVX2 with FMA and the weight is fp32, oneDNN elsewhere), ``onednn``, or
 ``torch`` for plain ``F.linear``; read through an ``env_cache`` so that flipping it is
 always seen. The packed copy follows the weight (see
 :class:`tandem.kernels.ops.linear.PackedWeight`).
