@@ -95,13 +95,11 @@ int64_t tandem_decode_stack_f32(const Layer *layers, int64_t L, float *x, float 
                                 int64_t C, int64_t H, int64_t KVH, int64_t D, int64_t I,
                                 float eps, const int64_t *positions, const float *cos_sin,
                                 const int64_t *slots, const int32_t *seq_lens,
-                                const int32_t *tables, int64_t S, int64_t M, float *scratch,
-                                int64_t part_floats)
+                                const int32_t *tables, int64_t S, int64_t M, float *scratch)
 {
     const int64_t Q = (H + 2 * KVH) * D;
     float *h = scratch, *qkv = h + B * C, *attn = qkv + B * Q, *gu = attn + B * H * D;
     float *act = gu + B * 2 * I, *part = act + B * I;
-    (void)part_floats;
     for (int64_t i = 0; i < L; i++) {
         const Layer *ly = layers + i;
         if (i == 0) { /* no residual yet: it is x itself */

@@ -139,7 +139,7 @@ class StackTable:
             ctypes.addressof(self._table), len(self._table), x.data_ptr(), res.data_ptr(), b,
             s.hidden, s.heads, s.kv_heads, s.head_dim, s.intermediate, s.eps,
             positions.data_ptr(), cos_sin.data_ptr(), slots.data_ptr(), seq_lens.data_ptr(),
-            tables.data_ptr(), block_size, tables.shape[1], self._scratch.data_ptr(), need,
+            tables.data_ptr(), block_size, tables.shape[1], self._scratch.data_ptr(),
         )  # fmt: skip
         if rc != 0:
             raise RuntimeError(f"decode stack: a kernel refused layer {-rc - 1}'s call")
