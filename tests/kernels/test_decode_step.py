@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from tandem.kernels import native
 from tandem.kernels.backends import get_backend
+from tandem.kernels.decode_inputs import AttentionLayer, DecodeStep
 from tandem.kernels.ops.decode_step import StepCheck
 
 needs_c = pytest.mark.skipif(native.library() is None, reason="C kernels not built here")
@@ -30,12 +31,17 @@ def _step(
     return case, qkv, positions, cos_sin, slots
 
 
+def _inputs(case, positions, cos_sin, slots, heads, kv, window=0, softcap=0.0, tables=None):
+    """The layer's settings and the step's tensors, as the backends take them."""
+    tables = case.block_tables if tables is None else tables
+    step = DecodeStep(positions, cos_sin, slots, case.seq_lens, tables)
+    return AttentionLayer((heads, kv), case.scale, window, softcap), step
+
+
 def _run(backend: str, case, qkv, positions, cos_sin, slots, heads, kv, window, softcap):
     k_cache, v_cache = case.k_cache.clone(), case.v_cache.clone()
-    out = get_backend(backend).rope_decode(
-        qkv, (heads, kv), positions, cos_sin, k_cache, v_cache, slots, case.seq_lens,
-        case.block_tables, case.scale, window, softcap,
-    )  # fmt: skip
+    layer, step = _inputs(case, positions, cos_sin, slots, heads, kv, window, softcap)
+    out = get_backend(backend).rope_decode(qkv, layer, step, k_cache, v_cache)
     return out, k_cache, v_cache
 
 
@@ -62,10 +68,8 @@ def test_fused_step_matches_the_ops_in_turn(
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     case, qkv, positions, cos_sin, slots = step  # the C call itself took it (no fallback)
     k_cache, v_cache = case.k_cache.clone(), case.v_cache.clone()
-    direct = native.rope_decode(
-        qkv, (heads, kv), positions, cos_sin, k_cache, v_cache, slots, case.seq_lens,
-        case.block_tables, case.scale, window, softcap,
-    )  # fmt: skip
+    layer, inputs = _inputs(case, positions, cos_sin, slots, heads, kv, window, softcap)
+    direct = native.rope_decode(qkv, layer, inputs, k_cache, v_cache)
     assert direct is not None and torch.equal(direct, got)
 
 
@@ -73,24 +77,33 @@ def test_fused_step_matches_the_ops_in_turn(
 def test_step_tensors_are_checked_once_and_qkv_every_layer(paged_case):
     case, qkv, positions, cos_sin, slots = _step(paged_case, 3, [5, 9], 4, 2, 16, 4, False)
     backend = get_backend("cpu")
-    args = (positions, cos_sin, case.k_cache, case.v_cache, slots, case.seq_lens)
-    backend.rope_decode(qkv, (4, 2), *args, case.block_tables, case.scale)
+    caches = (case.k_cache, case.v_cache)
+    layer, step = _inputs(case, positions, cos_sin, slots, 4, 2)
+    backend.rope_decode(qkv, layer, step, *caches)
     with pytest.raises(ValueError, match=r"qkv.shape\[1\] must equal"):
-        backend.rope_decode(qkv[:, :-16], (4, 2), *args, case.block_tables, case.scale)
+        backend.rope_decode(qkv[:, :-16], layer, step, *caches)
     bad = torch.tensor([5, cos_sin.shape[0]])  # a new positions tensor: checked again
+    _, bad_step = _inputs(case, bad, cos_sin, slots, 4, 2)
     with pytest.raises(ValueError, match=r"positions must be in \[0, 13\)"):
-        backend.rope_decode(qkv, (4, 2), bad, *args[1:], case.block_tables, case.scale)
+        backend.rope_decode(qkv, layer, bad_step, *caches)
     tables = case.block_tables.clone()
     tables[1, 0] = case.k_cache.shape[0]
+    _, bad_step = _inputs(case, positions, cos_sin, slots, 4, 2, tables=tables)
     with pytest.raises(ValueError, match="block_tables entries must be in"):
-        backend.rope_decode(qkv, (4, 2), *args, tables, case.scale)
+        backend.rope_decode(qkv, layer, bad_step, *caches)
+    other = AttentionLayer((4, 2), case.scale, window=-1)  # a new layer: checked again
+    with pytest.raises(ValueError, match="window"):
+        backend.rope_decode(qkv, other, step, *caches)
 
 
-def test_step_check_names_the_heads(paged_case):
+def test_step_check_names_the_heads_and_the_inputs(paged_case):
     case, qkv, positions, cos_sin, slots = _step(paged_case, 1, [3], 4, 2, 8, 4, False)
     check = StepCheck()
-    args = (positions, cos_sin, case.k_cache, case.v_cache, slots, case.seq_lens)
+    caches = (case.k_cache, case.v_cache)
+    layer, step = _inputs(case, positions, cos_sin, slots, 4, 3)
     with pytest.raises(ValueError, match=r"q heads \(4\) must be a multiple of k heads \(3\)"):
-        check(qkv, (4, 3), *args, case.block_tables, case.scale, 0, 0.0)
+        check(qkv, layer, step, *caches)
     with pytest.raises(TypeError, match="heads must be a pair"):
-        check(qkv, 4, *args, case.block_tables, case.scale, 0, 0.0)
+        check(qkv, AttentionLayer(4, case.scale), step, *caches)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="step must be a DecodeStep, got tuple"):
+        check(qkv, layer, step.tensors(), *caches)  # type: ignore[arg-type]

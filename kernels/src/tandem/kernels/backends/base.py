@@ -8,6 +8,7 @@ from typing import ClassVar
 from torch import Tensor
 
 from tandem.kernels import ops
+from tandem.kernels.decode_inputs import AttentionLayer, DecodeStep
 
 
 class AttentionBackend(ABC):
@@ -70,30 +71,27 @@ class AttentionBackend(ABC):
     def rope_decode(
         self,
         qkv: Tensor,
-        heads: tuple[int, int],
-        positions: Tensor,
-        cos_sin: Tensor,
+        layer: AttentionLayer,
+        step: DecodeStep,
         k_cache: Tensor,
         v_cache: Tensor,
-        slot_mapping: Tensor,
-        seq_lens: Tensor,
-        block_tables: Tensor,
-        scale: float,
-        window: int = 0,
-        softcap: float = 0.0,
     ) -> Tensor:
         """One layer's attention for a step of decodes only, from its fused projection
-        qkv: [B, (H + 2 KVH) * D] (``heads`` = (H, KVH)): rotate-half rope on q and k at
-        ``positions`` (``cos_sin``: [P, D], cos | sin halves), k and v into the caches at
-        ``slot_mapping``, then :meth:`decode` -> [B, H, D]. A backend may fuse the three
-        (a decode step of a small model is mostly the calls between its kernels); this
-        one calls them in turn."""
-        H, KVH = heads
+        qkv: [B, (H + 2 KVH) * D] (``layer.heads`` = (H, KVH)): rotate-half rope on q and
+        k at ``step.positions``, k and v into the caches at ``step.slot_mapping``, then
+        :meth:`decode` -> [B, H, D]. A backend may fuse the three (a decode step of a
+        small model is mostly the calls between its kernels); this one calls them in turn."""
+        H, KVH = layer.heads
         B, D = qkv.shape[0], k_cache.shape[-1]
         q, k, v = qkv.split((H * D, KVH * D, KVH * D), dim=-1)
-        q, k = ops.rotary_embedding(positions, q.reshape(B, H, D), k.reshape(B, KVH, D), cos_sin)
-        self.write_kv_cache(k, v.reshape(B, KVH, D), k_cache, v_cache, slot_mapping)
-        return self.decode(q, k_cache, v_cache, seq_lens, block_tables, scale, window, softcap)
+        q, k = ops.rotary_embedding(
+            step.positions, q.reshape(B, H, D), k.reshape(B, KVH, D), step.cos_sin
+        )
+        self.write_kv_cache(k, v.reshape(B, KVH, D), k_cache, v_cache, step.slot_mapping)
+        return self.decode(
+            q, k_cache, v_cache, step.seq_lens, step.block_tables, layer.scale, layer.window,
+            layer.softcap,
+        )  # fmt: skip
 
     def op_names(self) -> list[str]:
         """Qualified names of the custom ops this backend calls."""

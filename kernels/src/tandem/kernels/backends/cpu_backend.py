@@ -13,6 +13,7 @@ from torch import Tensor
 
 from tandem.kernels import native
 from tandem.kernels.backends.torch_backend import TorchBackend
+from tandem.kernels.decode_inputs import AttentionLayer, DecodeStep
 from tandem.kernels.ops.attention import check_decode, check_prefill
 from tandem.kernels.ops.decode_step import StepCheck
 
@@ -70,25 +71,17 @@ class CpuBackend(TorchBackend):
     def rope_decode(
         self,
         qkv: Tensor,
-        heads: tuple[int, int],
-        positions: Tensor,
-        cos_sin: Tensor,
+        layer: AttentionLayer,
+        step: DecodeStep,
         k_cache: Tensor,
         v_cache: Tensor,
-        slot_mapping: Tensor,
-        seq_lens: Tensor,
-        block_tables: Tensor,
-        scale: float,
-        window: int = 0,
-        softcap: float = 0.0,
     ) -> Tensor:
-        """One C call for rope, the K/V write and decode attention (the step's positions,
-        slots and tables validated once for all layers, see :class:`StepCheck`)."""
-        args = (positions, cos_sin, k_cache, v_cache, slot_mapping, seq_lens, block_tables)
-        self._step_check(qkv, heads, *args, scale, window, softcap)
-        out = native.rope_decode(qkv, heads, *args, scale, window, softcap)
+        """One C call for rope, the K/V write and decode attention (the step's tensors
+        validated once for all layers, see :class:`StepCheck`)."""
+        self._step_check(qkv, layer, step, k_cache, v_cache)
+        out = native.rope_decode(qkv, layer, step, k_cache, v_cache)
         if out is None:
-            return super().rope_decode(qkv, heads, *args, scale, window, softcap)
+            return super().rope_decode(qkv, layer, step, k_cache, v_cache)
         return out
 
     def op_names(self) -> list[str]:

@@ -13,6 +13,7 @@ import ctypes
 import torch
 from torch import Tensor
 
+from tandem.kernels.decode_inputs import AttentionLayer, DecodeStep
 from tandem.kernels.native.loader import library
 
 
@@ -104,46 +105,38 @@ def write_kv(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, slot_mappin
 
 
 def rope_decode(
-    qkv: Tensor,
-    heads: tuple[int, int],
-    positions: Tensor,
-    cos_sin: Tensor,
-    k_cache: Tensor,
-    v_cache: Tensor,
-    slot_mapping: Tensor,
-    seq_lens: Tensor,
-    block_tables: Tensor,
-    scale: float,
-    window: int = 0,
-    softcap: float = 0.0,
+    qkv: Tensor, layer: AttentionLayer, step: DecodeStep, k_cache: Tensor, v_cache: Tensor
 ) -> Tensor | None:
     """One decode step of a layer's attention in one C call: rope on the q and k heads of
-    ``qkv``: [B, (H + 2 KVH) * D] (``heads`` = (H, KVH)), k and v into the caches at
-    ``slot_mapping``, then each sequence's query over its cache -> [B, H, D]; None (and
-    nothing written) where C cannot take the call. ``cos_sin``: [P, D] (cos | sin
-    halves). Validated arguments only (positions inside cos_sin, slots, lengths and
-    tables inside the caches: ``tandem.kernels.ops.attention.check_decode``); C trusts them.
+    ``qkv``: [B, (H + 2 KVH) * D] (``layer.heads`` = (H, KVH)), k and v into the caches
+    at the step's slots, then each sequence's query over its cache -> [B, H, D]; None (and
+    nothing written) where C cannot take the call. Validated arguments only (positions
+    inside the rope table, slots, lengths and tables inside the caches:
+    ``tandem.kernels.ops.decode_step.check_rope_decode``); C trusts them.
     """
     lib = _library_for(qkv, k_cache, v_cache)
-    H, KVH = heads
+    H, KVH = layer.heads
     B, D = qkv.shape[0], k_cache.shape[3]
     if lib is None or qkv.dim() != 2 or qkv.stride(1) != 1 or qkv.shape[1] != (H + 2 * KVH) * D:
         return None
+    cos_sin = step.cos_sin
     if not _plain_f32(cos_sin) or cos_sin.shape[1] != D or B == 0:
         return None
-    pos = positions if positions.dtype == torch.int64 else positions.to(torch.int64)
-    slots = slot_mapping if slot_mapping.dtype == torch.int64 else slot_mapping.to(torch.int64)
-    lens = seq_lens if seq_lens.dtype == torch.int32 else seq_lens.to(torch.int32)
-    tables = block_tables if block_tables.dtype == torch.int32 else block_tables.to(torch.int32)
-    pos, slots, lens, tables = (t.contiguous() for t in (pos, slots, lens, tables))
+    pos, slots = _as(step.positions, torch.int64), _as(step.slot_mapping, torch.int64)
+    lens, tables = _as(step.seq_lens, torch.int32), _as(step.block_tables, torch.int32)
     out = qkv.new_empty(B, H, D)  # qkv: fp32 on the CPU, checked above
     rc = lib.tandem_rope_decode_f32(
         qkv.data_ptr(), qkv.stride(0), pos.data_ptr(), cos_sin.data_ptr(), slots.data_ptr(),
         k_cache.data_ptr(), v_cache.data_ptr(), lens.data_ptr(), tables.data_ptr(), B, H, KVH,
-        D, k_cache.shape[1], tables.shape[1], float(scale), int(window), float(softcap),
-        out.data_ptr(),
+        D, k_cache.shape[1], tables.shape[1], float(layer.scale), int(layer.window),
+        float(layer.softcap), out.data_ptr(),
     )  # fmt: skip
     return out if rc == 0 else None
+
+
+def _as(t: Tensor, dtype: torch.dtype) -> Tensor:
+    """``t`` as a contiguous tensor of ``dtype`` (itself when it already is one)."""
+    return (t if t.dtype == dtype else t.to(dtype)).contiguous()
 
 
 def _plain_f32(t: Tensor) -> bool:

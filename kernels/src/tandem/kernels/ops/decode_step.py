@@ -11,6 +11,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from tandem.kernels import checks
+from tandem.kernels.decode_inputs import AttentionLayer, DecodeStep
 from tandem.kernels.ops.attention import check_decode
 from tandem.kernels.ops.cache import check_write
 
@@ -28,30 +29,26 @@ def check_qkv(qkv: object, heads: object, head_dim: int) -> tuple[int, int]:
 
 
 def check_rope_decode(
-    qkv: Tensor,
-    heads: tuple[int, int],
-    positions: Tensor,
-    cos_sin: Tensor,
-    k_cache: Tensor,
-    v_cache: Tensor,
-    slot_mapping: Tensor,
-    seq_lens: Tensor,
-    block_tables: Tensor,
-    scale: float,
-    window: int,
-    softcap: float,
+    qkv: Tensor, layer: AttentionLayer, step: DecodeStep, k_cache: Tensor, v_cache: Tensor
 ) -> None:
     """Everything a fused decode step reads, values included."""
+    if not isinstance(layer, AttentionLayer):
+        raise TypeError(f"layer must be an AttentionLayer, got {type(layer).__name__}")
+    if not isinstance(step, DecodeStep):
+        raise TypeError(f"step must be a DecodeStep, got {type(step).__name__}")
     kc, _ = checks.paged_cache(k_cache, v_cache)
     D = kc.shape[3]
-    H, KVH = check_qkv(qkv, heads, D)
+    H, KVH = check_qkv(qkv, layer.heads, D)
     B = qkv.shape[0]
     q = qkv[:, : H * D].reshape(B, H, D)
     k = qkv[:, H * D : (H + KVH) * D].reshape(B, KVH, D)
-    check_write(k, k, k_cache, v_cache, slot_mapping)
-    check_decode(q, k_cache, v_cache, seq_lens, block_tables, scale, window, softcap)
-    p = checks.tensor("positions", positions, 1, checks.INT_DTYPES)
-    cs = checks.tensor("cos_sin_cache", cos_sin, 2, checks.FLOAT_DTYPES)
+    check_write(k, k, k_cache, v_cache, step.slot_mapping)
+    check_decode(
+        q, k_cache, v_cache, step.seq_lens, step.block_tables, layer.scale, layer.window,
+        layer.softcap,
+    )  # fmt: skip
+    p = checks.tensor("positions", step.positions, 1, checks.INT_DTYPES)
+    cs = checks.tensor("cos_sin_cache", step.cos_sin, 2, checks.FLOAT_DTYPES)
     checks.dim("positions", p, 0, B, "the number of sequences qkv.shape[0]")
     checks.dim("cos_sin_cache", cs, 1, D, "the head size")
     checks.same_device(qkv=qkv, positions=p, cos_sin_cache=cs)
@@ -75,44 +72,21 @@ class StepCheck:
         self._seen: tuple[tuple[Tensor, ...], tuple[object, ...]] | tuple[()] = ()
 
     def __call__(
-        self,
-        qkv: Tensor,
-        heads: tuple[int, int],
-        positions: Tensor,
-        cos_sin: Tensor,
-        k_cache: Tensor,
-        v_cache: Tensor,
-        slot_mapping: Tensor,
-        seq_lens: Tensor,
-        block_tables: Tensor,
-        scale: float,
-        window: int,
-        softcap: float,
+        self, qkv: Tensor, layer: AttentionLayer, step: DecodeStep, k_cache: Tensor, v_cache: Tensor
     ) -> None:
-        step = (positions, cos_sin, slot_mapping, seq_lens, block_tables)
-        key = (
-            k_cache.shape,
-            v_cache.shape,
-            k_cache.dtype,
-            v_cache.dtype,
-            k_cache.device,
-            heads,
-            qkv.shape[0],
-            scale,
-            window,
-            softcap,
-        )
+        if not isinstance(step, DecodeStep):
+            check_rope_decode(qkv, layer, step, k_cache, v_cache)  # raises, naming it
+        tensors = step.tensors()
+        key = (k_cache.shape, v_cache.shape, k_cache.dtype, v_cache.dtype, k_cache.device)
+        key += (layer, qkv.shape[0])
         seen = self._seen
-        if seen and all(a is b for a, b in zip(seen[0], step)) and seen[1] == key:
-            H, KVH = heads  # checked with the step
+        if seen and all(a is b for a, b in zip(seen[0], tensors)) and seen[1] == key:
+            H, KVH = layer.heads  # checked with the step
             width = (H + 2 * KVH) * k_cache.shape[3]
             fits = qkv.dim() == 2 and qkv.shape[1] == width and qkv.dtype in checks.FLOAT_DTYPES
             if fits and qkv.device == k_cache.device:
                 return
-            check_qkv(qkv, heads, k_cache.shape[3])
+            check_qkv(qkv, layer.heads, k_cache.shape[3])
             raise ValueError(f"qkv must be on {k_cache.device}, got {qkv.device}")
-        check_rope_decode(
-            qkv, heads, positions, cos_sin, k_cache, v_cache, slot_mapping, seq_lens,
-            block_tables, scale, window, softcap,
-        )  # fmt: skip
-        self._seen = (step, key)
+        check_rope_decode(qkv, layer, step, k_cache, v_cache)
+        self._seen = (tensors, key)

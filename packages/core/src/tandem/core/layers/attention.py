@@ -6,6 +6,7 @@ from torch import Tensor, nn
 
 from tandem.core.attention_metadata import AttentionMetadata
 from tandem.kernels.backends import AttentionBackend
+from tandem.kernels.decode_inputs import AttentionLayer, DecodeStep
 
 KVCache = tuple[Tensor, Tensor]
 
@@ -37,6 +38,7 @@ class PagedAttention(nn.Module):
         self.extra = {"window": window or 0, "softcap": softcap or 0.0}
         if not (window or softcap):
             self.extra = {}
+        self.layer = AttentionLayer((num_heads, num_kv_heads), scale, window or 0, softcap or 0.0)
 
     def forward(
         self,
@@ -109,16 +111,7 @@ class PagedAttention(nn.Module):
     ) -> Tensor:
         """A step of decodes only, from the fused q | k | v projection: rope, the K/V
         write and attention in the backend's one call. qkv: [B, (H + 2 KVH) * D] -> [B, H, D]."""
-        return backend.rope_decode(
-            qkv,
-            (self.num_heads, self.num_kv_heads),
-            positions,
-            cos_sin,
-            cache[0],
-            cache[1],
-            meta.slot_mapping,
-            meta.decode_seq_lens,
-            meta.decode_block_tables,
-            self.scale,
-            **self.extra,
+        step = DecodeStep(
+            positions, cos_sin, meta.slot_mapping, meta.decode_seq_lens, meta.decode_block_tables
         )
+        return backend.rope_decode(qkv, self.layer, step, cache[0], cache[1])

@@ -22,6 +22,7 @@ from tandem.core.layers.linear import Linear, cpu_copy
 from tandem.core.layers.mlp import MLP_ROWS, GatedMLP
 from tandem.core.layers.self_attention import KVCache, SelfAttention
 from tandem.kernels import ops
+from tandem.kernels.decode_inputs import DecodeStep
 from tandem.kernels.gguf_blocks import QuantStack, QuantWeight
 from tandem.kernels.native import decode_stack as native
 from tandem.kernels.native.linear_f32 import PackedF32
@@ -94,11 +95,8 @@ class DecodeStack:
         first = self._model.layers[0].self_attn
         k_cache, v_cache = kv_caches[0]
         qkv = x.new_empty(b, first.qkv_proj.out_features)  # its shape is what is checked
-        attn = first.attn
-        check_rope_decode(
-            qkv, (attn.num_heads, attn.num_kv_heads), pos, self._rope, k_cache, v_cache, slots,
-            lens, tables, attn.scale, attn.extra.get("window", 0), attn.extra.get("softcap", 0.0),
-        )  # fmt: skip
+        step = DecodeStep(pos, self._rope, slots, lens, tables)
+        check_rope_decode(qkv, first.attn.layer, step, k_cache, v_cache)
         return table.run(x, pos, self._rope, slots, lens, tables, k_cache.shape[1])
 
     def _table_for(self, kv_caches: list[KVCache]) -> native.StackTable | None:
@@ -156,9 +154,9 @@ class DecodeStack:
                     "post_norm": norms[1],
                     "k_cache": kc,
                     "v_cache": vc,
-                    "window": attn.attn.extra.get("window", 0),
-                    "softcap": attn.attn.extra.get("softcap", 0.0),
-                    "scale": attn.attn.scale,
+                    "window": attn.attn.layer.window,
+                    "softcap": attn.attn.layer.softcap,
+                    "scale": attn.attn.layer.scale,
                 }
             )
         h, kvh, d = first.self_attn.shape
