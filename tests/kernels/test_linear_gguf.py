@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tandem.kernels.gguf_blocks import FORMATS, QuantWeight, block_values, dequantize, quantize
 from tandem.kernels.native import linear_gguf as native
-from tandem.kernels.ops.gguf_linear import linear_gguf, reference
+from tandem.kernels.ops.gguf_linear import gguf_rows, linear_gguf, reference
 
 QTYPES = sorted(FORMATS)
 
@@ -144,3 +144,30 @@ def test_opcheck() -> None:
         qw = quantize(torch.randn(8, k), qtype)
         for m in (3, native.PREFILL_ROWS + 1):  # the decode kernel and the prefill one
             torch.library.opcheck(op, (torch.randn(m, k), qw.data, qw.qtype, qw.k))
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    qtype=st.sampled_from(QTYPES),
+    n=st.integers(1, 12),
+    ids=st.lists(st.integers(0, 11), min_size=0, max_size=20),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_embedding_rows_are_the_blocks_decoded(qtype, n, ids, seed) -> None:
+    """The C lookup decodes a table's rows to the values the reference dequantizes, bit
+    for bit (the model's embedding reads its GGUF table through it)."""
+    g = torch.Generator().manual_seed(seed)
+    qw = quantize(torch.randn(n, block_values(qtype) * 2, generator=g), qtype)
+    index = torch.tensor([i % n for i in ids], dtype=torch.int64)
+    got = gguf_rows(qw, index)
+    want = dequantize(qw.data, qtype, qw.k)[index]
+    assert got.shape == (len(ids), qw.k) and torch.equal(got, want)
+    if native.library() is not None and ids:
+        assert native.rows(qw.data, index, qtype, qw.k) is not None  # C took the call
+
+
+def test_embedding_rows_name_an_id_out_of_range() -> None:
+    qw = quantize(torch.randn(4, 32), 8)
+    for bad in (4, -1):
+        with pytest.raises(IndexError, match=f"token id {bad} is out of range for a table of 4"):
+            gguf_rows(qw, torch.tensor([0, bad]))

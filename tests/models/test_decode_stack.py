@@ -98,3 +98,24 @@ def test_what_it_does_not_take_runs_the_modules(tmp_path, monkeypatch):
     stack = int8.model.decode_stack
     assert stack.usable  # the structure fits; the int8 layers do not
     assert stack._table_for(caches) is None and not stack.usable
+
+
+@pytest.mark.skipif(not native.linear_f32.available(), reason="no C fp32 linear kernel here")
+def test_the_table_is_made_again_when_what_it_points_at_changes(tiny_model):
+    from tandem.core.loader import load_model
+
+    model = load_model(str(tiny_model), dtype=torch.float32)
+    spec = model.spec.attention
+    shape = (4, 16, spec.num_kv_heads, spec.head_dim)
+
+    def caches():
+        return [(torch.zeros(shape), torch.zeros(shape)) for _ in range(model.spec.num_layers)]
+
+    stack, kv = model.model.decode_stack, caches()
+    table = stack._table_for(kv)
+    assert table is not None and stack._table_for(kv) is table  # nothing changed: kept
+    norm = model.model.layers[1].post_attention_layernorm
+    norm.weight = torch.nn.Parameter(norm.weight.detach() * 2, requires_grad=False)
+    again = stack._table_for(kv)
+    assert again is not None and again is not table  # a norm's new weight
+    assert stack._table_for(caches()) is not again  # new caches

@@ -92,15 +92,17 @@ int64_t tandem_greedy_f32(const float *x, int64_t B, int64_t V, int64_t *tokens,
 #pragma omp parallel for schedule(static) reduction(+ : nans) if (B * V > 65536)
     for (int64_t b = 0; b < B; b++) {
         const float *r = x + b * V;
+        /* the maximum in vectors (NaNs counted, never taken), then its first index */
         float best = -INFINITY;
         int64_t arg = 0, bad = 0;
+#pragma omp simd reduction(max : best) reduction(+ : bad)
         for (int64_t i = 0; i < V; i++) {
-            bad += r[i] != r[i];
-            if (r[i] > best) {
-                best = r[i];
-                arg = i;
-            }
+            const float v = r[i];
+            bad += v != v;
+            best = v > best ? v : best;
         }
+        while (arg < V - 1 && !(r[arg] == best))
+            arg++;
         float sum = 0.0f;
         if (best > -INFINITY && best < INFINITY) {
 #pragma omp simd reduction(+ : sum)

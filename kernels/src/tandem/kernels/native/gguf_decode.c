@@ -204,3 +204,13 @@ void tandem_gguf_decode_row(int type, const uint8_t *w, int64_t K, float *out)
     default: return;
     }
 }
+
+/* Rows ``index`` (n of them, each < the weight's rows) of a weight in ``type`` blocks,
+   row_bytes apart, decoded into out: [n, K] (an embedding lookup). */
+void tandem_gguf_decode_rows(int type, const uint8_t *w, int64_t row_bytes, const int64_t *index,
+                             int64_t n, int64_t K, float *out)
+{
+#pragma omp parallel for schedule(static) if (n * K > 262144)
+    for (int64_t i = 0; i < n; i++)
+        tandem_gguf_decode_row(type, w + index[i] * row_bytes, K, out + i * K);
+}

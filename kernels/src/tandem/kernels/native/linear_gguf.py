@@ -66,3 +66,22 @@ def linear(x: Tensor, data: Tensor, qtype: int, k: int, tiles: bool | None = Non
     fn = kernels[1 if (m >= PREFILL_ROWS if tiles is None else tiles) else 0]
     done = fn(qtype, x.data_ptr(), m, k, data.data_ptr(), n, out.data_ptr())
     return out if done == 0 else None
+
+
+def rows(data: Tensor, index: Tensor, qtype: int, k: int) -> Tensor | None:
+    """Rows ``index`` [n] of ``data`` [N, row bytes] in ``qtype`` blocks, decoded to fp32
+    [n, k] (an embedding lookup); None where C cannot take it. The indices must be in
+    [0, N): the caller checks them."""
+    lib = library()
+    if lib is None or qtype not in FORMATS or not (data.is_cpu and data.is_contiguous()):
+        return None
+    if index.dim() != 1 or not index.is_cpu:
+        return None
+    idx = index if index.dtype == torch.int64 else index.to(torch.int64)
+    idx = idx.contiguous()
+    out = torch.empty(idx.shape[0], k, dtype=torch.float32)
+    if idx.shape[0]:
+        lib.tandem_gguf_decode_rows(
+            qtype, data.data_ptr(), data.shape[1], idx.data_ptr(), idx.shape[0], k, out.data_ptr()
+        )
+    return out

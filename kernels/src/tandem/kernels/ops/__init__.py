@@ -9,7 +9,7 @@ from __future__ import annotations
 from tandem.kernels.ops.activation import gelu_tanh_and_mul, silu_and_mul
 from tandem.kernels.ops.attention import decode_attention, prefill_attention
 from tandem.kernels.ops.cache import write_kv_cache
-from tandem.kernels.ops.gguf_linear import linear_gguf
+from tandem.kernels.ops.gguf_linear import gguf_rows, linear_gguf
 from tandem.kernels.ops.latent import latent_decode, latent_prefill
 from tandem.kernels.ops.library import OP_NAMESPACE, registered_op_names
 from tandem.kernels.ops.moe import fused_moe, grouped_route, topk_route
@@ -23,6 +23,7 @@ __all__ = [
     "fused_add_rms_norm",
     "fused_moe",
     "gelu_tanh_and_mul",
+    "gguf_rows",
     "grouped_route",
     "latent_decode",
     "latent_prefill",

@@ -65,4 +65,27 @@ def linear_gguf(x: Tensor, weight: QuantWeight | QuantStack) -> Tensor:
     return out.reshape(*lead, weight.n)
 
 
-__all__ = ["FORMATS", "QuantStack", "QuantWeight", "linear_gguf", "reference", "row_bytes"]
+def gguf_rows(weight: QuantWeight, ids: Tensor) -> Tensor:
+    """The rows ``ids`` of ``weight`` decoded to fp32: [*ids.shape, k] (an embedding
+    lookup that keeps the table in its blocks). The C decoder on the CPU, else
+    :meth:`QuantWeight.rows`; the same values either way."""
+    if ids.dim() == 1 and ids.numel() and not ids.is_floating_point() and ids.is_cpu:
+        lo, hi = (int(v) for v in torch.aminmax(ids))
+        if lo < 0 or hi >= weight.n:
+            bad = lo if lo < 0 else hi
+            raise IndexError(f"token id {bad} is out of range for a table of {weight.n} rows")
+        done = native.rows(weight.data, ids, weight.qtype, weight.k)
+        if done is not None:
+            return done
+    return weight.rows(ids)
+
+
+__all__ = [
+    "FORMATS",
+    "QuantStack",
+    "QuantWeight",
+    "gguf_rows",
+    "linear_gguf",
+    "reference",
+    "row_bytes",
+]

@@ -11,6 +11,7 @@ from typing import Any
 from torch import Tensor
 
 from tandem.core.layers.no_init import Embedding as _NoInitEmbedding
+from tandem.kernels import ops
 from tandem.kernels.gguf_blocks import QuantWeight
 
 
@@ -31,5 +32,5 @@ class Embedding(_NoInitEmbedding):
 
     def forward(self, input_ids: Tensor) -> Tensor:
         if self.quant is not None:
-            return self.quant.rows(input_ids).to(self.out_dtype)
+            return ops.gguf_rows(self.quant, input_ids).to(self.out_dtype)
         return super().forward(input_ids)

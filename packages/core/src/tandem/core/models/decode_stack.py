@@ -68,7 +68,8 @@ class DecodeStack:
         self._table: native.StackTable | None = None
         self._caches: list[KVCache] | None = None  # the list the table was made for
         self._f32: list[Linear] = []  # fp32 layers: their packed copy must still hold
-        self._norms: list[tuple[torch.nn.Module, Tensor]] = []  # norms and their weights
+        # each norm's parameters (its own dict: no module attribute lookup a step) and weight
+        self._norms: list[tuple[dict[str, object], Tensor]] = []
         self._rope: Tensor | None = None
         self.usable = native.available() and _fits(model)
 
@@ -106,7 +107,7 @@ class DecodeStack:
             self._table is not None
             and kv_caches is self._caches
             and all(lin.pack.holds(lin.weight) for lin in self._f32)
-            and all(norm.weight is w for norm, w in self._norms)
+            and all(params["weight"] is w for params, w in self._norms)
         )
         if not fresh:
             self._f32, self._norms = [], []
@@ -142,8 +143,8 @@ class DecodeStack:
                 return None
             keep += [*norms, kc, vc]
             self._norms += [
-                (layer.input_layernorm, norms[0]),
-                (layer.post_attention_layernorm, norms[1]),
+                (layer.input_layernorm._parameters, norms[0]),
+                (layer.post_attention_layernorm._parameters, norms[1]),
             ]
             lins = (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)
             self._f32 += [lin for lin in lins if lin.quant is None]

@@ -14,6 +14,7 @@ used, whatever it drew).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import accumulate
 from typing import Any
 
 import torch
@@ -28,7 +29,7 @@ from tandem.v1.core.step import ScheduledRequest, StepOutput
 from tandem.v1.worker import spec
 from tandem.v1.worker.input_batch import InputBatch
 from tandem.v1.worker.propose import Ask, Proposer
-from tandem.v1.worker.sampler import Sampler, SamplingBatch, process
+from tandem.v1.worker.sampler import NO_IDS, Sampler, SamplingBatch, process
 
 I64 = torch.int64
 
@@ -44,7 +45,7 @@ class Drawer:
 
     def __call__(self, rows: list[ScheduledRequest], hidden: Tensor, result: StepOutput) -> None:
         """Draw for the sampled ``rows`` of a step whose hidden states are ``hidden``."""
-        ends = (torch.tensor([r.num_tokens for r in rows]).cumsum(0) - 1).tolist()
+        ends = [n - 1 for n in accumulate(r.num_tokens for r in rows)]
         done = [i for i, r in enumerate(rows) if r.sample and r.key not in result.failed]
         if not done:
             return
@@ -184,4 +185,4 @@ class Drawer:
 
 
 def _ids(values: Sequence[int]) -> Tensor:
-    return torch.tensor(values, dtype=I64)
+    return torch.tensor(values, dtype=I64) if values else NO_IDS
