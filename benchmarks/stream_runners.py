@@ -92,6 +92,8 @@ def instrument(engine: Any, clock: PhaseClock) -> None:
     clock.wrap(model, "forward", "model forward")
     clock.wrap(model, "compute_logits", "logits")
     runner.sampler = _TimedSampler(runner.sampler, clock)
+    if hasattr(runner, "draw"):  # v1: the step's draws hold the sampler they call
+        runner.draw.sampler = runner.sampler
 
 
 def stamp(tokens: Callable[[], Any]) -> tuple[Run, list[int]]:

@@ -31,7 +31,7 @@ def _gguf(tmp_path_factory, arch: str, qtypes: dict[str, int], **shape) -> str:
     return str(write_gguf(src, out, qtypes))
 
 
-def _generate(model: str, mode: str, monkeypatch, **kwargs) -> tuple[list, int]:
+def _generate(model: str, mode: str, monkeypatch, prompts=PROMPTS, **kwargs) -> tuple[list, int]:
     """Greedy answers with their logprobs, and how many steps the C stack ran."""
     from tandem.core import LLM, SamplingParams
 
@@ -39,34 +39,46 @@ def _generate(model: str, mode: str, monkeypatch, **kwargs) -> tuple[list, int]:
     ran = []
     real = decode_stack.DecodeStack.run
 
-    def counted(self, *args):
-        out = real(self, *args)
-        ran.append(out is not None)
+    def counted(self, x, positions, caches, meta):
+        out = real(self, x, positions, caches, meta)
+        if out is not None:  # a step of prefills with context: a verify, not a prompt
+            ran.append("verify" if meta.num_prefills and int(positions[0]) else "step")
         return out
 
     monkeypatch.setattr(decode_stack.DecodeStack, "run", counted)
     params = SamplingParams(temperature=0.0, max_tokens=10, ignore_eos=True, logprobs=3)
     with LLM(model=model, engine="v0", max_model_len=64, **kwargs) as llm:
-        outs = llm.generate(PROMPTS, params, use_tqdm=False)
+        outs = llm.generate(prompts, params, use_tqdm=False)
     answers = [(o.outputs[0].token_ids, o.outputs[0].logprobs) for o in outs]
-    return answers, sum(ran)
+    return answers, ran
 
 
-def _same_as_modules(model: str, monkeypatch, **kwargs) -> None:
-    want, ran = _generate(model, "modules", monkeypatch, **kwargs)
-    assert ran == 0
-    got, ran = _generate(model, "c", monkeypatch, **kwargs)
-    assert ran >= 9  # the decode steps of the batch (the prompts' step runs the modules)
+def _same_as_modules(model: str, monkeypatch, prompts=PROMPTS, **kwargs) -> list[str]:
+    want, ran = _generate(model, "modules", monkeypatch, prompts, **kwargs)
+    assert not ran
+    got, ran = _generate(model, "c", monkeypatch, prompts, **kwargs)
+    assert len(ran) >= 4  # the prompts' step, decode steps (and verify steps)
     assert [a for a, _ in got] == [a for a, _ in want]
     for (_, lp_got), (_, lp_want) in zip(got, want):  # every entry, exactly
         assert [{t: p.logprob for t, p in d.items()} for d in lp_got] == [
             {t: p.logprob for t, p in d.items()} for d in lp_want
         ]
+    return ran
 
 
 def test_gguf_blocks_and_a_stacked_projection_match_the_modules(tmp_path_factory, monkeypatch):
     model = _gguf(tmp_path_factory, "llama", LEGACY)
     _same_as_modules(model, monkeypatch)
+
+
+def test_speculative_verify_steps_match_the_modules(tmp_path_factory, monkeypatch):
+    """The model drafting for itself (every draft kept): its verify steps of k + 1 tokens a
+    sequence after their context, and the draft's own catch-up steps, go through the C
+    stack with the modules' numbers."""
+    model = _gguf(tmp_path_factory, "llama", LEGACY)
+    spec = {"method": "draft", "model": model, "num_speculative_tokens": 3}
+    ran = _same_as_modules(model, monkeypatch, PROMPTS[:2], speculative_config=spec)
+    assert "verify" in ran
 
 
 @pytest.mark.slow

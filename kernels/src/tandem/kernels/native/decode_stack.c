@@ -1,4 +1,5 @@
-/* A step of decodes through a whole stack of decoder layers, in one call.
+/* A step of decodes (or of a few new tokens a sequence: a speculative verify) through a
+ * whole stack of decoder layers, in one call.
  *
  * A decode token of a small model is ~8 kernel calls a layer; from Python each costs
  * several microseconds of argument handling around work of the same size, and on a
@@ -13,8 +14,12 @@
  *
  * A linear is a GGUF weight (up to three parts of different formats stacked along the
  * output: a Q4_K_M fused projection) or an fp32 weight packed for linear_f32.c, each
- * with an optional fp32 bias. x and res: [B, C], updated in place; the caller applies the
+ * with an optional fp32 bias. x and res: [T, C], updated in place; the caller applies the
  * final norm. Positions, slots, lengths and tables must be validated (C trusts them).
+ *
+ * With cu_seqlens (B + 1 token offsets) the T tokens are B sequences' new tokens laid out
+ * as a prefill step, and attention is the module path's for such a step: rope on q and
+ * on k, the K/V write, then paged prefill attention over each sequence's cache.
  */
 #include <stdint.h>
 #include <string.h>
@@ -28,6 +33,16 @@ int tandem_rope_decode_f32(const float *qkv, int64_t row_stride, const int64_t *
                            float *v_cache, const int32_t *seq_lens, const int32_t *block_tables,
                            int64_t B, int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t M,
                            float scale, int64_t window, float softcap, float *out);
+int tandem_paged_prefill_f32(const float *q, const float *k_cache, const float *v_cache,
+                             const int32_t *cu_seqlens_q, const int32_t *seq_lens,
+                             const int32_t *block_tables, int64_t B, int64_t T, int64_t H,
+                             int64_t KVH, int64_t D, int64_t S, int64_t M, float scale,
+                             int64_t window, float softcap, float *out);
+void tandem_rotary_f32(const int64_t *positions, const float *x, int64_t row_stride,
+                       const float *cos_sin, int64_t T, int64_t H, int64_t D, float *out);
+void tandem_write_kv_f32(const float *k, int64_t k_stride, const float *v, int64_t v_stride,
+                         const int64_t *slots, int64_t T, int64_t row, float *k_cache,
+                         float *v_cache);
 int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K, const uint8_t *w,
                        int64_t N, float *out);
 int tandem_linear_gguf_f32(int type, const float *x, int64_t M, int64_t K, const uint8_t *w,
@@ -87,40 +102,72 @@ static int linear(const Lin *l, const float *x, int64_t B, float *out, float *pa
     return 0;
 }
 
-/* scratch: floats for h [B, C], qkv [B, Q], attn [B, H * D], gate_up [B, 2 I], act [B, I]
- * and one part's output [B, max part rows] (see decode_stack.scratch_floats).
- * Returns 0, or -(layer + 1) when a kernel refused its call (the caches of the layers
- * before it are written). */
-int64_t tandem_decode_stack_f32(const Layer *layers, int64_t L, float *x, float *res, int64_t B,
+/* What a step's attention reads besides the layer: the tokens' positions and slots, the
+ * sequences' lengths and tables (and token offsets, NULL for a step of decodes). */
+typedef struct {
+    const int64_t *positions, *slots;
+    const float *cos_sin;
+    const int32_t *cu_seqlens, *seq_lens, *tables;
+    int64_t T, B, H, KVH, D, S, M;
+} Step;
+
+/* attn [T, H * D] from qkv [T, Q]; qr [T, H * D] and kr [T, KVH * D]: scratch for the
+ * rotated q and k of a step with cu_seqlens */
+static int attend(const Layer *ly, const Step *st, const float *qkv, float *attn, float *qr,
+                  float *kr)
+{
+    const int64_t H = st->H, KVH = st->KVH, D = st->D, Q = (H + 2 * KVH) * D;
+    if (!st->cu_seqlens)
+        return tandem_rope_decode_f32(qkv, Q, st->positions, st->cos_sin, st->slots,
+                                      ly->k_cache, ly->v_cache, st->seq_lens, st->tables, st->B,
+                                      H, KVH, D, st->S, st->M, ly->scale, ly->window,
+                                      ly->softcap, attn);
+    tandem_rotary_f32(st->positions, qkv, Q, st->cos_sin, st->T, H, D, qr);
+    tandem_rotary_f32(st->positions, qkv + H * D, Q, st->cos_sin, st->T, KVH, D, kr);
+    tandem_write_kv_f32(kr, KVH * D, qkv + (H + KVH) * D, Q, st->slots, st->T, KVH * D,
+                        ly->k_cache, ly->v_cache);
+    return tandem_paged_prefill_f32(qr, ly->k_cache, ly->v_cache, st->cu_seqlens, st->seq_lens,
+                                    st->tables, st->B, st->T, H, KVH, D, st->S, st->M,
+                                    ly->scale, ly->window, ly->softcap, attn);
+}
+
+/* scratch: floats for h [T, C], qkv [T, Q], attn [T, H * D], gate_up [T, 2 I], act [T, I],
+ * one part's output [T, max part rows], then (with cu_seqlens) the rotated q [T, H * D]
+ * and k [T, KVH * D] (see decode_stack.scratch_floats). B sequences: B == T without
+ * cu_seqlens. Returns 0, or -(layer + 1) when a kernel refused its call (the caches of
+ * the layers before it are written). */
+int64_t tandem_decode_stack_f32(const Layer *layers, int64_t L, float *x, float *res, int64_t T,
                                 int64_t C, int64_t H, int64_t KVH, int64_t D, int64_t I,
                                 float eps, const int64_t *positions, const float *cos_sin,
-                                const int64_t *slots, const int32_t *seq_lens,
-                                const int32_t *tables, int64_t S, int64_t M, float *scratch)
+                                const int64_t *slots, const int32_t *cu_seqlens, int64_t B,
+                                const int32_t *seq_lens, const int32_t *tables, int64_t S,
+                                int64_t M, int64_t max_part, float *scratch)
 {
     const int64_t Q = (H + 2 * KVH) * D;
-    float *h = scratch, *qkv = h + B * C, *attn = qkv + B * Q, *gu = attn + B * H * D;
-    float *act = gu + B * 2 * I, *part = act + B * I;
+    const Step st = {positions, slots, cos_sin, cu_seqlens, seq_lens, tables,
+                     T, B, H, KVH, D, S, M};
+    float *h = scratch, *qkv = h + T * C, *attn = qkv + T * Q, *gu = attn + T * H * D;
+    float *act = gu + T * 2 * I, *part = act + T * I;
+    float *qr = part + T * max_part, *kr = qr + T * H * D;
     for (int64_t i = 0; i < L; i++) {
         const Layer *ly = layers + i;
         if (i == 0) { /* no residual yet: it is x itself */
-            tandem_add_rms_norm_f32(x, NULL, ly->in_norm, eps, B, C, h, NULL);
-            memcpy(res, x, B * C * sizeof(float));
+            tandem_add_rms_norm_f32(x, NULL, ly->in_norm, eps, T, C, h, NULL);
+            memcpy(res, x, T * C * sizeof(float));
         } else {
-            tandem_add_rms_norm_f32(x, res, ly->in_norm, eps, B, C, h, res);
+            tandem_add_rms_norm_f32(x, res, ly->in_norm, eps, T, C, h, res);
         }
-        if (linear(&ly->qkv, h, B, qkv, part) != 0)
+        if (linear(&ly->qkv, h, T, qkv, part) != 0)
             return -(i + 1);
-        if (tandem_rope_decode_f32(qkv, Q, positions, cos_sin, slots, ly->k_cache, ly->v_cache,
-                                   seq_lens, tables, B, H, KVH, D, S, M, ly->scale, ly->window,
-                                   ly->softcap, attn) != 0)
+        if (attend(ly, &st, qkv, attn, qr, kr) != 0)
             return -(i + 1);
-        if (linear(&ly->o, attn, B, x, part) != 0)
+        if (linear(&ly->o, attn, T, x, part) != 0)
             return -(i + 1);
-        tandem_add_rms_norm_f32(x, res, ly->post_norm, eps, B, C, h, res);
-        if (linear(&ly->gate_up, h, B, gu, part) != 0)
+        tandem_add_rms_norm_f32(x, res, ly->post_norm, eps, T, C, h, res);
+        if (linear(&ly->gate_up, h, T, gu, part) != 0)
             return -(i + 1);
-        tandem_silu_and_mul_f32(gu, B, I, act);
-        if (linear(&ly->down, act, B, x, part) != 0)
+        tandem_silu_and_mul_f32(gu, T, I, act);
+        if (linear(&ly->down, act, T, x, part) != 0)
             return -(i + 1);
     }
     return 0;

@@ -1,4 +1,5 @@
-"""A step of decodes through a stack of decoder layers in one C call (``decode_stack.c``).
+"""A step of decodes (or a few tokens a sequence) through a stack of decoder layers in one
+C call (``decode_stack.c``).
 
 :class:`StackTable` holds the C table of the layers (weights, norms, caches: pointers
 into tensors it keeps alive) and runs a step. It is made by the caller that knows the
@@ -107,11 +108,15 @@ class StackTable:
             row.window, row.softcap, row.scale = spec["window"], spec["softcap"], spec["scale"]
         self._scratch = torch.empty(0)
 
-    def scratch_floats(self, batch: int) -> int:
+    def scratch_floats(self, tokens: int, offsets: bool = False) -> int:
+        """Floats of scratch a step of ``tokens`` needs (``offsets``: a step given its
+        sequences' token offsets, which rotates q and k into scratch of their own)."""
         s = self.shape
         q = (s.heads + 2 * s.kv_heads) * s.head_dim
         per_row = s.hidden + q + s.heads * s.head_dim + 3 * s.intermediate + self._max_part
-        return batch * per_row
+        if offsets:
+            per_row += (s.heads + s.kv_heads) * s.head_dim
+        return tokens * per_row
 
     def run(
         self,
@@ -122,24 +127,29 @@ class StackTable:
         seq_lens: Tensor,
         tables: Tensor,
         block_size: int,
+        cu_seqlens: Tensor | None = None,
     ) -> tuple[Tensor, Tensor] | None:
-        """x: [B, C] fp32 contiguous (the embeddings; overwritten) -> (x, residual) after
-        the last layer; None where the library is missing. positions, slots int64 [B];
-        seq_lens int32 [B]; tables int32 [B, M], all contiguous. A kernel refusing its call
-        half-way (the table promised it would not) raises: the caches are half written."""
+        """x: [T, C] fp32 contiguous (the embeddings; overwritten) -> (x, residual) after
+        the last layer; None where the library is missing. positions, slots int64 [T];
+        seq_lens int32 [B]; tables int32 [B, M]; ``cu_seqlens`` int32 [B + 1], the
+        sequences' token offsets of a step laid out as a prefill (None: a step of decodes,
+        B == T); all contiguous. A kernel refusing its call half-way (the table promised it
+        would not) raises: the caches are half written."""
         lib = library()
         if lib is None:
             return None
-        s, b = self.shape, x.shape[0]
-        need = self.scratch_floats(b)
+        s, t = self.shape, x.shape[0]
+        need = self.scratch_floats(t, cu_seqlens is not None)
         if self._scratch.numel() < need:
             self._scratch = torch.empty(need, dtype=torch.float32)
         res = torch.empty_like(x)
+        cu = None if cu_seqlens is None else cu_seqlens.data_ptr()
         rc = lib.tandem_decode_stack_f32(
-            ctypes.addressof(self._table), len(self._table), x.data_ptr(), res.data_ptr(), b,
+            ctypes.addressof(self._table), len(self._table), x.data_ptr(), res.data_ptr(), t,
             s.hidden, s.heads, s.kv_heads, s.head_dim, s.intermediate, s.eps,
-            positions.data_ptr(), cos_sin.data_ptr(), slots.data_ptr(), seq_lens.data_ptr(),
-            tables.data_ptr(), block_size, tables.shape[1], self._scratch.data_ptr(),
+            positions.data_ptr(), cos_sin.data_ptr(), slots.data_ptr(), cu, seq_lens.shape[0],
+            seq_lens.data_ptr(), tables.data_ptr(), block_size, tables.shape[1], self._max_part,
+            self._scratch.data_ptr(),
         )  # fmt: skip
         if rc != 0:
             raise RuntimeError(f"decode stack: a kernel refused layer {-rc - 1}'s call")

@@ -32,8 +32,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     fn.argtypes += [ctypes.c_float, i64, ctypes.c_float, ptr]
     fn = lib.tandem_decode_stack_f32
     fn.restype = i64
-    fn.argtypes = [ptr, i64, ptr, ptr] + [i64] * 6 + [ctypes.c_float] + [ptr] * 5
-    fn.argtypes += [i64, i64, ptr]
+    fn.argtypes = [ptr, i64, ptr, ptr] + [i64] * 6 + [ctypes.c_float] + [ptr] * 4 + [i64]
+    fn.argtypes += [ptr, ptr, i64, i64, i64, ptr]
     lib.tandem_write_kv_f32.restype = None
     lib.tandem_write_kv_f32.argtypes = [ptr, i64, ptr, i64, ptr, i64, i64, ptr, ptr]
     lib.tandem_add_rms_norm_f32.restype = None

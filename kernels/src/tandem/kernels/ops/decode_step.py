@@ -12,7 +12,7 @@ from torch import Tensor
 
 from tandem.kernels import checks
 from tandem.kernels.decode_inputs import AttentionLayer, DecodeStep
-from tandem.kernels.ops.attention import check_decode
+from tandem.kernels.ops.attention import check_decode, check_prefill
 from tandem.kernels.ops.cache import check_write
 
 
@@ -32,10 +32,7 @@ def check_rope_decode(
     qkv: Tensor, layer: AttentionLayer, step: DecodeStep, k_cache: Tensor, v_cache: Tensor
 ) -> None:
     """Everything a fused decode step reads, values included."""
-    if not isinstance(layer, AttentionLayer):
-        raise TypeError(f"layer must be an AttentionLayer, got {type(layer).__name__}")
-    if not isinstance(step, DecodeStep):
-        raise TypeError(f"step must be a DecodeStep, got {type(step).__name__}")
+    _check_inputs(layer, step)
     kc, _ = checks.paged_cache(k_cache, v_cache)
     D = kc.shape[3]
     H, KVH = check_qkv(qkv, layer.heads, D)
@@ -47,10 +44,48 @@ def check_rope_decode(
         q, k_cache, v_cache, step.seq_lens, step.block_tables, layer.scale, layer.window,
         layer.softcap,
     )  # fmt: skip
+    _check_positions(qkv, step, D)
+
+
+def check_rope_prefill(
+    qkv: Tensor,
+    layer: AttentionLayer,
+    step: DecodeStep,
+    cu_seqlens_q: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+) -> None:
+    """The same for a step of a few new tokens a sequence, laid out as a prefill (a
+    speculative verify): qkv [T, ...] rows are the tokens, ``cu_seqlens_q`` [B + 1] their
+    sequences' offsets, ``step.seq_lens`` and ``step.block_tables`` the B sequences'."""
+    _check_inputs(layer, step)
+    kc, _ = checks.paged_cache(k_cache, v_cache)
+    D = kc.shape[3]
+    H, KVH = check_qkv(qkv, layer.heads, D)
+    T = qkv.shape[0]
+    q = qkv[:, : H * D].reshape(T, H, D)
+    k = qkv[:, H * D : (H + KVH) * D].reshape(T, KVH, D)
+    check_write(k, k, k_cache, v_cache, step.slot_mapping)
+    check_prefill(
+        q, k, k, k_cache, v_cache, cu_seqlens_q, step.seq_lens, step.block_tables, layer.scale,
+        layer.window, layer.softcap,
+    )  # fmt: skip
+    _check_positions(qkv, step, D)
+
+
+def _check_inputs(layer: object, step: object) -> None:
+    if not isinstance(layer, AttentionLayer):
+        raise TypeError(f"layer must be an AttentionLayer, got {type(layer).__name__}")
+    if not isinstance(step, DecodeStep):
+        raise TypeError(f"step must be a DecodeStep, got {type(step).__name__}")
+
+
+def _check_positions(qkv: Tensor, step: DecodeStep, head_dim: int) -> None:
+    """One position a row of qkv, each inside the rope table."""
     p = checks.tensor("positions", step.positions, 1, checks.INT_DTYPES)
     cs = checks.tensor("cos_sin_cache", step.cos_sin, 2, checks.FLOAT_DTYPES)
-    checks.dim("positions", p, 0, B, "the number of sequences qkv.shape[0]")
-    checks.dim("cos_sin_cache", cs, 1, D, "the head size")
+    checks.dim("positions", p, 0, qkv.shape[0], "the number of rows qkv.shape[0]")
+    checks.dim("cos_sin_cache", cs, 1, head_dim, "the head size")
     checks.same_device(qkv=qkv, positions=p, cos_sin_cache=cs)
     if p.numel() and (int(p.min()) < 0 or int(p.max()) >= cs.shape[0]):
         raise ValueError(

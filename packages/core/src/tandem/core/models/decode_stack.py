@@ -1,4 +1,5 @@
-"""A step of decodes through the whole decoder stack in one C call, where the model allows.
+"""A step of decodes (or of a few tokens laid out as a prefill: a speculative verify)
+through the whole decoder stack in one C call, where the model allows.
 
 On a small model a decode token is mostly the calls between kernels, not the kernels:
 SmolLM2's 30 layers make ~240 of them, each several microseconds of Python around work
@@ -9,7 +10,11 @@ kernels in the same order as the modules (the same numbers, bit for bit).
 It takes Llama-family stacks only: pre-norm layers with SiLU gated MLPs, attention with
 one rope table and no q/k norms, no tensor parallelism, every linear layer a GGUF weight
 kept in its blocks (up to three formats stacked) or an fp32 weight packed for the C
-kernel. Anything else, or any step with a prefill in it, runs the modules.
+kernel. A step of prefills only, of at most ``FEW_TOKENS`` tokens, goes through too (its
+attention is the module path's for a prefill: rope, K/V write, paged prefill attention):
+a speculative verify is k + 1 tokens a sequence, and a draft model catching up after a
+verify feeds two or more. Anything else (long prompts, steps mixing prefills and
+decodes) runs the modules.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ from tandem.kernels.decode_inputs import DecodeStep
 from tandem.kernels.gguf_blocks import QuantStack, QuantWeight
 from tandem.kernels.native import decode_stack as native
 from tandem.kernels.native.linear_f32 import PackedF32
-from tandem.kernels.ops.decode_step import check_rope_decode
+from tandem.kernels.ops.decode_step import check_rope_decode, check_rope_prefill
+
+FEW_TOKENS = 256  # the longest step of prefills the C stack takes (its scratch grows with it)
 
 
 def _lin(layer: Linear, keep: list[Tensor]) -> native.LinSpec | None:
@@ -80,25 +87,42 @@ class DecodeStack:
     def run(
         self, x: Tensor, positions: Tensor, kv_caches: list[KVCache], meta: AttentionMetadata
     ) -> tuple[Tensor, Tensor] | None:
-        """x: [B, C] the step's embeddings -> (x, residual) after the last layer."""
-        b = x.shape[0]
-        if not self.usable or meta.num_prefill_tokens != 0 or not 0 < b <= 2 * MLP_ROWS:
+        """x: [T, C] the step's embeddings -> (x, residual) after the last layer. A step of
+        decodes, or of prefills only of at most ``FEW_TOKENS`` tokens (a speculative
+        verify, a draft model catching up); None for anything else."""
+        t = x.shape[0]
+        decodes = meta.num_prefill_tokens == 0
+        few = meta.num_decodes == 0 and t <= FEW_TOKENS
+        if not self.usable or not (decodes or few) or not 0 < t <= 2 * MLP_ROWS:
             return None
         if x.dtype != torch.float32 or not x.is_cpu or not x.is_contiguous() or x.dim() != 2:
             return None
         table = self._table_for(kv_caches)
         if table is None:
             return None
-        pos = positions.to(torch.int64).contiguous()
-        slots = meta.slot_mapping.to(torch.int64).contiguous()
-        lens = meta.decode_seq_lens.to(torch.int32).contiguous()
-        tables = meta.decode_block_tables.to(torch.int32).contiguous()
+        lens = meta.decode_seq_lens if decodes else meta.prefill_seq_lens
+        tables = meta.decode_block_tables if decodes else meta.prefill_block_tables
+        step = DecodeStep(
+            positions.to(torch.int64).contiguous(),
+            self._rope,
+            meta.slot_mapping.to(torch.int64).contiguous(),
+            lens.to(torch.int32).contiguous(),
+            tables.to(torch.int32).contiguous(),
+        )
         first = self._model.layers[0].self_attn
         k_cache, v_cache = kv_caches[0]
-        qkv = x.new_empty(b, first.qkv_proj.out_features)  # its shape is what is checked
-        step = DecodeStep(pos, self._rope, slots, lens, tables)
-        check_rope_decode(qkv, first.attn.layer, step, k_cache, v_cache)
-        return table.run(x, pos, self._rope, slots, lens, tables, k_cache.shape[1])
+        qkv = x.new_empty(t, first.qkv_proj.out_features)  # its shape is what is checked
+        cu = None
+        if decodes:
+            check_rope_decode(qkv, first.attn.layer, step, k_cache, v_cache)
+        else:
+            cu = meta.prefill_cu_seqlens_q.to(torch.int32).contiguous()
+            check_rope_prefill(qkv, first.attn.layer, step, cu, k_cache, v_cache)
+        s = step
+        return table.run(
+            x, s.positions, s.cos_sin, s.slot_mapping, s.seq_lens, s.block_tables,
+            k_cache.shape[1], cu,
+        )  # fmt: skip
 
     def _table_for(self, kv_caches: list[KVCache]) -> native.StackTable | None:
         """The table, made again when the caches, a norm's weight or an fp32 layer's
