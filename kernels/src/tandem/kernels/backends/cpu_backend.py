@@ -14,7 +14,7 @@ from torch import Tensor
 from tandem.kernels import native
 from tandem.kernels.backends.torch_backend import TorchBackend
 from tandem.kernels.decode_inputs import AttentionLayer, DecodeStep
-from tandem.kernels.ops.attention import check_decode, check_prefill
+from tandem.kernels.ops.attention_checks import check_decode, check_prefill
 from tandem.kernels.ops.decode_step import StepCheck
 
 

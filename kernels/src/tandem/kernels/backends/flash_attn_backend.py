@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from tandem.kernels.backends.base import AttentionBackend
-from tandem.kernels.ops import attention, cache
+from tandem.kernels.ops import attention_checks, cache
 from tandem.kernels.ops.library import define, qualified
 
 PAGE_MULTIPLE = 256
@@ -145,7 +145,7 @@ class FlashAttnBackend(AttentionBackend):
         softcap: float = 0.0,
     ) -> Tensor:
         tables = (cu_seqlens_q, seq_lens, block_tables)
-        attention.check_prefill(q, k, v, k_cache, v_cache, *tables, scale, window, softcap)
+        attention_checks.check_prefill(q, k, v, k_cache, v_cache, *tables, scale, window, softcap)
         _check_device(q, k_cache)
         extra = (float(scale), int(window), float(softcap))
         return _register()["prefill"](q, k, v, k_cache, v_cache, *tables, *extra)
@@ -161,7 +161,9 @@ class FlashAttnBackend(AttentionBackend):
         window: int = 0,
         softcap: float = 0.0,
     ) -> Tensor:
-        attention.check_decode(q, k_cache, v_cache, seq_lens, block_tables, scale, window, softcap)
+        attention_checks.check_decode(
+            q, k_cache, v_cache, seq_lens, block_tables, scale, window, softcap
+        )
         _check_device(q, k_cache)
         extra = (float(scale), int(window), float(softcap))
         return _register()["decode"](q, k_cache, v_cache, seq_lens, block_tables, *extra)

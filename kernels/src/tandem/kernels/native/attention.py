@@ -29,7 +29,7 @@ def paged_decode(
 ) -> Tensor | None:
     """Decode attention in C: q [B, H, D] -> [B, H, D]; None where C cannot take the call.
 
-    The arguments must already be validated (``tandem.kernels.ops.attention.check_decode``:
+    The arguments must already be validated (``tandem.kernels.ops.attention_checks.check_decode``:
     block ids inside the cache, lengths inside the tables), since C trusts them. It takes
     fp32 CPU tensors with contiguous caches; anything else answers None.
     """
@@ -65,7 +65,7 @@ def paged_prefill(
     """Varlen causal prefill in C over the cache (the new K/V already written):
     q [T, H, D] -> [T, H, D]; None where C cannot take the call. ``window`` > 0: each
     query sees its last ``window`` keys; ``softcap`` > 0: scores soft-capped. Validated arguments
-    only (``tandem.kernels.ops.attention.check_prefill``)."""
+    only (``tandem.kernels.ops.attention_checks.check_prefill``)."""
     lib = _library_for(q, k_cache, v_cache)
     if lib is None:
         return None

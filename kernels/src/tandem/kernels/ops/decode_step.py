@@ -12,7 +12,7 @@ from torch import Tensor
 
 from tandem.kernels import checks
 from tandem.kernels.decode_inputs import AttentionLayer, DecodeStep
-from tandem.kernels.ops.attention import check_decode, check_prefill
+from tandem.kernels.ops.attention_checks import check_decode, check_prefill
 from tandem.kernels.ops.cache import check_write
 
 
