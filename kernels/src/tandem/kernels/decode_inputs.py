@@ -23,12 +23,13 @@ class AttentionLayer:
 
 @dataclass(frozen=True, slots=True)
 class DecodeStep:
-    """A step of decodes, one new token a sequence; B sequences, M blocks a table."""
+    """A step's tensors: B sequences of one new token each (T == B), or, laid out as a
+    prefill, T new tokens in all (``ops.decode_step.check_rope_prefill``); M blocks a table."""
 
-    positions: Tensor  # [B] int, the new token's position
+    positions: Tensor  # [T] int, each new token's position
     cos_sin: Tensor  # [P, D] rope table, cos | sin halves
-    slot_mapping: Tensor  # [B] int, block * block size + offset (-1: write nothing)
-    seq_lens: Tensor  # [B] int32, context + the new token
+    slot_mapping: Tensor  # [T] int, block * block size + offset (-1: write nothing)
+    seq_lens: Tensor  # [B] int32, context + the new tokens
     block_tables: Tensor  # [B, M] int32
 
     def tensors(self) -> tuple[Tensor, ...]:

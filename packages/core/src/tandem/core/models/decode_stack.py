@@ -65,7 +65,7 @@ def _lin(layer: Linear, keep: list[Tensor]) -> native.LinSpec | None:
 
 
 class DecodeStack:
-    """The decoder stack's decode-only steps through one C call (see the module docstring);
+    """The decoder stack's decode steps (and short prefill-only steps) through one C call;
     :meth:`run` answers None where it does not apply, and the caller runs the modules."""
 
     __slots__ = ("_caches", "_f32", "_model", "_norms", "_rope", "_table", "usable")
