@@ -106,3 +106,29 @@ def test_int8_layer_gives_one_answer_on_every_path(monkeypatch) -> None:
     alone = linear_int8(x, weight)
     torch.testing.assert_close(first, between, atol=2e-3, rtol=1e-4)
     torch.testing.assert_close(between, alone, atol=2e-3, rtol=1e-4)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    m=st.integers(1, 9),
+    k=st.integers(1, 2200),
+    n=st.integers(1, 24),
+    extreme=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+)
+@example(m=3, k=2100, n=5, extreme=True, seed=0)  # three chunks of large sums
+def test_int_matmul_is_the_exact_integer_product(m, k, n, extreme, seed) -> None:
+    """The int8 product without VNNI (fp32 GEMM on chunks of K, or torch's int8 mm for one
+    row) is the exact integer product, whatever K."""
+    from tandem.kernels.ops.linear import _int_matmul
+
+    g = torch.Generator().manual_seed(seed)
+    if extreme:  # large odd sums: past 2^24 fp32 would round them
+        xq = torch.full((m, k), 127, dtype=torch.int8)
+        w = torch.full((n, k), 127, dtype=torch.int8)
+    else:
+        xq = torch.randint(-128, 128, (m, k), generator=g, dtype=torch.int8)
+        w = torch.randint(-127, 128, (n, k), generator=g, dtype=torch.int8)
+    got = _int_matmul(xq, w)
+    assert got.dtype == torch.int32
+    assert torch.equal(got.long(), xq.long() @ w.long().t())
