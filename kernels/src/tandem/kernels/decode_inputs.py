@@ -24,7 +24,7 @@ class AttentionLayer:
 @dataclass(frozen=True, slots=True)
 class DecodeStep:
     """A step's tensors: B sequences of one new token each (T == B), or, laid out as a
-    prefill, T new tokens in all (``ops.decode_step.check_rope_prefill``); M blocks a table."""
+    prefill, T new tokens in all (``ops.decode_step.check_rope_decode``); M blocks a table."""
 
     positions: Tensor  # [T] int, each new token's position
     cos_sin: Tensor  # [P, D] rope table, cos | sin halves

@@ -29,35 +29,17 @@ def check_qkv(qkv: object, heads: object, head_dim: int) -> tuple[int, int]:
 
 
 def check_rope_decode(
-    qkv: Tensor, layer: AttentionLayer, step: DecodeStep, k_cache: Tensor, v_cache: Tensor
-) -> None:
-    """Everything a fused decode step reads, values included."""
-    _check_inputs(layer, step)
-    kc, _ = checks.paged_cache(k_cache, v_cache)
-    D = kc.shape[3]
-    H, KVH = check_qkv(qkv, layer.heads, D)
-    B = qkv.shape[0]
-    q = qkv[:, : H * D].reshape(B, H, D)
-    k = qkv[:, H * D : (H + KVH) * D].reshape(B, KVH, D)
-    check_write(k, k, k_cache, v_cache, step.slot_mapping)
-    check_decode(
-        q, k_cache, v_cache, step.seq_lens, step.block_tables, layer.scale, layer.window,
-        layer.softcap,
-    )  # fmt: skip
-    _check_positions(qkv, step, D)
-
-
-def check_rope_prefill(
     qkv: Tensor,
     layer: AttentionLayer,
     step: DecodeStep,
-    cu_seqlens_q: Tensor,
     k_cache: Tensor,
     v_cache: Tensor,
+    cu_seqlens_q: Tensor | None = None,
 ) -> None:
-    """The same for a step of a few new tokens a sequence, laid out as a prefill (a
-    speculative verify): qkv [T, ...] rows are the tokens, ``cu_seqlens_q`` [B + 1] their
-    sequences' offsets, ``step.seq_lens`` and ``step.block_tables`` the B sequences'."""
+    """Everything a fused decode step reads, values included. With ``cu_seqlens_q``
+    [B + 1], a step of a few new tokens a sequence laid out as a prefill (a speculative
+    verify): qkv's T rows are the tokens, cu_seqlens_q their sequences' offsets, and
+    ``step.seq_lens`` and ``step.block_tables`` the B sequences'."""
     _check_inputs(layer, step)
     kc, _ = checks.paged_cache(k_cache, v_cache)
     D = kc.shape[3]
@@ -66,10 +48,11 @@ def check_rope_prefill(
     q = qkv[:, : H * D].reshape(T, H, D)
     k = qkv[:, H * D : (H + KVH) * D].reshape(T, KVH, D)
     check_write(k, k, k_cache, v_cache, step.slot_mapping)
-    check_prefill(
-        q, k, k, k_cache, v_cache, cu_seqlens_q, step.seq_lens, step.block_tables, layer.scale,
-        layer.window, layer.softcap,
-    )  # fmt: skip
+    tables = (step.seq_lens, step.block_tables, layer.scale, layer.window, layer.softcap)
+    if cu_seqlens_q is None:
+        check_decode(q, k_cache, v_cache, *tables)
+    else:
+        check_prefill(q, k, k, k_cache, v_cache, cu_seqlens_q, *tables)
     _check_positions(qkv, step, D)
 
 

@@ -31,7 +31,7 @@ from tandem.kernels.decode_inputs import DecodeStep
 from tandem.kernels.gguf_blocks import QuantStack, QuantWeight
 from tandem.kernels.native import decode_stack as native
 from tandem.kernels.native.linear_f32 import PackedF32
-from tandem.kernels.ops.decode_step import check_rope_decode, check_rope_prefill
+from tandem.kernels.ops.decode_step import check_rope_decode
 
 FEW_TOKENS = 256  # the longest step of prefills the C stack takes (its scratch grows with it)
 
@@ -112,12 +112,8 @@ class DecodeStack:
         first = self._model.layers[0].self_attn
         k_cache, v_cache = kv_caches[0]
         qkv = x.new_empty(t, first.qkv_proj.out_features)  # its shape is what is checked
-        cu = None
-        if decodes:
-            check_rope_decode(qkv, first.attn.layer, step, k_cache, v_cache)
-        else:
-            cu = meta.prefill_cu_seqlens_q.to(torch.int32).contiguous()
-            check_rope_prefill(qkv, first.attn.layer, step, cu, k_cache, v_cache)
+        cu = None if decodes else meta.prefill_cu_seqlens_q.to(torch.int32).contiguous()
+        check_rope_decode(qkv, first.attn.layer, step, k_cache, v_cache, cu)
         s = step
         return table.run(
             x, s.positions, s.cos_sin, s.slot_mapping, s.seq_lens, s.block_tables,
