@@ -66,8 +66,8 @@ def linear_gguf(x: Tensor, weight: QuantWeight | QuantStack) -> Tensor:
 
 
 def gguf_rows(weight: QuantWeight, ids: Tensor) -> Tensor:
-    """The rows ``ids`` of ``weight`` decoded to fp32: [*ids.shape, k] (an embedding
-    lookup that keeps the table in its blocks). The C decoder on the CPU, else
+    """The rows ``ids`` [T] of ``weight`` decoded to fp32: [T, k] (an embedding lookup
+    that keeps the table in its blocks). The C decoder on the CPU, else
     :meth:`QuantWeight.rows`; the same values either way."""
     if ids.dim() == 1 and ids.numel() and not ids.is_floating_point() and ids.is_cpu:
         lo, hi = (int(v) for v in torch.aminmax(ids))
