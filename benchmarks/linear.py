@@ -30,7 +30,8 @@ from torch import Tensor
 from transformers import AutoConfig
 
 from tandem.core.testing import make_model
-from tandem.kernels.ops.linear import Int8Weight, linear, linear_int8, pack_native, pack_weight
+from tandem.kernels.ops.linear import linear, pack_native, pack_weight
+from tandem.kernels.ops.linear_int8 import Int8Weight, linear_int8
 
 
 def shapes(cfg) -> list[tuple[int, int]]:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tandem.kernels import native
 from tandem.kernels.native import linear_i8
-from tandem.kernels.ops.linear import Int8Weight, int8_available, linear_int8
+from tandem.kernels.ops.linear_int8 import Int8Weight, int8_available, linear_int8
 
 needs_vnni = pytest.mark.skipif(
     not linear_i8.available(),
@@ -120,7 +120,7 @@ def test_int8_layer_gives_one_answer_on_every_path(monkeypatch) -> None:
 def test_int_matmul_is_the_exact_integer_product(m, k, n, extreme, seed) -> None:
     """The int8 product without VNNI (fp32 GEMM on chunks of K, or torch's int8 mm for one
     row) is the exact integer product, whatever K."""
-    from tandem.kernels.ops.linear import _int_matmul
+    from tandem.kernels.ops.linear_int8 import _int_matmul
 
     g = torch.Generator().manual_seed(seed)
     if extreme:  # large odd sums: past 2^24 fp32 would round them

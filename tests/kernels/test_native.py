@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from tandem.kernels import native, reference
 from tandem.kernels.backends import available_backends, get_backend
 from tandem.kernels.native import builder
-from tandem.kernels.ops.linear import outliers
-from tandem.kernels.ops.linear import quantize_rows as torch_quantize_rows
+from tandem.kernels.ops.linear_int8 import outliers
+from tandem.kernels.ops.linear_int8 import quantize_rows as torch_quantize_rows
 
 needs_native = pytest.mark.skipif(
     native.library() is None, reason=f"no native kernels here: {native.unavailable_reason()}"

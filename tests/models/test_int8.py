@@ -9,7 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tandem.core.config import EngineArgs
-from tandem.kernels.ops.linear import Int8Weight, int8_available, linear_int8
+from tandem.kernels.ops.linear_int8 import Int8Weight, int8_available, linear_int8
 
 needs_int8 = pytest.mark.skipif(not int8_available(), reason="torch has no int8 matmul here")
 

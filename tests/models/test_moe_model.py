@@ -10,7 +10,7 @@ from tandem.core.layers.mlp import GatedMLP
 from tandem.core.layers.moe import SparseMoE
 from tandem.core.loader import load_model
 from tandem.core.testing import make_model
-from tandem.kernels.ops.linear import int8_available
+from tandem.kernels.ops.linear_int8 import int8_available
 
 
 def logits(model: torch.nn.Module, paged_runner, seed: int = 0, n: int = 40) -> torch.Tensor:

@@ -19,7 +19,8 @@ from tandem.core.layers.no_init import skipping
 from tandem.kernels.gguf_blocks import QuantStack, QuantWeight
 from tandem.kernels.native.linear_f32 import PackedF32
 from tandem.kernels.ops.gguf_linear import linear_gguf
-from tandem.kernels.ops.linear import Int8Weight, PackedWeight, linear, linear_int8
+from tandem.kernels.ops.linear import PackedWeight, linear
+from tandem.kernels.ops.linear_int8 import Int8Weight, linear_int8
 
 
 @env_cache("TANDEM_CPU_LINEAR")

@@ -26,7 +26,8 @@ from tandem.core.parallel.group import TensorParallel
 from tandem.core.parallel.layout import split
 from tandem.core.parallel.partition import spread_range
 from tandem.kernels import ops as kernel_ops
-from tandem.kernels.ops.linear import Int8Weight, PackedWeight, linear_int8
+from tandem.kernels.ops.linear import PackedWeight
+from tandem.kernels.ops.linear_int8 import Int8Weight, linear_int8
 from tandem.kernels.ops.moe import gate_and_mul, grouped_route, run_grouped, topk_route
 
 if TYPE_CHECKING:  # models imports layers: keep this edge type-only

@@ -26,7 +26,8 @@ from tandem.core.parallel.group import TensorParallel
 from tandem.core.parallel.partition import check_tensor_parallel
 from tandem.kernels.backends import AttentionBackend
 from tandem.kernels.ops.gguf_linear import linear_gguf
-from tandem.kernels.ops.linear import Int8Weight, PackedWeight, linear_int8
+from tandem.kernels.ops.linear import PackedWeight
+from tandem.kernels.ops.linear_int8 import Int8Weight, linear_int8
 
 
 class CausalLM(nn.Module):
