@@ -1,7 +1,8 @@
-"""What a fused decode step of one layer reads, in two parts: the layer's own attention
-settings (fixed when the model is built) and the step's tensors (the same for every
-layer of a step). Plain data, no torch ops: the backends, the C wrappers and the checks
-all take these two instead of a dozen loose arguments."""
+"""What a fused step of one layer reads (a step of decodes, or of a few tokens laid out as
+a prefill), in two parts: the layer's own attention settings (fixed when the model is
+built) and the step's tensors (the same for every layer of a step). Plain data, no torch
+ops: the backends, the C wrappers and the checks all take these two instead of a dozen
+loose arguments."""
 
 from __future__ import annotations
 
