@@ -108,9 +108,9 @@ def main() -> None:
         return
     if args.size == "smollm2":
         from tandem.core.default_model import gguf_file
-        from tandem.core.gguf_checkpoint import materialize
+        from tandem.core.gguf.export import exported
 
-        path = materialize(gguf_file())
+        path = exported(gguf_file())
     else:
         path = make_model(size=args.size)
     if args.shape is None:

@@ -53,10 +53,11 @@ def smollm2_gguf() -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2(smollm2_gguf: Path) -> Path:
-    """SmolLM2-135M-Instruct as a Hugging Face directory (converted once, cached)."""
-    from tandem.core.gguf_checkpoint import materialize
+    """SmolLM2-135M-Instruct as a Hugging Face directory in float32 (the GGUF file's
+    weights dequantized, exported once and cached): the reference the file is held to."""
+    from tandem.core.gguf.export import exported
 
-    return materialize(smollm2_gguf)
+    return exported(smollm2_gguf)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""GGUF checkpoints: names, rotary row order, a round trip, and transformers' own reader."""
+"""GGUF checkpoints read in place: the file parser, names, rotary rows, the config from
+metadata, the tokenizer, refusals, and transformers' own reader as the outside reference."""
 
 from __future__ import annotations
 
@@ -12,11 +13,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors.numpy import load_file
 
-from tandem.core.gguf_checkpoint import convert, hf_name, is_gguf, materialize, unpermute
+from tandem.core.gguf import is_gguf, open_checkpoint
+from tandem.core.gguf.export import export_hf
+from tandem.core.gguf.file import GGUFFile
+from tandem.core.models.architectures import GGUF_ARCHITECTURES, gguf_names
+from tandem.core.models.architectures.gguf_names import unpermute
 from tandem.core.testing import make_model
 from tandem.core.testing.gguf_writer import gguf_name, permute, write_gguf
 
 DEFAULT_ROPE = {"rope_type": "default", "rope_theta": 10000.0}
+LLAMA = GGUF_ARCHITECTURES["llama"]
+QKV_DOWN_Q8 = {f"{n}.weight": 8 for n in ("q_proj", "k_proj", "v_proj", "down_proj")}
 
 
 @settings(max_examples=40, deadline=None)
@@ -40,12 +47,14 @@ def test_unpermute_undoes_llama_cpp_rotary_order(heads, half, cols, seed) -> Non
     ],
 )
 def test_tensor_names_map_both_ways(gguf, hf) -> None:
-    assert hf_name(gguf) == hf and gguf_name(hf) == gguf
+    assert LLAMA.hf_name(gguf) == hf and gguf_name(hf) == gguf
 
 
-def test_unknown_tensor_names_are_refused() -> None:
-    with pytest.raises(ValueError, match=r"'blk\.0\.attn_qkv\.weight' has no Hugging Face"):
-        hf_name("blk.0.attn_qkv.weight")
+def test_unknown_tensor_names_and_architectures_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"'blk\.0\.attn_qkv\.weight' is not part of a 'llama'"):
+        LLAMA.hf_name("blk.0.attn_qkv.weight")
+    with pytest.raises(ValueError, match=r"GGUF architecture 'mamba' is not supported; supported"):
+        gguf_names("mamba")
 
 
 @pytest.fixture(scope="module")
@@ -54,13 +63,28 @@ def tiny_gguf(tmp_path_factory):
     return src, write_gguf(src, tmp_path_factory.mktemp("gguf") / "tiny.gguf")
 
 
-def test_round_trip_gives_back_every_tensor_config_and_tokenizer(tiny_gguf, tmp_path) -> None:
-    import json
+def test_the_parser_reads_what_the_gguf_package_reads(tiny_gguf) -> None:
+    from gguf import GGUFReader
 
+    path = tiny_gguf[1]
+    ours, theirs = GGUFFile(path), GGUFReader(str(path))
+    assert set(ours.tensors) == {t.name for t in theirs.tensors}
+    for t in theirs.tensors:
+        assert np.array_equal(ours.data(t.name), np.asarray(t.data)), t.name
+        assert ours.tensors[t.name].type == int(t.tensor_type)
+    for key, field in theirs.fields.items():
+        if key.startswith("GGUF."):
+            continue
+        want = field.contents()
+        assert ours.value(key) == (list(want) if isinstance(want, list) else want), key
+    assert ours.count("tokenizer.ggml.tokens") == len(theirs.fields["tokenizer.ggml.tokens"].data)
+
+
+def test_export_gives_back_every_tensor_config_and_tokenizer(tiny_gguf, tmp_path) -> None:
     from tandem.core.tokenizer import load_tokenizer
 
     src, path = tiny_gguf
-    out = convert(path, tmp_path / "out")
+    out = export_hf(path, tmp_path / "out")
     a, b = load_file(str(src / "model.safetensors")), load_file(str(out / "model.safetensors"))
     assert set(a) == set(b)
     assert all(np.array_equal(a[k], b[k]) for k in a)
@@ -74,7 +98,13 @@ def test_round_trip_gives_back_every_tensor_config_and_tokenizer(tiny_gguf, tmp_
     assert load_tokenizer(out).encode(text) == load_tokenizer(src).encode(text)
 
 
-def test_a_gguf_path_runs_like_its_directory(tiny_gguf, tmp_path, monkeypatch) -> None:
+def _files(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_size for p in root.rglob("*") if p.is_file()}
+
+
+def test_a_gguf_path_runs_like_its_directory_and_writes_no_weights(
+    tiny_gguf, tmp_path, monkeypatch
+) -> None:
     from tandem.core import LLM, SamplingParams
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
@@ -82,46 +112,94 @@ def test_a_gguf_path_runs_like_its_directory(tiny_gguf, tmp_path, monkeypatch) -
     assert is_gguf(path) and not is_gguf(src)
     params = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
     runs = []
-    for model in (src, path):
-        with LLM(model=model, engine="v0", max_model_len=64) as llm:
+    for model, quantization in ((src, None), (path, None), (path, "int8")):
+        with LLM(model=model, engine="v0", max_model_len=64, quantization=quantization) as llm:
             runs.append(llm.generate("one two three", params, use_tqdm=False)[0].outputs[0])
     assert runs[0].token_ids == runs[1].token_ids
-    again = materialize(path)
-    assert again.parent == tmp_path / "models" and (again / "config.json").is_file()
+    assert len(runs[2].token_ids) == 8
+    written = {name: size for name, size in _files(tmp_path).items() if "native" not in name}
+    assert written and all(name.startswith("tokenizers/") for name in written), written
+    assert sum(written.values()) < 1 << 20  # the tokenizer alone
 
 
 def test_a_relative_path_stays_found_from_another_directory(tiny_gguf, tmp_path, monkeypatch):
-    """quantization='gguf' finds the file through the converted directory's stamp."""
-    from tandem.core.gguf_checkpoint import source_of
+    from tandem.core.config import EngineArgs
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path / "cache"))
     path = Path(tiny_gguf[1])
     monkeypatch.chdir(path.parent)
-    converted = materialize(path.name)
-    monkeypatch.chdir(tmp_path)
-    assert source_of(converted) == path.resolve()
-    # a stamp written with a relative path (older versions) is mended on the next use
-    (converted / "tandem_gguf.json").write_text(json.dumps({"source": path.name, "version": 1}))
-    assert source_of(converted) is None
-    assert materialize(path) == converted and source_of(converted) == path.resolve()
+    config = EngineArgs(model=path.name, max_model_len=64).create_config()
+    assert config.model.path == path.resolve() and config.quantization == "gguf"
 
 
-def test_a_file_that_is_not_gguf_is_refused(tmp_path) -> None:
-    bad = tmp_path / "model.bin"
+def test_files_that_are_not_gguf_are_refused(tiny_gguf, tmp_path) -> None:
+    bad = tmp_path / "model.gguf"
     bad.write_bytes(b"\0" * 16)
-    with pytest.raises(ValueError, match=r"not a \.gguf file"):
-        materialize(bad)
+    with pytest.raises(ValueError, match=r"is not a GGUF file \(its first bytes"):
+        open_checkpoint(bad)
+    bad.write_bytes(b"")
+    with pytest.raises(ValueError, match="is not a GGUF file: it is empty"):
+        open_checkpoint(bad)
+    whole = Path(tiny_gguf[1]).read_bytes()
+    bad.write_bytes(whole[: len(whole) - 100])
+    with pytest.raises(ValueError, match=r"is truncated: tensor '.*' ends past the file's end"):
+        open_checkpoint(bad)
+    with pytest.raises(ValueError, match="GGUF file does not exist"):
+        open_checkpoint(tmp_path / "missing.gguf")
+
+
+def test_a_type_without_kernels_is_refused_before_any_work(tmp_path) -> None:
+    import gguf
+
+    out = tmp_path / "iq.gguf"
+    w = gguf.GGUFWriter(str(out), "llama")
+    w.add_block_count(1)
+    raw = np.zeros((4, 18), dtype=np.uint8)  # IQ4_NL: blocks of 32 values in 18 bytes
+    w.add_tensor("blk.0.ffn_up.weight", raw, raw_dtype=gguf.GGMLQuantizationType.IQ4_NL)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(ValueError, match=r"'blk\.0\.ffn_up\.weight' \(IQ4_NL.*does not read"):
+        open_checkpoint(out)
+
+
+def test_kept_weights_are_the_files_own_bytes(tiny_gguf, tmp_path) -> None:
+    """A module stored in one piece whose rows need no reordering is used from the map."""
+    import torch
+
+    from tandem.core.loader import load_model
+
+    src = make_model(size="tiny", arch="llama", rope_parameters=DEFAULT_ROPE)
+    path = write_gguf(src, tmp_path / "q.gguf", QKV_DOWN_Q8)
+    model = load_model(_config(path), dtype=torch.float32, quantization="gguf")
+    down = model.model.layers[0].mlp.down_proj.quant
+    mapped = GGUFFile(path).data("blk.0.ffn_down.weight")
+    assert np.array_equal(down.data.numpy(), mapped)
+    address = down.data.data_ptr()  # it lies in a mapping of the file itself
+    maps = Path("/proc/self/maps").read_text().splitlines()
+    backed = [line for line in maps if line.endswith(str(path))]
+    spans = [tuple(int(x, 16) for x in line.split()[0].split("-")) for line in backed]
+    assert any(lo <= address < hi for lo, hi in spans), hex(address)
+    q = model.model.layers[0].self_attn.qkv_proj  # rows reordered: copied once
+    assert not any(lo <= q.quant.data.data_ptr() < hi for lo, hi in spans)
+
+
+def _config(path):
+    from tandem.core.model_config import load_model_config
+
+    return load_model_config(path, max_model_len=64)
 
 
 @pytest.mark.slow
-def test_smollm2_reads_as_transformers_reads_it(smollm2_gguf) -> None:
+def test_smollm2_reads_as_transformers_reads_it(smollm2_gguf, tmp_path) -> None:
     """Our reader against transformers' GGUF loader on the real Q4_1 file: same weights."""
     if importlib.util.find_spec("accelerate") is None:
         pytest.skip("transformers reads GGUF only with accelerate installed")
     import torch
     from transformers import AutoModelForCausalLM
 
-    ours = load_file(str(materialize(smollm2_gguf) / "model.safetensors"))
+    ours = {t.name: t.floats() for t in open_checkpoint(smollm2_gguf).tensors()}
     theirs = AutoModelForCausalLM.from_pretrained(
         str(smollm2_gguf.parent), gguf_file=smollm2_gguf.name, dtype=torch.float32
     ).state_dict()
@@ -144,19 +222,18 @@ def test_qwen_files_read_back_and_as_transformers_reads_them(
     """Qwen's q/k rows stay as they are (its rope rotates halves); Qwen3's head size comes
     from the key length. transformers' own GGUF reader, an outside reading of llama.cpp's
     layout, must find the same weights in the file."""
-    import json
-
     import torch
     from transformers import AutoModelForCausalLM
 
     src = make_model(size="tiny", arch=arch, **overrides)
     path = write_gguf(src, tmp_path / f"{arch}.gguf")
-    out = convert(path, tmp_path / "out")
-    a, b = load_file(str(src / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    checkpoint = open_checkpoint(path)
+    a = load_file(str(src / "model.safetensors"))
+    b = {t.name: t.floats() for t in checkpoint.tensors()}
     assert set(a) == set(b)
     assert all(np.array_equal(a[k], b[k]) for k in a)
     want = json.loads((src / "config.json").read_text())
-    got = json.loads((out / "config.json").read_text())
+    got = checkpoint.config
     for key in ("architectures", "model_type", "num_attention_heads", "num_key_value_heads"):
         assert got[key] == want[key], key
     assert got["head_dim"] == (want.get("head_dim") or want["hidden_size"] // 4)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tandem.core.gguf_checkpoint import materialize
+from tandem.core.gguf.export import exported
 from tandem.core.testing import make_model
 from tandem.core.testing.gguf_writer import write_gguf
 
@@ -33,9 +33,8 @@ def test_super_blocks_are_kept_near_the_file_size(kquant_gguf, tmp_path, monkeyp
     from tandem.kernels.gguf_blocks import QuantStack
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
-    root = materialize(kquant_gguf)
-    kept = load_model(str(root), dtype=torch.float32, quantization="gguf")
-    floats = load_model(str(root), dtype=torch.float32)
+    kept = load_model(str(kquant_gguf), dtype=torch.float32, quantization="gguf")
+    floats = load_model(str(kquant_gguf), dtype=torch.float32)  # the same file, dequantized
     linears = [m for m in kept.modules() if isinstance(m, Linear)]
     assert linears and all(m.quant is not None and m.weight is None for m in linears)
     assert kept.model.embed_tokens.quant.name == "Q5_0"
@@ -61,7 +60,7 @@ def test_engines_agree_and_follow_the_dequantized_model(kquant_gguf, tmp_path, m
     from tandem.core import LLM, SamplingParams
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
-    root = str(materialize(kquant_gguf))
+    root = str(exported(kquant_gguf))
     greedy = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
     prompts = ["one two three", "Item 3", "The 5 cats"]
     with LLM(model=root, engine="v0", max_model_len=64) as llm:

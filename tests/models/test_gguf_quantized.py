@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tandem.core.gguf_checkpoint import materialize
+from tandem.core.gguf.export import exported
 from tandem.core.testing import make_model
 from tandem.core.testing.gguf_writer import write_gguf
 
@@ -28,9 +28,8 @@ def test_blocks_are_kept_and_match_the_float_model(quant_gguf, tmp_path, monkeyp
     from tandem.core.loader import load_model
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
-    root = materialize(quant_gguf)
-    kept = load_model(str(root), dtype=torch.float32, quantization="gguf")
-    floats = load_model(str(root), dtype=torch.float32)
+    kept = load_model(str(quant_gguf), dtype=torch.float32, quantization="gguf")
+    floats = load_model(str(quant_gguf), dtype=torch.float32)  # the same file, dequantized
     linears = [m for m in kept.modules() if isinstance(m, Linear)]
     assert linears and all(m.quant is not None and m.weight is None for m in linears)
     assert kept.model.embed_tokens.quant.name == "Q8_0"
@@ -54,9 +53,10 @@ def test_a_gguf_path_defaults_to_as_stored_and_engines_agree(
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     assert EngineArgs(model=str(quant_gguf)).create_config().quantization == "gguf"
-    root = str(materialize(quant_gguf))
+    root = str(exported(quant_gguf))
     assert EngineArgs(model=root).create_config().quantization is None
-    assert EngineArgs(model=root, quantization="gguf").create_config().quantization == "gguf"
+    with pytest.raises(ValueError, match="needs a model read from a .gguf file"):
+        EngineArgs(model=root, quantization="gguf").create_config()  # a directory: floats
     params = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
     outs = []
     for engine in ("v0", "v1"):

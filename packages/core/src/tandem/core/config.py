@@ -159,13 +159,11 @@ class EngineArgs:
         """``quantization``, or "gguf" (as stored) for a .gguf file read in float32."""
         import torch
 
-        from tandem.core.gguf_checkpoint import is_gguf, source_of
-
         if self.quantization is None:
-            gguf = is_gguf(os.fspath(self.model)) and model.dtype == torch.float32
+            gguf = model.gguf is not None and model.dtype == torch.float32
             return "gguf" if gguf else None
         if self.quantization == "gguf":
-            if source_of(model.path) is None:
+            if model.gguf is None:
                 raise ValueError(
                     "quantization='gguf' needs a model read from a .gguf file, got "
                     f"{os.fspath(self.model)!r}"

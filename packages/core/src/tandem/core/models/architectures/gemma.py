@@ -13,6 +13,16 @@ from dataclasses import replace
 from typing import Any
 
 from tandem.core.models.architectures.common import activation, attention, llama_like
+from tandem.core.models.architectures.gguf_names import (
+    LAYER,
+    GGUFNames,
+    Metadata,
+    arch_value,
+    base_config,
+    f32,
+    rope_parameters,
+    window_of,
+)
 from tandem.core.models.fields import layer_types, number, optional_positive, positive_int
 from tandem.core.models.rope_config import read_rope
 from tandem.core.models.spec import ModelSpec
@@ -74,3 +84,66 @@ class _Gemma3Local:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cfg, name)
+
+
+# -- GGUF ---------------------------------------------------------------------------------
+# llama.cpp's converter folds the norms' 1 into their weights (taken off again), keeps no
+# query_pre_attn_scalar (llama.cpp scales by the head size, or by hidden / heads for the
+# 27B models), and writes the sliding-window pattern only where it is not the default.
+
+
+def _gemma_gguf(meta: Metadata, architecture: str, model_type: str, every: int) -> dict:
+    config = base_config(meta, architecture, model_type)
+    big = config["num_hidden_layers"] in _LAYERS_27B
+    heads = config["num_attention_heads"]
+    config["query_pre_attn_scalar"] = config["hidden_size"] // heads if big else config["head_dim"]
+    config["hidden_activation"] = "gelu_pytorch_tanh"
+    pattern = arch_value(meta, "attention.sliding_window_pattern", every)
+    layers = config["num_hidden_layers"]
+    if isinstance(pattern, list):
+        sliding = [bool(p) for p in pattern]
+    else:  # every n-th layer global, the others local
+        sliding = [(i % int(pattern)) < int(pattern) - 1 for i in range(layers)]
+    config["layer_types"] = ["sliding_attention" if s else "full_attention" for s in sliding]
+    return config
+
+
+_LAYERS_27B = (46, 62)  # Gemma 2 27B, Gemma 3 27B
+
+
+def _gemma2_gguf(meta: Metadata) -> dict[str, Any]:
+    config = _gemma_gguf(meta, "Gemma2ForCausalLM", "gemma2", every=2)
+    config["sliding_window"] = window_of(meta) or 4096  # llama.cpp's default for Gemma 2
+    config["attn_logit_softcapping"] = f32(arch_value(meta, "attn_logit_softcapping", 50.0))
+    config["final_logit_softcapping"] = f32(arch_value(meta, "final_logit_softcapping", 30.0))
+    return config
+
+
+def _gemma3_gguf(meta: Metadata) -> dict[str, Any]:
+    config = _gemma_gguf(meta, "Gemma3ForCausalLM", "gemma3_text", every=6)
+    window = window_of(meta)
+    config["sliding_window"] = window
+    if window is None:
+        config["layer_types"] = ["full_attention"] * config["num_hidden_layers"]
+    cap = arch_value(meta, "final_logit_softcapping")
+    config["final_logit_softcapping"] = f32(cap) if cap else None
+    config["attn_logit_softcapping"] = None
+    local = f32(arch_value(meta, "rope.freq_base_swa", 10000.0))
+    config["rope_parameters"] = {
+        "full_attention": rope_parameters(meta, 1000000.0),
+        "sliding_attention": {"rope_type": "default", "rope_theta": local},
+    }
+    return config
+
+
+_GEMMA_LAYER = {
+    **LAYER,
+    "post_attention_norm": "post_attention_layernorm",
+    "ffn_norm": "pre_feedforward_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
+}
+
+GGUF = (
+    GGUFNames("gemma2", _gemma2_gguf, _GEMMA_LAYER, norm_shift=1.0),
+    GGUFNames("gemma3", _gemma3_gguf, _GEMMA_LAYER, norm_shift=1.0),
+)

@@ -5,6 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from tandem.core.models.architectures.common import llama_like
+from tandem.core.models.architectures.gguf_names import (
+    LAYER,
+    GGUFNames,
+    Metadata,
+    arch_int,
+    arch_value,
+    base_config,
+    f32,
+    window_of,
+)
 from tandem.core.models.spec import ModelSpec
 from tandem.core.models.weights import NameMap
 
@@ -24,3 +34,39 @@ def phi3(cfg: Any, arch: str, max_model_len: int | None) -> ModelSpec:
 def phi3_names(spec: ModelSpec) -> NameMap:
     """The checkpoint's fused projections are ours as they are (gate rows, then up)."""
     return {}
+
+
+def _phi3_gguf(meta: Metadata) -> dict[str, Any]:
+    """Partial rotary from the rope dimension count; longrope's factors are tensors."""
+    config = base_config(meta, "Phi3ForCausalLM", "phi3")
+    head_dim = config["hidden_size"] // config["num_attention_heads"]
+    config["head_dim"] = head_dim
+    partial = arch_int(meta, "rope.dimension_count", head_dim) / head_dim
+    rope = config["rope_parameters"]
+    rope["partial_rotary_factor"] = partial
+    config["partial_rotary_factor"] = partial
+    original = arch_value(meta, "rope.scaling.original_context_length")
+    if "rope_factors_long.weight" in meta.tensor_names:
+        rope.update(
+            rope_type="longrope",
+            long_factor=meta.floats("rope_factors_long.weight"),
+            short_factor=meta.floats("rope_factors_short.weight"),
+            original_max_position_embeddings=int(original or config["max_position_embeddings"]),
+        )
+        factor = arch_value(meta, "rope.scaling.attn_factor")
+        if factor is not None:
+            rope["attention_factor"] = f32(factor)
+    elif original:
+        config["original_max_position_embeddings"] = int(original)
+    config["sliding_window"] = window_of(meta)  # 0 (Phi-4-mini): none
+    return config
+
+
+GGUF = (
+    GGUFNames(
+        "phi3",
+        _phi3_gguf,
+        {**LAYER, "attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"},
+        ignored=("rope_factors_long.weight", "rope_factors_short.weight"),
+    ),
+)

@@ -1,0 +1,117 @@
+"""Loading a model's weights from a GGUF checkpoint, read in place.
+
+With ``keep=True`` (``quantization="gguf"``) every linear layer and embedding whose parts
+are stored in a format the kernels run (:data:`tandem.kernels.gguf_blocks.FORMATS`) keeps
+them as stored: its bytes are used straight from the file's mapping, or, where its rows
+must move (llama.cpp's rotary order) or several tensors make one module (q, k, v ->
+``qkv_proj``), copied once into one block tensor, with no float weight ever made. Every
+other tensor (norms, routers, stacked experts, or all of them with ``keep=False``) is
+converted to floats one at a time and copied into the model as a safetensors checkpoint
+would be. Nothing is written to disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from tandem.core.gguf.checkpoint import GGUFCheckpoint, StoredTensor
+from tandem.core.layers.embedding import Embedding
+from tandem.core.layers.linear import Linear
+from tandem.core.models.weights import expected_names
+from tandem.kernels.gguf_blocks import FORMATS, QuantStack, QuantWeight
+
+
+def kept_modules(model: nn.Module, shards: Any, stored: dict[str, int]) -> dict[str, nn.Module]:
+    """Checkpoint names whose module will be kept as stored -> that module: a linear
+    layer or embedding whose every part is in a kernel format (an embedding's in one)."""
+    expected = expected_names(model, shards)
+    owner = {id(p): m for m in model.modules() for p in m.parameters(recurse=False)}
+    groups: dict[int, list[str]] = {}
+    modules: dict[int, nn.Module] = {}
+    for name, (param, _) in expected.items():
+        module = owner[id(param)]
+        kept = isinstance(module, (Linear, Embedding)) and param is module.weight
+        if kept and name.endswith(".weight"):
+            groups.setdefault(id(module), []).append(name)
+            modules[id(module)] = module
+    plan: dict[str, nn.Module] = {}
+    for key, names in groups.items():
+        kinds = {stored.get(n) for n in names}
+        mixed_ok = isinstance(modules[key], Linear) or len(kinds) == 1
+        if all(kind in FORMATS for kind in kinds) and mixed_ok:
+            plan.update((n, modules[key]) for n in names)
+    return plan
+
+
+def load_gguf(
+    model: nn.Module, checkpoint: GGUFCheckpoint, device: torch.device, keep: bool = True
+) -> int:
+    """Build ``model`` (on the meta device) on ``device`` from ``checkpoint``; returns
+    how many modules were kept as stored."""
+    from tandem.core.models.architectures import architecture
+
+    spec = model.spec  # type: ignore[attr-defined]
+    shards = architecture(spec.architecture).names(spec)
+    plan = kept_modules(model, shards, checkpoint.stored_types()) if keep else {}
+    expected = expected_names(model, shards)
+    for module in set(plan.values()):
+        module.register_parameter("weight", None)  # no float copy is ever made
+    model.to_empty(device=device)
+    parts: dict[nn.Module, list[tuple[int, int, Tensor]]] = {}
+
+    def floats() -> Any:
+        for t in checkpoint.tensors():
+            if t.name in plan:
+                piece = (expected[t.name][1].offset, t.type, _as_tensor(t))
+                parts.setdefault(plan[t.name], []).append(piece)
+            else:
+                yield t.name, torch.from_numpy(t.floats())
+
+    model.load_weights(floats())  # type: ignore[attr-defined]
+    for module, pieces in parts.items():
+        k = module.in_features if isinstance(module, Linear) else module.embedding_dim
+        module.use_quantized(_weight(sorted(pieces, key=lambda p: p[0]), k, device))
+    return len(parts)
+
+
+def _as_tensor(t: StoredTensor) -> Tensor:
+    """A stored tensor's bytes as a uint8 tensor sharing the mapping where it can."""
+    data = t.data if t.data.dtype == np.uint8 else t.data.view(np.uint8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a copy-on-write mapping: writable in torch's eyes
+        return torch.from_numpy(data)
+
+
+def _weight(pieces: list[tuple[int, int, Tensor]], k: int, device: torch.device) -> Any:
+    """A module's (row offset, GGUF type, rows) pieces in row order -> one QuantWeight,
+    or a QuantStack with one QuantWeight per run of pieces in the same format. A single
+    piece stays the file's own bytes; a run of several is copied into one tensor."""
+    runs: list[tuple[int, list[Tensor]]] = []
+    for _, qtype, rows in pieces:
+        if runs and runs[-1][0] == qtype:
+            runs[-1][1].append(rows)
+        else:
+            runs.append((qtype, [rows]))
+    weights = []
+    for qtype, chunks in runs:
+        data = chunks[0] if len(chunks) == 1 else torch.cat(chunks)
+        if not data.is_contiguous():
+            data = data.contiguous()
+        weights.append(QuantWeight(data.to(device), qtype, data.shape[0], k))
+    return weights[0] if len(weights) == 1 else QuantStack(tuple(weights))
+
+
+def give_back_heap() -> None:
+    """Return freed heap to the system (glibc), so the process ends near the file's size."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
