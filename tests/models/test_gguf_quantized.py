@@ -55,7 +55,7 @@ def test_a_gguf_path_defaults_to_as_stored_and_engines_agree(
     assert EngineArgs(model=str(quant_gguf)).create_config().quantization == "gguf"
     root = str(exported(quant_gguf))
     assert EngineArgs(model=root).create_config().quantization is None
-    with pytest.raises(ValueError, match="needs a model read from a .gguf file"):
+    with pytest.raises(ValueError, match=r"needs a model read from a \.gguf file"):
         EngineArgs(model=root, quantization="gguf").create_config()  # a directory: floats
     params = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
     outs = []

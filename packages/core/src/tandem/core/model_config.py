@@ -160,7 +160,9 @@ def load_model_config(
     limit = getattr(hf_config, "max_position_embeddings", None)
     if max_model_len is None:
         if limit is None:
-            raise ValueError(f"the config of {root} has no max_position_embeddings; set max_model_len")
+            raise ValueError(
+                f"the config of {root} has no max_position_embeddings; set max_model_len"
+            )
         max_model_len = int(limit)
     elif limit is not None and max_model_len > limit:
         raise ValueError(

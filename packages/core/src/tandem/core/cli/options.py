@@ -134,8 +134,8 @@ def architectures_epilog() -> str:
     return (
         "A model directory may hold a checkpoint of any of these architectures (the "
         f"'architectures' entry of its config.json): {', '.join(supported_architectures())}. "
-        f"A .gguf file may hold one of llama.cpp's architectures {gguf}. The README's Models section says what each "
-        "one runs."
+        f"A .gguf file may hold one of llama.cpp's architectures {gguf}. The README's "
+        "Models section says what each one runs."
     )
 
 
