@@ -148,9 +148,10 @@ def main() -> None:
         parser.error(f"--prompts must be in [1, {len(PROMPTS)}], got {args.prompts}")
     from transformers import AutoTokenizer
 
-    from tandem.core.default_model import default_model, gguf_file
+    from tandem.core.default_model import gguf_file
+    from tandem.core.gguf.export import exported
 
-    path, shipped = default_model(print), gguf_file(print)
+    path, shipped = exported(gguf_file(print)), gguf_file(print)
     files = make(Path(args.llama_cpp_venv), path, shipped, OUT_DIR, list(args.formats))
     tok = AutoTokenizer.from_pretrained(str(path))
     chats = [[{"role": "user", "content": p}] for p in PROMPTS[: args.prompts]]

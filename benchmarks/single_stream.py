@@ -198,9 +198,10 @@ def main() -> None:
 
     gguf = ""
     if args.size == "smollm2":
-        from tandem.core.default_model import default_model, gguf_file
+        from tandem.core.default_model import gguf_file
+        from tandem.core.gguf.export import exported
 
-        path, gguf = str(default_model(print)), str(gguf_file(print))
+        path, gguf = str(exported(gguf_file(print))), str(gguf_file(print))
     else:
         from tandem.core.testing import make_model
 

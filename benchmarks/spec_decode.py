@@ -48,9 +48,10 @@ TASKS = [
 def models(size: str) -> tuple[str, str, str | None]:
     """(target path, draft path, draft quantization)."""
     if size == "smollm2":
-        from tandem.core.default_model import default_model, gguf_file
+        from tandem.core.default_model import gguf_file
+        from tandem.core.gguf.export import exported
 
-        return str(default_model(print)), str(gguf_file(print)), "gguf"
+        return str(exported(gguf_file(print))), str(gguf_file(print)), "gguf"
     from tandem.core.named_models import TINY_TRAIN_STEPS
     from tandem.core.testing import make_model
 

@@ -286,9 +286,10 @@ def main() -> None:
     from tandem.core.testing import make_model
 
     if args.size == "smollm2":
-        from tandem.core.default_model import default_model
+        from tandem.core.default_model import gguf_file
+        from tandem.core.gguf.export import exported
 
-        path = str(default_model(print))
+        path = str(exported(gguf_file(print)))
     else:
         path = str(make_model(size=args.size))
     full = AutoConfig.from_pretrained(path).to_dict()
