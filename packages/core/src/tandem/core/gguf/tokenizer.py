@@ -34,6 +34,9 @@ def tokenizer_dir(gguf_path: str | os.PathLike[str]) -> Path:
     target = root / f"{src.stem}-{_key(src)}"
     if (target / DONE).is_file():
         return target
+    from tandem.core.progress import say
+
+    say(f"reading the tokenizer of {src.name} (once; kept in {target})")
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tok-", dir=root))
     try:
