@@ -70,7 +70,7 @@ def test_cli_flags() -> None:
         ["generate", "hi", "--speculative-config", '{"method": "ngram"}',
          "--num-speculative-tokens", "3"]
     )  # fmt: skip
-    out = engine_args(args, "no-such-model")
+    out = engine_args(args)
     assert out["speculative_config"] == {"method": "ngram"}
     assert out["num_speculative_tokens"] == 3 and "speculative_model" not in out
     for bad in (["--speculative-config", "[1]"], ["--num-speculative-tokens", "17"]):

@@ -82,15 +82,9 @@ def test_quantization_int8_generates(tiny_model, engine: str, capsys) -> None:
 def test_missing_model_dir_is_an_error(tmp_path, engine: str, capsys) -> None:
     code = cli.main(["generate", "--model", str(tmp_path / "nope"), "--engine", engine, "x"])
     assert code == 2
-    assert "does not exist" in capsys.readouterr().err
-
-
-@pytest.mark.slow
-def test_prompt_too_long_is_an_error_not_a_crash(tiny_model, engine: str, capsys) -> None:
-    long_prompt = " ".join(["word"] * 400)
-    argv = ["generate", "--model", str(tiny_model), "--engine", engine, long_prompt]
-    assert cli.main(argv) == 2
-    assert "max_model_len" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("tandem generate: error: model path does not exist")
+    assert "a directory with config.json, a .gguf file or a name: 'smollm2'" in err
 
 
 def _session_left(sid: int) -> list[str]:
@@ -141,7 +135,7 @@ def test_ctrl_c_ends_generate_in_one_line(tiny_model, engine: str) -> None:
     os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole process group
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
-    assert err.strip().splitlines()[-1] == "tandem: interrupted"
+    assert err.strip().splitlines()[-1] == "tandem generate: interrupted"
     assert "Traceback" not in err and "Terminate" not in err
     assert _wait_gone(proc.pid) == []
 

@@ -75,15 +75,51 @@ def test_names_resolve_the_same_in_python_and_the_cli(monkeypatch, tiny_model: P
         assert llm.engine_args.model == str(tiny_model)
     assert main(["generate", "--model", "TINY", "--engine", engine, "--max-tokens", "2", "a"]) == 0
     assert asked == [named_models.TINY_TRAIN_STEPS] * 2
-    assert named_models.served_name("tiny", str(tiny_model)) == "tiny"
-    assert named_models.served_name(None, "/x/gguf-SmolLM2-abc") == "SmolLM2-135M-Instruct"
-    assert named_models.served_name(str(tiny_model), str(tiny_model)) == tiny_model.name
+    assert named_models.served_names("tiny", str(tiny_model)) == ("tiny",)
+    # the name typed is announced (none typed: the default's), its aliases answered
+    smollm2 = ("smollm2", "SmolLM2-135M-Instruct")
+    assert named_models.served_names(None, "/x/SmolLM2.Q4_1.gguf") == smollm2
+    assert named_models.served_names("SmolLM2-135M-Instruct", "/x/a.gguf") == smollm2[::-1]
+    assert named_models.served_names("SMOLLM2", "/x/a.gguf") == ("SMOLLM2", *smollm2)
+    # a path: its name announced, the path as typed answered too
+    assert named_models.served_names(str(tiny_model), str(tiny_model)) == (
+        tiny_model.name,
+        str(tiny_model),
+    )
+    assert named_models.served_name("/m/SmolLM2.Q4_1.gguf", "/m/SmolLM2.Q4_1.gguf") == (
+        "SmolLM2.Q4_1"
+    )
 
 
 def test_an_existing_path_wins_over_a_name(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "tiny").mkdir()
     assert named_models.resolve_model("tiny") == "tiny"
+
+
+@pytest.mark.parametrize(
+    ("typed", "near"),
+    [("smolm2", "smollm2"), ("SmolLM2-135M-instruc", "SmolLM2-135M-Instruct"), ("tinny", "tiny")],
+)
+def test_a_wrong_name_lists_what_is_accepted_and_the_nearest(typed, near, engine) -> None:
+    with pytest.raises(ValueError) as err:
+        LLM(typed, engine=engine)
+    text = str(err.value)
+    assert err.value.field == "model"
+    assert f"model {typed!r} does not exist" in text and f"did you mean {near!r}?" in text
+    assert "A model is a directory with config.json, a .gguf file or a name:" in text
+    for name in named_models.names():
+        assert repr(name) in text
+
+
+def test_a_mistyped_path_suggests_the_file_beside_it(tmp_path: Path) -> None:
+    (tmp_path / "SmolLM2.Q4_1.gguf").write_bytes(b"")
+    with pytest.raises(ValueError, match="model path does not exist") as err:
+        named_models.resolve_model(str(tmp_path / "SmolLM2.Q4_l.gguf"))
+    assert f"did you mean {str(tmp_path / 'SmolLM2.Q4_1.gguf')!r}?" in str(err.value)
+    with pytest.raises(ValueError) as far:
+        named_models.resolve_model(str(tmp_path / "elsewhere" / "model"))
+    assert "did you mean" not in str(far.value)  # nothing near: no guess
 
 
 def test_clamped_max_tokens_keeps_the_prompt(tiny_model: Path, engine: str, caplog) -> None:

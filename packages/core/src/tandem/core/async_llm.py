@@ -82,6 +82,11 @@ class AsyncLLM:
     def max_model_len(self) -> int:
         return self.llm.max_model_len
 
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        """The ids a server of this model answers to (see :attr:`LLM.model_names`)."""
+        return self.llm.model_names
+
     def get_tokenizer(self) -> Tokenizer:
         return self.llm.get_tokenizer()
 

@@ -16,6 +16,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+from tandem.core.context_limit import model_context_limit, prompt_too_long
 from tandem.core.engine_request import EngineRequest, OutputKind, SamplingSpec, StopRules
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.structured.spec import GrammarSpec
@@ -42,8 +43,10 @@ class InputProcessor:
         eos_token_ids: Sequence[int],
         seed: int = 0,
         defaults: SamplingParams | None = None,
+        model_limit: int | None = None,
     ) -> None:
         self.tokenizer = tokenizer
+        self.model_limit = model_limit  # the model's own longest context, for messages
         # what a request without params gets: the model's generation_config defaults
         self.defaults = defaults if defaults is not None else SamplingParams()
         self.vocab_size = int(vocab_size)
@@ -59,8 +62,15 @@ class InputProcessor:
         """The processor of an engine built on ``config`` (an ``EngineConfig``)."""
         mc = config.model
         defaults = SamplingParams.from_generation_config(mc.generation_config)
+        limit = model_context_limit(mc.hf_config)
         return cls(
-            tokenizer, mc.vocab_size, mc.max_model_len, mc.eos_token_ids, config.seed, defaults
+            tokenizer,
+            mc.vocab_size,
+            mc.max_model_len,
+            mc.eos_token_ids,
+            config.seed,
+            defaults,
+            limit,
         )
 
     def process(
@@ -156,9 +166,7 @@ class InputProcessor:
             )
         if len(ids) >= self.max_model_len:
             raise RequestError(
-                "prompt",
-                f"{where} has {len(ids)} tokens; it must be shorter than "
-                f"max_model_len={self.max_model_len} to leave room for one generated token",
+                "prompt", prompt_too_long(where, len(ids), self.max_model_len, self.model_limit)
             )
         return text, ids
 

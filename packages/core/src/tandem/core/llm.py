@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tandem.core.engines import Engine, load_engine_class, resolve_engine_name
 from tandem.core.inputs import OutputKind
-from tandem.core.named_models import resolve_model
+from tandem.core.named_models import resolve_model, served_names
 from tandem.core.outputs import RequestOutput
 from tandem.core.prompts import normalize_params, normalize_prompts, one_conversation
 from tandem.core.sampling_params import SamplingParams
@@ -35,7 +35,8 @@ class LLM:
     """Offline generation over one engine: ``with LLM(model=DIR) as llm: llm.generate(...)``.
 
     ``model`` is a Hugging Face directory, a ``.gguf`` file, or a name that
-    :mod:`tandem.core.named_models` resolves (``"smollm2"``, ``"tiny"``).
+    :mod:`tandem.core.named_models` resolves (``"smollm2"``, ``"tiny"``); anything else
+    is a ValueError that says what is accepted and the nearest name.
     """
 
     def __init__(
@@ -52,7 +53,10 @@ class LLM:
         self._closed = True  # until the engine exists, shutdown() has nothing to do
         self.engine_name: str = resolve_engine_name(engine)
         self.engine_class: type[Engine] = load_engine_class(self.engine_name)
-        self.engine_args = EngineArgs.from_kwargs(resolve_model(model), **engine_args)
+        path = resolve_model(model)
+        # the ids a server of this model answers to, the first announced
+        self.model_names: tuple[str, ...] = served_names(model, path)
+        self.engine_args = EngineArgs.from_kwargs(path, **engine_args)
         self.engine: Engine = self.engine_class.from_engine_args(self.engine_args)
         self._closed = False
         self.config: EngineConfig = self.engine.config

@@ -1,8 +1,10 @@
-"""The ``tandem`` command line: ``tandem generate [options] PROMPT...`` and ``tandem serve``.
+"""The ``tandem`` command line: ``tandem generate [MODEL] PROMPT...`` and ``tandem serve
+[MODEL]`` (the model given either way or with ``--model``: :mod:`tandem.core.cli.model_arg`).
 
-Without a model both run SmolLM2-135M-Instruct, a real trained model (fetched and
-converted once, with progress shown); ``tiny`` runs the built-in tiny test model instead
-(the names of :mod:`tandem.core.named_models`, the same as ``LLM("tiny")``). Ctrl-C ends
+Without a model both run SmolLM2-135M-Instruct, a real trained model (fetched once, with
+progress shown); ``tiny`` runs the built-in tiny test model instead (the names of
+:mod:`tandem.core.named_models`, the same as ``LLM("tiny")``). Flags are whole names, a
+wrong one answered with the nearest (:mod:`tandem.core.cli.parser`). Ctrl-C ends
 ``generate`` with one line and exit code 130, its engine shut down; ``serve`` stops as on
 SIGTERM (:mod:`tandem.core.cli.serve`).
 """
@@ -32,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.command == "generate":
                 from tandem.core.cli.generate import run_generate
 
-                return run_generate(args, parser)
+                return run_generate(args, parser.commands["generate"])
             if args.command == "serve":
                 from tandem.core.cli.serve import run_serve
 
@@ -41,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # decided: exit 130. A later Ctrl-C (or one still in flight to this process) must
         # not cut the engine's cleanup at exit short or turn the exit into a signal death.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        print("tandem: interrupted", file=sys.stderr)
+        print(f"tandem {args.command}: interrupted", file=sys.stderr)
         return INTERRUPTED
     parser.error(f"unknown command {args.command!r}")
     return 2

@@ -2,7 +2,8 @@
 
 With one prompt and one completion (``--n 1``, no ``--logprobs``) the text is printed as
 each step makes it, so Ctrl-C keeps what was already generated on the screen. Otherwise
-every completion is printed when all are done.
+every completion is printed when all are done. A prompt that cannot fit the context is
+refused before the engine loads (:mod:`tandem.core.cli.prompt_fit`).
 """
 
 from __future__ import annotations
@@ -12,17 +13,22 @@ import sys
 from typing import Any
 
 from tandem.core.cli.options import engine_args
+from tandem.core.cli.prompt_fit import check_prompts_fit, shown
+
+ERROR = "tandem generate: error:"
 
 
 def open_llm(args: argparse.Namespace) -> Any:
-    """The LLM the options ask for; its construction reports its progress."""
+    """The LLM the options ask for, once its prompts are known to fit; its construction
+    reports its progress."""
     from tandem.core.llm import LLM
     from tandem.core.named_models import resolve_model
     from tandem.core.progress import say
 
     model = resolve_model(args.model)
+    check_prompts_fit(model, args.prompts, args.max_model_len, args.chat)
     say(f"loading {model} ({args.engine or 'default'} engine)")
-    return LLM(model=model, engine=args.engine, **engine_args(args, model))
+    return LLM(model=model, engine=args.engine, **engine_args(args))
 
 
 def sampling_params(args: argparse.Namespace, defaults: Any) -> Any:
@@ -45,7 +51,7 @@ def sampling_params(args: argparse.Namespace, defaults: Any) -> Any:
 
 
 def _heading(out: Any) -> str:
-    return f"prompt: {out.prompt!r}" if out.prompt is not None else "prompt: (chat)"
+    return f"prompt: {shown(out.prompt)}" if out.prompt is not None else "prompt: (chat)"
 
 
 def print_output(out: Any, logprobs: bool) -> None:
@@ -81,7 +87,7 @@ def run_generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     try:
         llm = open_llm(args)
     except (TypeError, ValueError, RuntimeError) as exc:
-        print(f"tandem generate: error: {exc}", file=sys.stderr)
+        print(f"{ERROR} {exc}", file=sys.stderr)
         return 2
     with llm:
         try:
@@ -95,12 +101,12 @@ def run_generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         )
         try:
             if len(prompts) == 1 and params.n == 1 and args.logprobs is None:
-                label = "prompt: (chat)" if args.chat else f"prompt: {prompts[0]!r}"
+                label = "prompt: (chat)" if args.chat else f"prompt: {shown(prompts[0])}"
                 _stream(llm, prompts[0], params, label)
                 return 0
             outputs = llm.generate(prompts, params, use_tqdm=False)
         except (TypeError, ValueError) as exc:
-            print(f"tandem generate: error: {exc}", file=sys.stderr)
+            print(f"{ERROR} {exc}", file=sys.stderr)
             return 2
     for out in outputs:
         print_output(out, args.logprobs is not None)

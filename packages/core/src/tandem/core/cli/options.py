@@ -6,9 +6,15 @@ import argparse
 from typing import Any
 
 from tandem.core.cli.flags import number
+from tandem.core.cli.model_arg import (
+    add_model_flag,
+    add_model_positional,
+    finish_generate,
+    finish_serve,
+)
+from tandem.core.cli.parser import CommandParser, GuidingParser
 from tandem.core.cli.server_flags import add_server_flags
 from tandem.core.cli.spec_flags import add_spec_flags, spec_args
-from tandem.core.named_models import DEFAULT, TINY
 
 PARALLEL_DEFAULTS = {
     "tensor_parallel_size": 1,
@@ -26,15 +32,7 @@ def _version() -> str:
         return "unknown"
 
 
-def _engine_options(cmd: argparse.ArgumentParser, model_positional: bool = False) -> None:
-    help_text = (
-        f"Hugging Face model directory, .gguf file, or a name: {DEFAULT!r} "
-        f"(SmolLM2-135M-Instruct, the default) or {TINY!r} (the built-in tiny test model)"
-    )
-    if model_positional:
-        cmd.add_argument("model", nargs="?", default=None, metavar="MODEL", help=help_text)
-    else:
-        cmd.add_argument("--model", default=None, help=help_text)
+def _engine_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument(
         "--engine",
         choices=("v0", "v1"),
@@ -45,16 +43,24 @@ def _engine_options(cmd: argparse.ArgumentParser, model_positional: bool = False
         "--max-model-len",
         type=number(int, "--max-model-len", lo=2),
         default=None,
-        help="longest prompt + completion (default: the model's, at most 4096)",
+        metavar="N",
+        help="the context: longest prompt + completion, in tokens (default: the model's own "
+        "maximum, as long as memory allows; at most the model's maximum)",
     )
-    cmd.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
+    cmd.add_argument(
+        "--dtype",
+        choices=("auto", "float32", "bfloat16", "float16"),
+        default="auto",
+        help="the weights' and activations' type (default: auto, the model's own on a GPU, "
+        "float32 on the CPU)",
+    )
     cmd.add_argument(
         "--quantization",
         choices=("int8", "gguf"),
         default=None,
-        help="int8: the MLP layers as int8 x int8 on the CPU (float32 models); gguf: a GGUF "
-        "file's Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K tensors kept as stored (default for a "
-        ".gguf file, else none)",
+        help="int8: the MLP layers, the attention output projection and the LM head in int8 "
+        "(CPU, float32 models); gguf: a GGUF file's blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, "
+        "Q4_K, Q5_K, Q6_K) kept as stored (default: gguf for a .gguf file, else none)",
     )
     _parallel_options(cmd)
     add_spec_flags(cmd)
@@ -90,7 +96,13 @@ def _parallel_options(cmd: argparse.ArgumentParser) -> None:
 
 def _sampling_options(gen: argparse.ArgumentParser) -> None:
     model_default = "default: the model's generation_config, else %s"
-    gen.add_argument("--max-tokens", type=number(int, "--max-tokens", lo=1), default=32)
+    gen.add_argument(
+        "--max-tokens",
+        type=number(int, "--max-tokens", lo=1),
+        default=32,
+        metavar="N",
+        help="most tokens generated per completion (default: 32)",
+    )
     gen.add_argument(
         "--temperature",
         type=number(float, "--temperature", lo=0.0),
@@ -109,8 +121,21 @@ def _sampling_options(gen: argparse.ArgumentParser) -> None:
         default=None,
         help="0 turns top-k off (" + model_default % "off" + ")",
     )
-    gen.add_argument("--min-p", type=number(float, "--min-p", lo=0.0, hi=1.0), default=None)
-    gen.add_argument("--seed", type=number(int, "--seed"), default=None)
+    gen.add_argument(
+        "--min-p",
+        type=number(float, "--min-p", lo=0.0, hi=1.0),
+        default=None,
+        help="drop tokens less likely than this fraction of the likeliest one; 0 turns it off ("
+        + model_default % "off"
+        + ")",
+    )
+    gen.add_argument(
+        "--seed",
+        type=number(int, "--seed"),
+        default=None,
+        help="the seed of each prompt's sampling (default: drawn in order from the engine's "
+        "seed, 0, so the same command gives the same completions)",
+    )
     gen.add_argument("--n", type=number(int, "--n", lo=1), default=1, help="completions per prompt")
     gen.add_argument(
         "--stop", action="append", default=None, metavar="TEXT", help="stop string (repeatable)"
@@ -139,21 +164,31 @@ def architectures_epilog() -> str:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> GuidingParser:
+    """The ``tandem`` parser; ``parser.commands`` maps each command to its own parser."""
     epilog = architectures_epilog()
-    parser = argparse.ArgumentParser(
-        prog="tandem", description="Tandem LLM inference.", epilog=epilog
-    )
+    parser = GuidingParser(prog="tandem", description="Tandem LLM inference.", epilog=epilog)
     parser.add_argument("--version", action="version", version=f"tandem {_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     sub.required = True
     gen = sub.add_parser(
         "generate",
         help="generate completions for prompts",
-        description="Generate completions and print them (one prompt: as they are made).",
+        description="Generate completions and print them (one prompt: as they are made). "
+        "The model comes first or with --model: tandem generate tiny 'Hello' is tandem "
+        "generate --model tiny 'Hello'.",
         epilog=epilog,
+        usage="%(prog)s [options] [MODEL] PROMPT [PROMPT ...]",
     )
-    gen.add_argument("prompts", nargs="+", metavar="PROMPT", help="prompt text(s)")
+    gen.add_argument(
+        "prompts",
+        nargs="+",
+        metavar="PROMPT",
+        help="prompt text(s); a first one that names a model (a name, a directory with "
+        "config.json, a .gguf file) and is followed by a prompt is the MODEL",
+    )
+    add_model_flag(gen)
+    gen.finish = finish_generate
     _engine_options(gen)
     _sampling_options(gen)
     gen.add_argument(
@@ -170,16 +205,28 @@ def build_parser() -> argparse.ArgumentParser:
         "Ctrl-C stops it: no new requests are taken, those in flight get --shutdown-timeout "
         "seconds to finish, then are aborted.",
         epilog=epilog,
+        usage="%(prog)s [options] [MODEL]",
     )
-    _engine_options(serve, model_positional=True)
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=number(int, "--port", lo=0, hi=65535), default=8000)
+    add_model_positional(serve)
+    serve.finish = finish_serve
+    _engine_options(serve)
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)"
+    )
+    serve.add_argument(
+        "--port",
+        type=number(int, "--port", lo=0, hi=65535),
+        default=8000,
+        help="the port to listen on; 0 takes a free one (default: 8000)",
+    )
     serve.add_argument(
         "--served-model-name",
         nargs="+",
         default=None,
         metavar="NAME",
-        help="the model ids clients may use; the first is announced (default: its name)",
+        help="the model ids clients may use; the first is announced in /v1/models (default: "
+        "the name typed, then its aliases: 'smollm2' also answers to "
+        "'SmolLM2-135M-Instruct'; a path: its directory or file name)",
     )
     serve.add_argument(
         "--shutdown-timeout",
@@ -189,11 +236,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long requests in flight may run on after SIGTERM or Ctrl-C (default: 10)",
     )
     add_server_flags(serve)
+    parser.commands = {"generate": gen, "serve": serve}
     return parser
 
 
-def engine_args(args: argparse.Namespace, model: str) -> dict[str, Any]:
-    """The ``LLM`` keyword arguments the flags ask for (``model`` already resolved)."""
+def engine_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``LLM`` keyword arguments the flags ask for (the model aside).
+
+    ``max_model_len`` is passed only when given: the engine then picks the context.
+    """
     out: dict[str, Any] = {"dtype": args.dtype}
     if args.quantization is not None:
         out["quantization"] = args.quantization
@@ -202,18 +253,6 @@ def engine_args(args: argparse.Namespace, model: str) -> dict[str, Any]:
         if value != PARALLEL_DEFAULTS[name]:  # left out: engine v0 takes the command too
             out[name] = value
     out.update(spec_args(args))
-    out["max_model_len"] = (
-        args.max_model_len if args.max_model_len is not None else default_len(model)
-    )
+    if args.max_model_len is not None:
+        out["max_model_len"] = args.max_model_len
     return out
-
-
-def default_len(model: str) -> int | None:
-    """Cap the model's length at 4096 so its KV cache stays small on a laptop."""
-    from tandem.core.config import load_model_config
-
-    try:
-        limit = load_model_config(model).max_model_len
-    except (OSError, ValueError):
-        return None  # LLM() will say what is wrong
-    return min(limit, 4096)

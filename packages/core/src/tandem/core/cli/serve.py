@@ -106,14 +106,16 @@ def _watch_engine(llm: Any, server: Any, failed: list[str]) -> threading.Thread:
     return thread
 
 
-def server_config(args: argparse.Namespace, name: str) -> Any:
-    """The ``ServerConfig`` the flags ask for (``name``: the default served name)."""
+def server_config(args: argparse.Namespace, names: str | tuple[str, ...]) -> Any:
+    """The ``ServerConfig`` the flags ask for (``names``: the default served names, the
+    first announced)."""
     from tandem.core import envs
     from tandem.core.server.config import ServerConfig
 
     keys = args.api_key or ([envs.TANDEM_API_KEY] if envs.TANDEM_API_KEY else [])
+    default = (names,) if isinstance(names, str) else names
     return ServerConfig(
-        model_names=tuple(args.served_model_name or [name]),
+        model_names=tuple(args.served_model_name or default),
         api_keys=tuple(keys),
         strict_fields=args.strict_fields,
         max_body_bytes=args.max_body_bytes,
@@ -138,7 +140,7 @@ def run_serve(args: argparse.Namespace) -> int:
         )
         return 2
     from tandem.core.async_llm import AsyncLLM
-    from tandem.core.named_models import resolve_model, served_name
+    from tandem.core.named_models import resolve_model, served_names
     from tandem.core.progress import say
     from tandem.core.server.app import build_app
 
@@ -154,9 +156,9 @@ def run_serve(args: argparse.Namespace) -> int:
     with sock:
         try:
             model = resolve_model(args.model)
-            served = server_config(args, served_name(args.model, model))
+            served = server_config(args, served_names(args.model, model))
             say(f"loading {model} ({args.engine or 'default'} engine)")
-            llm = AsyncLLM(model, engine=args.engine, **engine_args(args, model))
+            llm = AsyncLLM(model, engine=args.engine, **engine_args(args))
         except (TypeError, ValueError, RuntimeError) as exc:
             print(f"tandem serve: error: {exc}", file=sys.stderr)
             return 2

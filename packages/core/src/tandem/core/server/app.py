@@ -46,10 +46,14 @@ REQUEST_MODELS = [
 ]
 
 
-def build_app(llm: AsyncLLM, config: ServerConfig | str, **options: Any) -> Any:
+def build_app(
+    llm: AsyncLLM, config: ServerConfig | str | tuple[str, ...] | None = None, **options: Any
+) -> Any:
     """The application serving ``llm``; ``config`` is a ``ServerConfig`` or the served
-    model name (``options``: the other ``ServerConfig`` fields)."""
-    cfg = config_for(config, **options)
+    model name(s), the first announced (None: the names ``llm`` was opened by, as
+    :func:`~tandem.core.named_models.served_names` gives them); ``options``: the other
+    ``ServerConfig`` fields."""
+    cfg = config_for(llm.model_names if config is None else config, **options)
     app = FastAPI(
         title="tandem",
         description="An OpenAI-compatible API over Tandem.",

@@ -80,11 +80,15 @@ class ServerConfig:
         return max(self.max_waiting, self.max_sequences)
 
 
-def config_for(model_name: str | ServerConfig | None, **options: Any) -> ServerConfig:
-    """A ``ServerConfig`` from a name (or names) and options, or the one given."""
+def config_for(
+    model_name: str | tuple[str, ...] | ServerConfig | None, **options: Any
+) -> ServerConfig:
+    """A ``ServerConfig`` from a name (or names, the first announced) and options, or the
+    one given."""
     if isinstance(model_name, ServerConfig):
         return replace(model_name, **options) if options else model_name
-    names = options.pop("model_names", None) or (model_name,)
+    given = model_name if isinstance(model_name, tuple) else (model_name,)
+    names = options.pop("model_names", None) or given
     if isinstance(names, str):
         names = (names,)
     return ServerConfig(model_names=tuple(names), **options)

@@ -22,7 +22,7 @@ class ServerURL(str):
 @contextlib.contextmanager
 def running_server(
     llm: AsyncLLM,
-    model_name: str | ServerConfig,
+    model_name: str | tuple[str, ...] | ServerConfig | None = None,
     host: str = "127.0.0.1",
     port: int = 0,
     timeout_keep_alive: int = 5,
@@ -30,6 +30,7 @@ def running_server(
 ) -> Iterator[ServerURL]:
     """Serve ``llm`` from a thread meanwhile (port 0: any free one); yields the base URL.
 
+    ``model_name``: the served name(s) (None: the names ``llm`` was opened by);
     ``options`` are :class:`ServerConfig` fields (``api_keys``, ``max_prompts``...).
     """
     import uvicorn

@@ -10,6 +10,7 @@ requests; a whole response is raced against the client's disconnect for the same
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -19,6 +20,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from tandem.core.async_llm import AsyncLLM, EngineStopped
+from tandem.core.context_limit import model_context_limit
 from tandem.core.inputs import EngineRequest
 from tandem.core.outputs import RequestOutput
 from tandem.core.server.admission import Admission, Draining, QueueFull, Ticket
@@ -55,7 +57,8 @@ class Service:
         window = config.engine_window or min(DEFAULT_WINDOW, most)
         self.admission = Admission(window, config.waiting_room)
         self.workers = Workers()
-        self.bound = PromptBound(llm.get_tokenizer(), llm.max_model_len)
+        limit = model_context_limit(llm.llm.config.model.hf_config)
+        self.bound = PromptBound(llm.get_tokenizer(), llm.max_model_len, limit)
 
     def in_flight(self) -> int:
         return self.active
@@ -84,7 +87,11 @@ class Service:
         if name is None or name in self.config.model_names:
             return
         served = ", ".join(repr(n) for n in self.config.model_names)
-        raise ApiError(404, f"model {name!r} does not exist; this server serves {served}", "model")
+        near = difflib.get_close_matches(name, self.config.model_names, n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise ApiError(
+            404, f"model {name!r} does not exist; this server serves {served}{hint}", "model"
+        )
 
     def check_size(self, prompts: int, n: int) -> None:
         """The per-request limits: prompts, and prompts x n sequences."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
+from tandem.core.context_limit import longer_context
 from tandem.core.server.protocol import ChatMessage, _Open
 from tandem.core.validate import RequestError
 
@@ -76,11 +77,12 @@ def detokenize(tokenizer: Any, body: DetokenizeRequest) -> dict[str, Any]:
 class PromptBound:
     """The most characters a prompt may have and still fit ``max_model_len`` tokens."""
 
-    def __init__(self, tokenizer: Any, max_model_len: int) -> None:
+    def __init__(self, tokenizer: Any, max_model_len: int, model_limit: int | None = None) -> None:
         vocab = tokenizer.hf.get_vocab() if hasattr(tokenizer, "hf") else {}
         longest = max((len(t) for t in vocab), default=0)
         self.chars = max_model_len * max(longest, 1) * SLACK if longest else None
         self.max_model_len = max_model_len
+        self.model_limit = model_limit  # the model's own longest context
 
     def check(self, text: str, field: str) -> None:
         """RequestError naming ``field`` when ``text`` cannot fit, before tokenizing."""
@@ -88,5 +90,6 @@ class PromptBound:
             raise RequestError(
                 field,
                 f"{field} has {len(text)} characters: more than max_model_len="
-                f"{self.max_model_len} tokens can hold ({self.chars} characters at most)",
+                f"{self.max_model_len} tokens can hold ({self.chars} characters at most; "
+                f"{longer_context(self.max_model_len, self.model_limit)})",
             )

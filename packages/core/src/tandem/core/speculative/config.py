@@ -170,12 +170,12 @@ def check_target(spec: SpeculativeConfig | None, target: Any) -> SpeculativeConf
     from tandem.core.model_config import load_model_config
     from tandem.core.named_models import resolve_model
 
-    path = resolve_model(spec.model)
     try:
+        path = resolve_model(spec.model)
         draft = load_model_config(path)
     except (OSError, ValueError) as exc:
         raise RequestError(
-            "speculative_config.model", f"speculative_config.model {path!r}: {exc}"
+            "speculative_config.model", f"speculative_config.model {spec.model!r}: {exc}"
         ) from exc
     if draft.vocab_size != target.vocab_size:
         raise RequestError(
