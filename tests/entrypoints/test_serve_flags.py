@@ -81,9 +81,11 @@ def _get(url: str, key: str | None = None, body: dict | None = None) -> tuple[in
         return err.code, err.read().decode()
 
 
-def _serve(tiny_model, *flags: str) -> tuple[int, subprocess.Popen[str]]:
+def _serve(model, *flags: str) -> tuple[int, subprocess.Popen[str]]:
+    """``tandem serve`` running (``model``: the positional, or ``--model`` and its value)."""
     port = _free_port()
-    cmd = [sys.executable, "-m", "tandem.core.cli", "serve", str(tiny_model), "--port", str(port)]
+    given = [str(m) for m in model] if isinstance(model, tuple) else [str(model)]
+    cmd = [sys.executable, "-m", "tandem.core.cli", "serve", *given, "--port", str(port)]
     proc = subprocess.Popen(
         [*cmd, *flags], stderr=subprocess.PIPE, text=True, start_new_session=True
     )
@@ -135,3 +137,21 @@ def test_serve_quiet_writes_no_access_log(tiny_model) -> None:
     finally:
         err = _stop(proc)
     assert "/v1/completions" not in err
+
+
+@pytest.mark.slow
+@pytest.mark.engines("v1")
+def test_serve_by_name_answers_to_that_name() -> None:
+    # the name as tandem generate takes it, given with --model; a client uses the same name
+    port, proc = _serve(("--model", "tiny"), "--quiet")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        status, text = _get(f"{base}/v1/models")
+        assert status == 200 and [m["id"] for m in json.loads(text)["data"]] == ["tiny"]
+        body = {"model": "tiny", "prompt": "a b", "max_tokens": 2}
+        assert _get(f"{base}/v1/completions", None, body)[0] == 200
+        status, text = _get(f"{base}/v1/completions", None, {**body, "model": "tiny2"})
+        assert status == 404 and "did you mean 'tiny'?" in text
+    finally:
+        err = _stop(proc)
+    assert "serving 'tiny' on" in err

@@ -19,7 +19,7 @@ from tandem.core.named_models import DEFAULT, TINY, find_named, is_model_path, n
 # a first word at least this alike to a model name is taken for a mistyped model
 MISTYPED_CUTOFF = 0.85
 MODEL_HELP = (
-    f"Hugging Face model directory (with config.json), .gguf file, or a name: {DEFAULT!r} "
+    f"a Hugging Face model directory with config.json, a .gguf file, or a name: {DEFAULT!r} "
     f"(SmolLM2-135M-Instruct, the default) or {TINY!r} (the built-in tiny test model)"
 )
 
@@ -31,7 +31,7 @@ def add_model_flag(cmd: argparse.ArgumentParser) -> None:
         dest="model_flag",
         default=None,
         metavar="MODEL",
-        help="the model, as the positional MODEL (" + MODEL_HELP + ")",
+        help="the same as the positional MODEL: " + MODEL_HELP,
     )
 
 

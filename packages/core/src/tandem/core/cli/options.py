@@ -44,8 +44,8 @@ def _engine_options(cmd: argparse.ArgumentParser) -> None:
         type=number(int, "--max-model-len", lo=2),
         default=None,
         metavar="N",
-        help="the context: longest prompt + completion, in tokens (default: the model's own "
-        "maximum, as long as memory allows; at most the model's maximum)",
+        help="the context: the longest prompt + completion in tokens, up to the model's own "
+        "maximum (default: that maximum, or less where memory is short)",
     )
     cmd.add_argument(
         "--dtype",
