@@ -13,6 +13,7 @@ from tandem.core.cli.model_arg import (
     finish_serve,
 )
 from tandem.core.cli.parser import CommandParser, GuidingParser
+from tandem.core.cli.sampling_flags import add_sampling_flags
 from tandem.core.cli.server_flags import add_server_flags
 from tandem.core.cli.spec_flags import add_spec_flags, spec_args
 
@@ -94,62 +95,6 @@ def _parallel_options(cmd: argparse.ArgumentParser) -> None:
     )
 
 
-def _sampling_options(gen: argparse.ArgumentParser) -> None:
-    model_default = "default: the model's generation_config, else %s"
-    gen.add_argument(
-        "--max-tokens",
-        type=number(int, "--max-tokens", lo=1),
-        default=32,
-        metavar="N",
-        help="most tokens generated per completion (default: 32)",
-    )
-    gen.add_argument(
-        "--temperature",
-        type=number(float, "--temperature", lo=0.0),
-        default=None,
-        help="0 means greedy (" + model_default % "greedy" + ")",
-    )
-    gen.add_argument(
-        "--top-p",
-        type=number(float, "--top-p", lo=0.0, hi=1.0, lo_open=True),
-        default=None,
-        help=model_default % "1",
-    )
-    gen.add_argument(
-        "--top-k",
-        type=number(int, "--top-k", lo=0),
-        default=None,
-        help="0 turns top-k off (" + model_default % "off" + ")",
-    )
-    gen.add_argument(
-        "--min-p",
-        type=number(float, "--min-p", lo=0.0, hi=1.0),
-        default=None,
-        help="drop tokens less likely than this fraction of the likeliest one; 0 turns it off ("
-        + model_default % "off"
-        + ")",
-    )
-    gen.add_argument(
-        "--seed",
-        type=number(int, "--seed"),
-        default=None,
-        help="the seed of each prompt's sampling (default: drawn in order from the engine's "
-        "seed, 0, so the same command gives the same completions)",
-    )
-    gen.add_argument("--n", type=number(int, "--n", lo=1), default=1, help="completions per prompt")
-    gen.add_argument(
-        "--stop", action="append", default=None, metavar="TEXT", help="stop string (repeatable)"
-    )
-    gen.add_argument(
-        "--logprobs",
-        type=number(int, "--logprobs", lo=0),
-        default=None,
-        metavar="K",
-        help="print each token's logprob and the top K alternatives",
-    )
-    gen.add_argument("--ignore-eos", action="store_true", help="keep going past EOS")
-
-
 def architectures_epilog() -> str:
     """What a model may be, listed from the registry of architectures (torch-free)."""
     from tandem.core.models import supported_architectures
@@ -190,7 +135,7 @@ def build_parser() -> GuidingParser:
     add_model_flag(gen)
     gen.finish = finish_generate
     _engine_options(gen)
-    _sampling_options(gen)
+    add_sampling_flags(gen)
     gen.add_argument(
         "--chat",
         action="store_true",
