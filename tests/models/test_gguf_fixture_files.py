@@ -97,7 +97,7 @@ def test_bad_names_and_directories_are_refused(tmp_path) -> None:
         gguf_fixture(FIXTURES, "nope.gguf")
     with pytest.raises(ValueError, match=r"source must be one of .*'nope'"):
         source_checkpoint(FIXTURES, "nope")
-    with pytest.raises(FileNotFoundError, match="has no manifest.json"):
+    with pytest.raises(FileNotFoundError, match=r"has no manifest\.json"):
         load_manifest(tmp_path)
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "x").write_text("x")

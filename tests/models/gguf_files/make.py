@@ -4,7 +4,8 @@
 
 Run from the repository root in the project's venv. PATH is the llama.cpp venv that
 ``benchmarks/llama_cpp_venv.sh`` builds (default ``benchmarks/results/llama-cpp-venv``): its
-python has ``llama_cpp``, torch, transformers, sentencepiece and protobuf, and the sdist's
+python has ``llama_cpp``, torch, transformers, sentencepiece (and protobuf, needed only to
+retrain the committed SentencePiece tokenizers with ``--retrain-spm``), and the sdist's
 ``vendor/llama.cpp`` (``convert_hf_to_gguf.py``, ``conversion/``, ``gguf-py``) lies in
 ``<venv>/src``. Nothing of llama.cpp is edited; ``llama_tools.py`` drives it.
 
