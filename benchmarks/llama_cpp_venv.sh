@@ -15,8 +15,9 @@ if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import llama_cpp" 2>/dev/
 fi
 python -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
-# the converter's own needs, and the tandem packages so the runner shares bench_runners.py
-"$VENV/bin/python" -m pip install -q -c constraints.txt torch numpy sentencepiece psutil \
+# the converter's own needs (protobuf: transformers reads a SentencePiece model with it, for
+# tests/models/gguf_files), and the tandem packages so the runner shares bench_runners.py
+"$VENV/bin/python" -m pip install -q -c constraints.txt torch numpy sentencepiece protobuf psutil \
     "transformers>=4.50" safetensors
 "$VENV/bin/python" -m pip install -q --no-deps -e ./kernels -e ./packages/core
 "$VENV/bin/python" -m pip download -q --no-deps --no-binary :all: \
