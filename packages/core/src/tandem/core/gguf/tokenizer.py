@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: built without AutoTokenizer
 DONE = "tokenizer.json"
 
 
@@ -52,17 +52,40 @@ def tokenizer_dir(gguf_path: str | os.PathLike[str]) -> Path:
 
 
 def _build(src: Path, out: Path) -> None:
+    """transformers' reading of a GGUF vocabulary (BPE or SentencePiece-style, by
+    ``tokenizer.ggml.model``), without the model config that ``AutoTokenizer`` would also
+    want for the file's architecture."""
     import logging
 
-    from transformers import AutoTokenizer
+    from transformers import PreTrainedTokenizerFast
 
+    try:
+        from transformers.integrations.gguf.gguf_tokenizer_mapping import (
+            convert_gguf_tokenizer,
+            get_gguf_tokenizer,
+        )
+    except ImportError:  # transformers < 5 spells it differently: let AutoTokenizer read it
+        _build_auto(src, out)
+        return
     quiet = logging.getLogger("transformers")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # "deriving merges from the vocabulary" and the like
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(src.parent), gguf_file=src.name)
+        architecture, vocabulary, settings = get_gguf_tokenizer(str(src))
+        backend, extra = convert_gguf_tokenizer(architecture, vocabulary)
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, **settings, **extra)
     except Exception as exc:  # transformers raises many kinds for a vocabulary it cannot build
         raise ValueError(f"could not read the tokenizer of {src}: {exc}") from exc
     finally:
         quiet.setLevel(level)
+    tokenizer.save_pretrained(str(out))
+
+
+def _build_auto(src: Path, out: Path) -> None:
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(src.parent), gguf_file=src.name)
+    except Exception as exc:
+        raise ValueError(f"could not read the tokenizer of {src}: {exc}") from exc
     tokenizer.save_pretrained(str(out))

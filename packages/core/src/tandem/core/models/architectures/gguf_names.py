@@ -134,6 +134,9 @@ def base_config(meta: Metadata, architecture: str, model_type: str) -> dict[str,
         "tie_word_embeddings": "output.weight" not in meta.tensor_names,
         "torch_dtype": "float32",
     }
+    original = config["rope_parameters"].get("original_max_position_embeddings")
+    if original is not None:  # read before rope_parameters' own (a family's default)
+        config["original_max_position_embeddings"] = original
     for key, name in (("bos", "bos"), ("eos", "eos"), ("padding", "pad")):
         value = meta.value(f"tokenizer.ggml.{key}_token_id")
         if value is not None:

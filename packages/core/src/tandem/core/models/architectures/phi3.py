@@ -53,6 +53,7 @@ def _phi3_gguf(meta: Metadata) -> dict[str, Any]:
             short_factor=meta.floats("rope_factors_short.weight"),
             original_max_position_embeddings=int(original or config["max_position_embeddings"]),
         )
+        config["original_max_position_embeddings"] = rope["original_max_position_embeddings"]
         factor = arch_value(meta, "rope.scaling.attn_factor")
         if factor is not None:
             rope["attention_factor"] = f32(factor)
