@@ -208,7 +208,7 @@ class MPClient:
         try:
             self._check_procs()
         except EngineDeadError as exc:
-            if exc.error is None:  # it reported nothing: a word may still be in flight
+            if exc.error is None:  # no report in its pipe: one may still come on the socket
                 deadline = time.monotonic() + 0.5
                 while self._in.poll(max(int((deadline - time.monotonic()) * 1000), 0)):
                     msg = m.to_client.decode(self._in.recv())
