@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -201,6 +202,28 @@ def test_serve_on_a_taken_port_is_an_error_before_loading(tmp_path, capsys) -> N
     assert code == 2
     assert f"cannot listen on 127.0.0.1:{port}" in err and "--port" in err
     assert "serving" not in err
+
+
+def test_serve_whose_engine_cannot_start_says_why(tiny_model, engine: str, tmp_path, capsys):
+    """Weights only the engine reads (in this process for v0, in its core process for v1)
+    that do not load: exit 2, and stderr names the exception, type and message."""
+    pytest.importorskip("fastapi")
+    from proc_watch import descendants, wait_gone
+
+    bad = tmp_path / "bad"
+    shutil.copytree(tiny_model, bad)
+    for weights in bad.glob("*.safetensors"):
+        weights.write_bytes(b"\0" * 64)
+    before = descendants()
+    code = cli.main(["serve", str(bad), "--engine", engine, "--port", "0"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    line = next(x for x in err.splitlines() if x.startswith("tandem serve: error:"))
+    assert "SafetensorError: Error while deserializing header" in line, err
+    where = "engine v1: the core process" if engine == "v1" else "the engine failed to start"
+    assert where in line and "its traceback (last lines):" in err
+    assert "serving" not in err
+    assert wait_gone(descendants() - before) == []
 
 
 def _free_port() -> int:

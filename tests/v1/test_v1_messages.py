@@ -4,6 +4,7 @@ import msgspec
 import pytest
 from v1_support import engine_request
 
+from tandem.core.child_failure import ChildError
 from tandem.core.outputs import Logprob
 from tandem.v1 import messages as m
 
@@ -39,8 +40,12 @@ def test_core_and_client_messages_round_trip() -> None:
         ]
     )
     assert m.to_client.decode(m.encode(res)) == res
-    for msg in (m.Ready("core", 1, 9, "torch"), m.Failed("core", 1, "tb", True)):
+    failed = m.Failed("core", 1, True, ChildError("ValueError", "bad", "tb"))
+    for msg in (m.Ready("core", 1, 9, "torch"), failed, m.Failed("rank", 2, False, ended="x")):
         assert m.to_client.decode(m.encode(msg)) == msg
+    assert m.decode_failed(m.encode(failed)) == failed
+    for junk in (b"", m.encode(failed)[:-3], m.encode(m.Ready("core", 1))):
+        assert m.decode_failed(junk) is None  # nothing, a cut report, another message
 
 
 def test_wrong_message_on_a_path_is_rejected() -> None:

@@ -72,7 +72,7 @@ def test_create_shutdown_cycles_leave_nothing(tiny_dir: Any) -> None:
 
 
 @pytest.mark.slow
-def test_a_rank_that_fails_to_load_fails_start_up_with_its_traceback(
+def test_a_rank_that_fails_to_load_fails_start_up_naming_its_error(
     tiny_dir: Any, tmp_path: Any
 ) -> None:
     from tandem.v1.errors import EngineStartupError
@@ -81,6 +81,15 @@ def test_a_rank_that_fails_to_load_fails_start_up_with_its_traceback(
     config = args.create_config()
     config.cache.num_kv_blocks = 0  # every rank's cache check fails
     before = Footprint.now()
-    with pytest.raises(EngineStartupError, match=r"tensor-parallel rank \d .*failed to start"):
+    start = time.monotonic()
+    want = (
+        r"the tensor-parallel rank \d process \(pid \d+\) failed to start: "
+        r"ValueError: the KV cache holds 0 blocks of 16 tokens \(num_kv_blocks=0\)"
+    )
+    with pytest.raises(EngineStartupError, match=want) as info:
         LLMEngine(config)
+    assert time.monotonic() - start < 60  # at once: no timeout waited for
+    error = info.value.error
+    assert error is not None and error.type_name == "ValueError"
+    assert "rank.py" in error.traceback and "resolve_num_blocks" in error.traceback
     before.assert_left_nothing(Engine([], set(), []))

@@ -65,3 +65,57 @@ def test_two_ranks_on_a_two_node_ray_cluster(tiny_dir: Path) -> None:
         cluster.shutdown()
         os.environ.clear()
         os.environ.update(env)
+
+
+class _RayTaskError(Exception):
+    """The shape of Ray's error for an exception raised in an actor: the exception as
+    ``cause``, the text the traceback formatted there (with colour codes)."""
+
+    def __init__(self, cause: BaseException, text: str) -> None:
+        super().__init__(text)
+        self.cause = cause
+
+
+def test_an_actor_exception_is_unwrapped_from_ray_error() -> None:
+    from tandem.v1.proc.ray_executor import raised
+
+    text = (
+        "\x1b[36mray::RankActor.start()\x1b[39m (pid=7, ip=10.0.0.1)\n"
+        '  File "rank.py", line 9, in __init__\n'
+        "ValueError: the KV cache holds 1 blocks"
+    )
+    error = raised(_RayTaskError(ValueError("the KV cache holds 1 blocks"), text))
+    assert error.summary == "ValueError: the KV cache holds 1 blocks"
+    assert error.traceback.startswith("ray::RankActor.start() (pid=7")  # colours gone
+    assert error.traceback.endswith("ValueError: the KV cache holds 1 blocks")
+    assert raised(RuntimeError("no cause")).summary == "RuntimeError: no cause"
+
+
+@pytest.mark.slow
+def test_a_rank_actor_that_cannot_fit_its_kv_cache_names_its_error(tiny_dir: Path) -> None:
+    from tp_support import Engine, Footprint
+
+    from tandem.v1 import EngineStartupError
+
+    env = dict(os.environ)  # importing ray and ray.init set variables of their own
+    ray = pytest.importorskip("ray")
+    config = _args(tiny_dir, max_model_len=128).create_config()
+    config.cache.num_kv_blocks = 1  # one sequence of 128 tokens needs 8
+    before = Footprint.now()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        want = (
+            r"the tensor-parallel rank \d process \(pid \d+\) failed to start: ValueError: "
+            r"the KV cache holds 1 blocks of 16 tokens \(num_kv_blocks=1\), but one sequence "
+            r"of max_model_len=128 needs 8"
+        )
+        with pytest.raises(EngineStartupError, match=want) as info:
+            LLMEngine(config, multiprocess=False)
+        error = info.value.error
+        assert error is not None and error.type_name == "ValueError"
+        assert "RankActor.start" in error.traceback and "resolve_num_blocks" in error.traceback
+    finally:
+        ray.shutdown()
+        os.environ.clear()
+        os.environ.update(env)
+    before.assert_left_nothing(Engine([], set(), []))

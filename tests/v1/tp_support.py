@@ -70,6 +70,7 @@ class Engine:
         pids = list(engine.client.pids.values())
         dirs = [engine.client.ipc_dir]
         for name, pid in engine.client.pids.items():
-            if name.startswith("tensor-parallel"):  # ... child rank DIR PARENT_PID
-                dirs.append(psutil.Process(pid).cmdline()[-2])
+            if name.startswith("tensor-parallel"):  # ... child rank DIR PARENT_PID REPORT_FD
+                cmd = psutil.Process(pid).cmdline()
+                dirs.append(cmd[cmd.index("rank") + 1])
         return cls(pids, listening_ports(pids), sorted(set(dirs)))

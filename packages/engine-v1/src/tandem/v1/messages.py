@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import msgspec
 
+from tandem.core.child_failure import ChildError
 from tandem.core.inputs import EngineRequest
 from tandem.core.logprobs import LogprobDict, TopEntry
 
@@ -68,12 +69,23 @@ class Ready(msgspec.Struct, tag="ready", array_like=True, frozen=True):
 
 
 class Failed(msgspec.Struct, tag="failed", array_like=True, frozen=True):
-    """A child's fatal error; ``during_startup`` tells a start-up failure from a crash."""
+    """A child's fatal error; ``during_startup`` tells a start-up failure from a crash.
+
+    ``error`` is the exception it raised; a process that ended without one (a rank the
+    core saw exit) has none, and ``ended`` says how it ended instead. A child sends it
+    on its socket and down its report pipe (:mod:`tandem.core.child_failure`).
+    """
 
     who: str
     pid: int
-    traceback: str
     during_startup: bool
+    error: ChildError | None = None
+    ended: str = ""
+
+    def describe(self) -> str:
+        """What went wrong: the exception's type, message and traceback tail, else how
+        the process ended."""
+        return self.error.describe() if self.error is not None else self.ended
 
 
 class CoreOutput(msgspec.Struct, array_like=True, frozen=True):
@@ -141,3 +153,13 @@ to_client = msgspec.msgpack.Decoder(ToClient)
 
 def encode(msg: msgspec.Struct) -> bytes:
     return _encoder.encode(msg)
+
+
+def decode_failed(data: bytes) -> Failed | None:
+    """A report read from a child's report pipe; None when it holds no whole ``Failed``
+    (the child wrote nothing, or died while writing)."""
+    try:
+        msg = from_core.decode(data)
+    except msgspec.DecodeError:
+        return None
+    return msg if isinstance(msg, Failed) else None

@@ -1,10 +1,13 @@
 """``tandem serve``: the OpenAI-compatible server as a program.
 
 The port is bound before the model loads, so a port already taken is an error at once,
-not after a minute of loading. SIGTERM (how service managers and containers stop a
-server) and Ctrl-C stop it the same way: no new connections, the requests in flight get
-``--shutdown-timeout`` seconds to finish, then are aborted; one line says so; exit 0. An
-engine that dies ends the server with exit code 1, so whatever supervises it restarts it.
+not after a minute of loading. An engine that cannot start (a model that does not load,
+a KV cache that does not fit) ends it with exit code 2 and why on stderr: the type and
+message of the exception raised, in this process or in an engine's child process.
+SIGTERM (how service managers and containers stop a server) and Ctrl-C stop it the same
+way: no new connections, the requests in flight get ``--shutdown-timeout`` seconds to
+finish, then are aborted; one line says so; exit 0. An engine that dies ends the server
+with exit code 1, so whatever supervises it restarts it.
 """
 
 from __future__ import annotations
@@ -161,6 +164,12 @@ def run_serve(args: argparse.Namespace) -> int:
             llm = AsyncLLM(model, engine=args.engine, **engine_args(args))
         except (TypeError, ValueError, RuntimeError) as exc:
             print(f"tandem serve: error: {exc}", file=sys.stderr)
+            return 2
+        except Exception as exc:  # the model's loading failed in this process (engine v0)
+            from tandem.core.child_failure import ChildError
+
+            why = ChildError.of(exc).describe()
+            print(f"tandem serve: error: the engine failed to start: {why}", file=sys.stderr)
             return 2
         name = served.name
         failed: list[str] = []

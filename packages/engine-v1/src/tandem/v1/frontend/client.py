@@ -25,9 +25,10 @@ from tandem.v1 import messages as m
 from tandem.v1.errors import EngineDeadError, EngineStartupError
 from tandem.v1.proc.ipc import endpoint, write_payload
 from tandem.v1.proc.payload import core_config, detokenizer_setup
-from tandem.v1.proc.procs import describe_exit, launch, stop
+from tandem.v1.proc.procs import Child, describe_exit, launch, stop
 
 if TYPE_CHECKING:
+    from tandem.core.child_failure import ChildError
     from tandem.core.config import EngineConfig
 
 POLL_MS = 100
@@ -39,7 +40,7 @@ class _Resources:
     ipc_dir: str | None = None
     ctx: zmq.Context | None = None
     sockets: list[zmq.Socket] = field(default_factory=list)
-    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    procs: dict[str, Child] = field(default_factory=dict)
 
     def close(self) -> None:
         stop(list(self.procs.values()))
@@ -148,41 +149,44 @@ class MPClient:
                     self.attention_backend = msg.attention_backend
                     self.worker_pids = dict(msg.workers)
             elif isinstance(msg, m.Failed):
-                raise EngineStartupError(self._failure_text(msg))
+                raise EngineStartupError(self._failure_text(msg), msg.error)
 
     def _failure_text(self, msg: m.Failed) -> str:
+        """``engine v1: the core process (pid N) failed to start (exited with code 1):
+        ValueError: ...``, then the last lines of its traceback."""
         proc = self._res.procs.get(msg.who)
         code = ""
         if proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 code = f" ({describe_exit(proc.wait(timeout=5))})"
         stage = "failed to start" if msg.during_startup else "failed"
-        if not msg.traceback.startswith("Traceback"):  # how a process the core ran ended
-            return f"engine v1: the {msg.who} process (pid {msg.pid}) {stage}: {msg.traceback}"
-        return (
-            f"engine v1: the {msg.who} process (pid {msg.pid}) {stage}{code}; "
-            f"its traceback:\n{msg.traceback}"
-        )
+        return f"engine v1: the {msg.who} process (pid {msg.pid}) {stage}{code}: {msg.describe()}"
 
     def _check_procs(self, startup: bool = False) -> None:
+        """Raise for the first child that has exited: with the failure it reported down
+        its report pipe, else with its exit code or signal."""
+        error = EngineStartupError if startup else EngineDeadError
         for role, proc in self._res.procs.items():
             code = proc.poll()
-            if code is not None:
-                what = "died during start-up" if startup else "died"
-                text = (
-                    f"engine v1: the {role} process (pid {proc.pid}) {what}: {describe_exit(code)}"
-                )
-                raise (EngineStartupError if startup else EngineDeadError)(text)
+            if code is None:
+                continue
+            failed = proc.last_words()
+            if failed is not None:
+                raise error(self._failure_text(failed), failed.error)
+            what = "died during start-up" if startup else "died"
+            raise error(
+                f"engine v1: the {role} process (pid {proc.pid}) {what}: {describe_exit(code)}"
+            )
 
     # -- use -----------------------------------------------------------------------
     def _alive(self) -> None:
         if self.dead is not None:
             raise EngineDeadError(f"{self.dead}\nThe engine is unusable; create a new one.")
 
-    def _die(self, text: str) -> EngineDeadError:
+    def _die(self, text: str, error: ChildError | None = None) -> EngineDeadError:
         self.dead = text
         stop(list(self._res.procs.values()), grace=1.0)
-        return EngineDeadError(f"{text}\nThe engine is unusable; create a new one.")
+        return EngineDeadError(f"{text}\nThe engine is unusable; create a new one.", error)
 
     def send(self, msg: m.AddRequest | m.Abort | m.GetStats) -> None:
         self._alive()
@@ -204,13 +208,13 @@ class MPClient:
         try:
             self._check_procs()
         except EngineDeadError as exc:
-            # a child that failed may have sent its traceback just before exiting
-            deadline = time.monotonic() + 0.5
-            while self._in.poll(max(int((deadline - time.monotonic()) * 1000), 0)):
-                msg = m.to_client.decode(self._in.recv())
-                if isinstance(msg, m.Failed):
-                    raise self._die(self._failure_text(msg)) from None
-            raise self._die(str(exc)) from None
+            if exc.error is None:  # no report in its pipe: one may still come on the socket
+                deadline = time.monotonic() + 0.5
+                while self._in.poll(max(int((deadline - time.monotonic()) * 1000), 0)):
+                    msg = m.to_client.decode(self._in.recv())
+                    if isinstance(msg, m.Failed):
+                        raise self._die(self._failure_text(msg), msg.error) from None
+            raise self._die(str(exc), exc.error) from None
 
     def _read(self) -> m.CoreStats | None:
         """Take every message waiting now; results go to ``_pending``; a StatsReply's stats."""
@@ -224,7 +228,7 @@ class MPClient:
             elif isinstance(msg, m.StatsReply):
                 reply = self.last_stats = msg.stats
             elif isinstance(msg, m.Failed):
-                raise self._die(self._failure_text(msg))
+                raise self._die(self._failure_text(msg), msg.error)
         return reply
 
     def results(self, block: bool) -> list[m.Result]:

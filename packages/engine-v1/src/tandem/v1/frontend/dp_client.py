@@ -61,7 +61,7 @@ class DPClient:
                 try:
                     replica.attach(tokenizer)
                 except EngineDeadError as exc:
-                    raise type(exc)(f"{replica_name(i)}: {exc}") from None
+                    raise type(exc)(f"{replica_name(i)}: {exc}", exc.error) from None
         except BaseException:
             self.shutdown()
             raise

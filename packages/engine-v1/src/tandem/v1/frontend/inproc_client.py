@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, TypeVar
 from tandem.v1 import messages as m
 from tandem.v1.core.engine_core import EngineCore
 from tandem.v1.detokenizer.processor import OutputProcessor
-from tandem.v1.errors import EngineDeadError
+from tandem.v1.errors import EngineDeadError, EngineStartupError
 from tandem.v1.proc.executors import make_executor
 from tandem.v1.proc.ranks import RankLost
 
@@ -23,7 +23,10 @@ T = TypeVar("T")
 
 class InprocClient:
     def __init__(self, config: EngineConfig, tokenizer: Tokenizer) -> None:
-        self.runner = runner = make_executor(config)
+        try:
+            self.runner = runner = make_executor(config)
+        except RankLost as exc:
+            raise EngineStartupError(_lost(exc, "failed to start"), exc.error) from None
         self.core = EngineCore(config, runner)
         self.outputs = OutputProcessor(tokenizer)
         self.num_kv_blocks = self.core.num_kv_blocks
@@ -63,10 +66,10 @@ class InprocClient:
         try:
             return call()
         except RankLost as exc:
-            self.dead = f"engine v1: the {exc.who} process (pid {exc.pid}) died: {exc.text}"
+            self.dead = _lost(exc, "died" if exc.error is None else "failed")
             self.runner.shutdown()
             unusable = "\nThe engine is unusable; create a new one."
-            raise EngineDeadError(self.dead + unusable) from None
+            raise EngineDeadError(self.dead + unusable, exc.error) from None
 
     def stats(self) -> m.CoreStats:
         return self.core.stats()
@@ -74,3 +77,8 @@ class InprocClient:
     def shutdown(self) -> None:
         self.runner.shutdown()
         self.core = None  # type: ignore[assignment]
+
+
+def _lost(exc: RankLost, stage: str) -> str:
+    why = exc.error.describe() if exc.error is not None else exc.text
+    return f"engine v1: the {exc.who} process (pid {exc.pid}) {stage}: {why}"

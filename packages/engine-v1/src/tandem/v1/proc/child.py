@@ -1,8 +1,11 @@
-"""Entry point of engine v1's child processes: ``python -m tandem.v1.proc.child ROLE DIR PPID``.
+"""Entry point of engine v1's child processes:
+``python -m tandem.v1.proc.child ROLE DIR PPID [REPORT_FD]``.
 
 Sets up the life-cycle guards (parent-death signal, parent watch, SIGTERM -> clean
 exit, SIGINT ignored: the parent stops its children) before importing anything heavy,
-then runs the role's loop.
+then runs the role's loop. ``REPORT_FD`` is the pipe a failure is reported down
+(:mod:`tandem.core.child_failure`); the role reports what it raises, and what escapes
+it is reported here.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import shutil
 import signal
 import sys
 
+from tandem.core.child_failure import ChildError, send_report
+from tandem.v1 import messages as m
 from tandem.v1.proc.procs import (
     SIGNALLED,
     Terminate,
@@ -24,14 +29,16 @@ from tandem.v1.proc.procs import (
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 3:
+    if len(args) not in (3, 4) or not all(a.isdigit() for a in args[2:]):
         print(
-            "usage: python -m tandem.v1.proc.child {core,detokenizer,rank} IPC_DIR PARENT_PID",
+            "usage: python -m tandem.v1.proc.child {core,detokenizer,rank} IPC_DIR PARENT_PID "
+            "[REPORT_FD]",
             file=sys.stderr,
         )
         return 2
-    role, ipc_dir, ppid_text = args
+    role, ipc_dir, ppid_text = args[:3]
     parent = int(ppid_text)
+    report_fd = int(args[3]) if len(args) == 4 else None
     set_parent_death_signal(signal.SIGTERM)
     if os.getppid() != parent:  # the parent died before the signal was armed
         return 0
@@ -48,9 +55,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"role must be one of core, detokenizer, rank; got {role!r}", file=sys.stderr)
             return 2
-        return run(ipc_dir)
+        return run(ipc_dir, report_fd)
     except Terminate:
         return 0
+    except Exception as exc:  # raised where the role could not report it itself
+        send_report(report_fd, m.encode(m.Failed(role, os.getpid(), True, ChildError.of(exc))))
+        raise
     finally:
         # a second SIGTERM (parent-death signal, then the parent watch) must not cut this short
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

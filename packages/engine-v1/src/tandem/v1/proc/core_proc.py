@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 from typing import TYPE_CHECKING
 
 import zmq
 
+from tandem.core.child_failure import ChildError
 from tandem.v1 import messages as m
 from tandem.v1.proc.hold import OutputHold
 from tandem.v1.proc.ipc import endpoint, read_payload
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 IDLE_CHECK_MS = 1000
 
 
-def run(ipc_dir: str) -> int:
-    return run_process(_Core(ipc_dir))
+def run(ipc_dir: str, report_fd: int | None = None) -> int:
+    return run_process(_Core(ipc_dir), report_fd)
 
 
 class _Core:
@@ -78,8 +78,8 @@ class _Core:
 def _failed(exc: Exception, startup: bool) -> m.Failed:
     """The failure to report: a lost rank's own (the client names it), else the core's."""
     if isinstance(exc, RankLost):
-        return m.Failed(exc.who, exc.pid, exc.text, startup or exc.during_startup)
-    return m.Failed("core", os.getpid(), traceback.format_exc(), startup)
+        return m.Failed(exc.who, exc.pid, startup or exc.during_startup, exc.error, exc.text)
+    return m.Failed("core", os.getpid(), startup, ChildError.of(exc))
 
 
 def loop(core: EngineCore, inp: zmq.Socket, out: zmq.Socket) -> None:

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 
 import zmq
 
+from tandem.core.child_failure import ChildError
 from tandem.v1 import messages as m
 from tandem.v1.proc.ipc import endpoint, read_payload
 from tandem.v1.proc.procs import Terminate
+from tandem.v1.proc.role import FAILED_LINGER_MS, report
 
 
-def run(ipc_dir: str) -> int:
+def run(ipc_dir: str, report_fd: int | None = None) -> int:
     ctx = zmq.Context()
     from_client = ctx.socket(zmq.PULL)
     to_client = ctx.socket(zmq.PUSH)
@@ -36,20 +37,16 @@ def run(ipc_dir: str) -> int:
             if payload is None:  # the client gave up before sending the tokenizer
                 return 0
             proc = OutputProcessor(load_decoder(payload))
-        except Exception:
-            linger = 2000
-            to_client.send(
-                m.encode(m.Failed("detokenizer", os.getpid(), traceback.format_exc(), True))
-            )
+        except Exception as exc:
+            linger = FAILED_LINGER_MS
+            report(to_client, [_failed(exc, True)], report_fd)
             return 1
         to_client.send(m.encode(m.Ready("detokenizer", os.getpid())))
         try:
             loop(proc, from_client, to_client, to_core, from_core)
-        except Exception:
-            linger = 2000
-            to_client.send(
-                m.encode(m.Failed("detokenizer", os.getpid(), traceback.format_exc(), False))
-            )
+        except Exception as exc:
+            linger = FAILED_LINGER_MS
+            report(to_client, [_failed(exc, False)], report_fd)
             return 1
         return 0
     except Terminate:
@@ -58,3 +55,7 @@ def run(ipc_dir: str) -> int:
         for sock in socks:
             sock.close(linger=linger if sock is to_client else 0)
         ctx.term()
+
+
+def _failed(exc: Exception, startup: bool) -> bytes:
+    return m.encode(m.Failed("detokenizer", os.getpid(), startup, ChildError.of(exc)))

@@ -5,7 +5,8 @@ The engine core hosts the group's rendezvous store (a ``TCPStore`` on a free por
 ``python -m tandem.v1.proc.child rank DIR PID`` per rank. Each step goes to every rank
 down its own socket; rank 0's result comes back on the shared one. While it waits the
 executor watches the ranks, so a rank that dies (or whose collective failed because a
-peer died) ends the step with :class:`RankLost` naming the rank, within a poll interval.
+peer died) ends the step with :class:`RankLost` naming the rank, within a poll interval,
+and with the exception the rank reported down its report pipe when it raised one.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import contextlib
 import datetime
 import pickle
 import shutil
-import subprocess
 import tempfile
 import time
 import weakref
@@ -27,7 +27,7 @@ from tandem.core import envs
 from tandem.v1 import messages as m
 from tandem.v1.proc.ipc import endpoint, write_payload
 from tandem.v1.proc.payload import plain_config
-from tandem.v1.proc.procs import describe_exit, launch, stop
+from tandem.v1.proc.procs import Child, describe_exit, launch, stop
 from tandem.v1.proc.ranks import RankLost, culprit
 from tandem.v1.worker.rank import RankSetup
 
@@ -48,7 +48,7 @@ class _Ranks:
     store: Any = None  # torch.distributed.TCPStore: its listening socket lives with it
     ctx: zmq.Context | None = None
     sockets: list[zmq.Socket] = field(default_factory=list)
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    procs: list[Child] = field(default_factory=list)
 
     def close(self) -> None:
         stop(self.procs, grace=STOP_GRACE_S)
@@ -148,9 +148,15 @@ class MPExecutor:
         codes = [proc.poll() for proc in self._res.procs]
         dead = culprit(codes)
         if dead is not None:
-            proc = self._res.procs[dead]
-            why = describe_exit(codes[dead])
-            raise RankLost(self.names[dead], proc.pid, why, startup)
+            raise self._ended(dead, codes[dead], startup)
+
+    def _ended(self, rank: int, code: int | None, startup: bool = False) -> RankLost:
+        """Rank ``rank`` exited: the failure it reported, else its exit code or signal."""
+        proc = self._res.procs[rank]
+        failed = proc.last_words()
+        if failed is not None:
+            return RankLost.reported(failed)
+        return RankLost(self.names[rank], proc.pid, describe_exit(code), startup)
 
     def _lost(self, failed: m.Failed) -> RankLost:
         """A rank reported a failure: name a peer that died without a word meanwhile
@@ -167,10 +173,9 @@ class MPExecutor:
             told = frozenset(i for i, name in enumerate(self.names) if name in reports)
             dead = culprit(codes, told)
             if dead is not None:
-                proc = self._res.procs[dead]
-                return RankLost(self.names[dead], proc.pid, describe_exit(codes[dead]))
+                return self._ended(dead, codes[dead])
             time.sleep(0.05)
-        return RankLost(failed.who, failed.pid, failed.traceback, failed.during_startup)
+        return RankLost.reported(failed)
 
     def shutdown(self) -> None:
         self._finalizer()

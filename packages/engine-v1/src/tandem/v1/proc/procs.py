@@ -1,6 +1,7 @@
 """Starting, watching and stopping engine v1's child processes.
 
-Children are fresh interpreters (``python -m tandem.v1.proc.child ROLE DIR PARENT_PID``)
+Children are fresh interpreters (``python -m tandem.v1.proc.child ROLE DIR PARENT_PID
+REPORT_FD``)
 started with ``subprocess`` as soon as the engine is asked for, before their
 payload (config, tokenizer) is resolved, which they read from stdin once their
 imports are done: nothing of the caller's state (threads, CUDA context,
@@ -12,6 +13,10 @@ fork of a possibly multi-threaded parent.
 A child exits by itself when its parent goes away: it asks the kernel for SIGTERM on
 parent death (``PR_SET_PDEATHSIG``; Linux only, and bound to the parent *thread*),
 and a watch thread polls the parent pid as a fallback for every other case.
+
+A child that fails writes its ``Failed`` message down a report pipe of its own before
+it exits (:mod:`tandem.core.child_failure`); :meth:`Child.last_words` reads it once the
+parent sees the exit, so why a child failed never depends on a socket or a relay.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+
+from tandem.core.child_failure import ReportPipe
+from tandem.v1 import messages as m
 
 PR_SET_PDEATHSIG = 1
 ROLES = ("core", "detokenizer", "rank")
@@ -97,15 +105,35 @@ def watch_parent(
     return thread
 
 
-def launch(role: str, ipc_dir: str) -> subprocess.Popen[bytes]:
+class Child(subprocess.Popen[bytes]):
+    """A child process and the parent's end of its report pipe."""
+
+    report: ReportPipe
+
+    def last_words(self) -> m.Failed | None:
+        """The failure the child reported before it exited; None when it reported none
+        (it runs, exited cleanly, or died by a signal or ``os._exit``)."""
+        return m.decode_failed(self.report.read())
+
+
+def launch(role: str, ipc_dir: str) -> Child:
     """Start one child; its stdout/stderr are the caller's, its stdin a pipe that
     carries its start-up payload (see :func:`tandem.v1.proc.ipc.write_payload`)."""
     if role not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)}; got {role!r}")
-    cmd = [sys.executable, "-m", "tandem.v1.proc.child", role, ipc_dir, str(os.getpid())]
+    report = ReportPipe()
+    fd = report.child_fd
+    cmd = [sys.executable, "-m", "tandem.v1.proc.child", role, ipc_dir, str(os.getpid()), str(fd)]
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
-    return subprocess.Popen(cmd, stdin=subprocess.PIPE, env=env, close_fds=True)
+    try:
+        proc = Child(cmd, stdin=subprocess.PIPE, env=env, close_fds=True, pass_fds=(fd,))
+    except BaseException:
+        report.close()
+        raise
+    report.started()
+    proc.report = report
+    return proc
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -136,3 +164,5 @@ def stop(procs: list[subprocess.Popen[bytes]], grace: float = 5.0) -> None:
         if proc.stdin is not None and not proc.stdin.closed:
             with contextlib.suppress(OSError):  # a payload never sent
                 proc.stdin.close()
+        if isinstance(proc, Child):
+            proc.report.close()  # what it reported stays readable

@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import pickle
 import sys
-import traceback
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 import zmq
 
+from tandem.core.child_failure import ChildError
 from tandem.v1 import messages as m
 from tandem.v1.proc.ipc import endpoint, read_payload
 from tandem.v1.proc.role import run_process
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from tandem.v1.worker.rank import RankWorker
 
 
-def run(ipc_dir: str) -> int:
-    return run_process(_Rank(ipc_dir))
+def run(ipc_dir: str, report_fd: int | None = None) -> int:
+    return run_process(_Rank(ipc_dir), report_fd)
 
 
 class _Rank:
@@ -63,7 +63,7 @@ class _Rank:
 
     def failed(self, exc: Exception, startup: bool) -> list[bytes]:
         who = self.payload["setup"].name
-        return [b"failed", m.encode(m.Failed(who, os.getpid(), traceback.format_exc(), startup))]
+        return [b"failed", m.encode(m.Failed(who, os.getpid(), startup, ChildError.of(exc)))]
 
     def close(self) -> None:
         if self.worker is not None:

@@ -5,7 +5,8 @@ onto as few nodes as hold them), on the Ray cluster this process finds, else on 
 one it starts (:func:`~tandem.v1.proc.ray_rank.connect`). As with the ``mp`` executor,
 the engine core hosts the rendezvous store, here on the address its node has in the
 cluster, and every step goes to every rank; rank 0's result comes back. A rank whose
-actor died, or whose step failed, ends the step with :class:`RankLost` naming it.
+actor died, or whose start or step failed, ends the step with :class:`RankLost` naming
+it and, when it raised, the exception it raised (type, message, traceback tail).
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import re
 import time
 import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tandem.core import envs
+from tandem.core.child_failure import ChildError
 from tandem.v1.proc.payload import plain_config
 from tandem.v1.proc.ranks import RankLost
 from tandem.v1.proc.ray_rank import RankActor, connect, require_ray, restore_env
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
     from tandem.core.config import EngineConfig
     from tandem.v1.core.step import SchedulerOutput, StepOutput
 
+_COLOURS = re.compile(r"\x1b\[[0-9;]*m")
 POLL_S = 0.1
 HEALTH_S = 5.0
 
@@ -163,11 +167,24 @@ class RayExecutor:
                     failures.append((r, exc))
         dead = [f for f in failures if isinstance(f[1], ray.exceptions.RayActorError)]
         r, exc = (dead or failures)[0]
-        what = "its actor died" if dead else "its step failed"
-        return RankLost(self.names[r], self._pids[r], f"{what}: {exc}", startup)
+        if dead:
+            return RankLost(self.names[r], self._pids[r], f"its actor died: {exc}", startup)
+        return RankLost(self.names[r], self._pids[r], "", startup, raised(exc))
 
     def shutdown(self) -> None:
         self._finalizer()
+
+
+def raised(exc: BaseException) -> ChildError:
+    """What an actor raised, unwrapped from Ray's error: the exception is its ``cause``,
+    and its text is the traceback as formatted in the actor (colour codes removed)."""
+    cause = getattr(exc, "cause", None)
+    if not isinstance(cause, BaseException):
+        return ChildError.of(exc)
+    text = getattr(exc, "traceback_str", None)
+    if not isinstance(text, str):
+        text = _COLOURS.sub("", str(exc))
+    return ChildError.of(cause, text)
 
 
 def _left(deadline: float) -> float:
