@@ -29,8 +29,8 @@ GREEDY = {"temperature": 0.0, "max_tokens": 8, "ignore_eos": True}
 
 @pytest.mark.parametrize("name", F32)
 def test_the_f32_file_is_its_source_checkpoint(name: str, tmp_path, monkeypatch) -> None:
-    from tandem.core.models.architectures import build_spec
     from tandem.core.model_config import load_model_config
+    from tandem.core.models.architectures import build_spec
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     path, hf_dir = gguf_fixture(FIXTURES, name)
