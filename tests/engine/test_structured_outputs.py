@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,9 +14,6 @@ from hypothesis import strategies as st
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.structured import StructuredOutputsParams as SO
 from tandem.core.validate import RequestError
-
-pytest.importorskip("xgrammar")
-jsonschema = pytest.importorskip("jsonschema")
 
 PROMPT = [1, 40, 41, 42]
 SCHEMAS = [

@@ -9,12 +9,10 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import jsonschema
+import openai
 import pytest
 from servhelpers import MODEL_NAME
-
-openai = pytest.importorskip("openai")
-pytest.importorskip("xgrammar")
-jsonschema = pytest.importorskip("jsonschema")
 
 PERSON = {
     "type": "object",
