@@ -51,7 +51,7 @@ def tokenizer_dir(gguf_path: str | os.PathLike[str]) -> Path:
 def _build(src: Path, out: Path) -> None:
     import logging
 
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     quiet = logging.getLogger("transformers")
     level = quiet.level
@@ -59,7 +59,13 @@ def _build(src: Path, out: Path) -> None:
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(src.parent), gguf_file=src.name)
     except Exception as exc:  # transformers raises many kinds for a vocabulary it cannot build
-        raise ValueError(f"could not read the tokenizer of {src}: {exc}") from exc
+        # AutoTokenizer first reads the file as a model config, and transformers knows
+        # fewer GGUF architectures than tokenizers (deepseek2): the vocabulary alone
+        # builds the same tokenizer through the generic class
+        try:
+            tokenizer = PreTrainedTokenizerFast.from_pretrained(str(src.parent), gguf_file=src.name)
+        except Exception:
+            raise ValueError(f"could not read the tokenizer of {src}: {exc}") from exc
     finally:
         quiet.setLevel(level)
     tokenizer.save_pretrained(str(out))
