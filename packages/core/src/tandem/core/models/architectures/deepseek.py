@@ -166,9 +166,9 @@ def _kv_b(values: list[Any], config: Mapping[str, Any]) -> Any:
 
     heads, rank = config["num_attention_heads"], config["kv_lora_rank"]
     k, v = (a.reshape(heads, -1, a.shape[-1]) for a in values)
-    if k.shape[2] != rank:  # [heads, kv_lora, nope], as written: back to rows
+    if k.shape[1:] == (rank, config["qk_nope_head_dim"]):  # as written (square: taken so)
         k = k.transpose(0, 2, 1)
-    if v.shape[2] != rank:
+    if v.shape[1:] == (rank, config["v_head_dim"]) and rank != config["v_head_dim"]:
         v = v.transpose(0, 2, 1)
     return np.concatenate([k, v], axis=1).reshape(-1, rank)
 
