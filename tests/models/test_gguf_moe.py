@@ -19,7 +19,7 @@ from tandem.core.gguf import open_checkpoint
 from tandem.core.model_config import load_model_config
 from tandem.core.models.architectures import GGUF_ARCHITECTURES, build_spec
 
-from .gguf_moe_files import SOURCES, llama_cpp_logits, made_or_skip
+from .gguf_moe_files import SOURCES, made_or_skip
 
 DEEPSEEK2 = GGUF_ARCHITECTURES["deepseek2"]
 KV_B = DEEPSEEK2.joined["self_attn.kv_b_proj.weight"]
@@ -198,6 +198,6 @@ def test_logits_equal_llama_cpps_own(moe_gguf, name, paged_runner, tmp_path, mon
     path, _ = moe_gguf(name)
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     tokens = [1, *torch.randint(4, 512, (24,), generator=torch.Generator().manual_seed(0)).tolist()]
-    theirs = torch.tensor(llama_cpp_logits(moe_gguf.venv, path, tokens))
+    theirs = torch.tensor(moe_gguf.logits(path, tokens))
     ours = paged_runner(load_model(path)).step([(0, tokens)])
     torch.testing.assert_close(ours, theirs.float(), atol=2e-4, rtol=0)
