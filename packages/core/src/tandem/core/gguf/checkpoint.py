@@ -76,8 +76,7 @@ class GGUFCheckpoint:
         return self.file.count(key)
 
     def floats(self, name: str) -> list[float]:
-        info = self.file.tensors[name]
-        return to_float32(self.file.data(name), info.type).reshape(-1).tolist()
+        return self._floats(name).reshape(-1).tolist()
 
     @property
     def hf_architecture(self) -> str:
@@ -89,12 +88,29 @@ class GGUFCheckpoint:
 
     def tensors(self, views_only: bool = False) -> Iterator[StoredTensor]:
         """Every tensor that loads, under its Hugging Face name, stacked experts one by
-        one; ``views_only`` skips reordering rows (names and types only)."""
+        one, the parts of a joined tensor as the one float32 tensor they were cut from;
+        ``views_only`` gives names and types only (rows not reordered, joined tensors'
+        data left empty)."""
+        waiting: dict[str, dict[str, np.ndarray]] = {}  # a joined tensor's parts so far
         for name, info in self.file.tensors.items():
             if name in self.names.ignored:
                 continue
             hf = self.names.hf_name(name)
+            joined = self.names.joined_parts(name)
+            if joined is not None:
+                parts = waiting.setdefault(hf, {})
+                parts[name.split(".", 2)[2]] = np.empty(0) if views_only else self._floats(name)
+                if len(parts) == len(joined.parts):
+                    del waiting[hf]
+                    data = np.empty(0, np.float32)
+                    if not views_only:
+                        values = [parts[p] for p in joined.parts]
+                        data = np.ascontiguousarray(joined.join(values, self.config), np.float32)
+                    yield StoredTensor(hf, F32, data)
+                continue
             data = self.file.data(name)
+            if name.split(".")[-2] in self.names.one_row:
+                data = data.reshape(1, -1)
             shift = self.names.norm_shift if hf.endswith("norm.weight") else 0.0
             if "{e}" in hf:
                 for e in range(data.shape[0]):
@@ -104,6 +120,12 @@ class GGUFCheckpoint:
             if heads is not None and not views_only:
                 data = unpermute(data, heads)
             yield StoredTensor(hf, info.type, data, shift)
+        if waiting:
+            hf, parts = next(iter(waiting.items()))
+            raise ValueError(f"{self.path.name}: {hf} has only some of its parts ({sorted(parts)})")
+
+    def _floats(self, name: str) -> np.ndarray:
+        return to_float32(self.file.data(name), self.file.tensors[name].type)
 
 
 def open_checkpoint(path: str | os.PathLike[str]) -> GGUFCheckpoint:

@@ -4,10 +4,12 @@ With ``keep=True`` (``quantization="gguf"``) every linear layer and embedding wh
 are stored in a format the kernels run (:data:`tandem.kernels.gguf_blocks.FORMATS`) keeps
 them as stored: its bytes are used straight from the file's mapping, or, where its rows
 must move (llama.cpp's rotary order) or several tensors make one module (q, k, v ->
-``qkv_proj``), copied once into one block tensor, with no float weight ever made. Every
-other tensor (norms, routers, stacked experts, or all of them with ``keep=False``) is
-converted to floats one at a time and copied into the model as a safetensors checkpoint
-would be. Nothing is written to disk.
+``qkv_proj``), copied once into one block tensor, with no float weight ever made. Stacked
+experts are kept the same way, one weight per expert and projection, each a view of the
+file's mapping (an expert's gate and up a stack of two views: nothing is copied). Every
+other tensor (norms, routers, or all of them with ``keep=False``) is converted to floats
+one at a time and copied into the model as a safetensors checkpoint would be. Nothing is
+written to disk.
 """
 
 from __future__ import annotations
@@ -23,27 +25,29 @@ from torch import Tensor, nn
 from tandem.core.gguf.checkpoint import GGUFCheckpoint, StoredTensor
 from tandem.core.layers.embedding import Embedding
 from tandem.core.layers.linear import Linear
+from tandem.core.layers.moe import Stacked
 from tandem.core.models.weights import expected_names
 from tandem.kernels.gguf_blocks import FORMATS, QuantStack, QuantWeight
 
 
 def kept_modules(model: nn.Module, shards: Any, stored: dict[str, int]) -> dict[str, nn.Module]:
     """Checkpoint names whose module will be kept as stored -> that module: a linear
-    layer or embedding whose every part is in a kernel format (an embedding's in one)."""
+    layer, stacked experts or an embedding whose every part is in a kernel format (an
+    embedding's in one)."""
     expected = expected_names(model, shards)
     owner = {id(p): m for m in model.modules() for p in m.parameters(recurse=False)}
     groups: dict[int, list[str]] = {}
     modules: dict[int, nn.Module] = {}
     for name, (param, _) in expected.items():
         module = owner[id(param)]
-        kept = isinstance(module, (Linear, Embedding)) and param is module.weight
+        kept = isinstance(module, (Linear, Embedding, Stacked)) and param is module.weight
         if kept and name.endswith(".weight"):
             groups.setdefault(id(module), []).append(name)
             modules[id(module)] = module
     plan: dict[str, nn.Module] = {}
     for key, names in groups.items():
         kinds = {stored.get(n) for n in names}
-        mixed_ok = isinstance(modules[key], Linear) or len(kinds) == 1
+        mixed_ok = isinstance(modules[key], (Linear, Stacked)) or len(kinds) == 1
         if all(kind in FORMATS for kind in kinds) and mixed_ok:
             plan.update((n, modules[key]) for n in names)
     return plan
@@ -63,21 +67,37 @@ def load_gguf(
     for module in set(plan.values()):
         module.register_parameter("weight", None)  # no float copy is ever made
     model.to_empty(device=device)
-    parts: dict[nn.Module, list[tuple[int, int, Tensor]]] = {}
+    parts: dict[nn.Module, list[tuple[int, int, int, Tensor]]] = {}
 
     def floats() -> Any:
         for t in checkpoint.tensors():
             if t.name in plan:
-                piece = (expected[t.name][1].offset, t.type, _as_tensor(t))
+                shard = expected[t.name][1]
+                piece = (shard.expert or 0, shard.offset, t.type, _as_tensor(t))
                 parts.setdefault(plan[t.name], []).append(piece)
             else:
                 yield t.name, torch.from_numpy(t.floats())
+        # the last tensor read: the kept weights go in now, before the model finishes
+        # loading (latent attention moves rows of two projections, kept or not)
+        for module, pieces in parts.items():
+            pieces.sort(key=lambda p: p[:2])
+            if isinstance(module, Stacked):
+                module.use_quantized(_experts(pieces, module.shape[2], device))
+                continue
+            k = module.in_features if isinstance(module, Linear) else module.embedding_dim
+            module.use_quantized(_weight([p[1:] for p in pieces], k, device))
 
     model.load_weights(floats())  # type: ignore[attr-defined]
-    for module, pieces in parts.items():
-        k = module.in_features if isinstance(module, Linear) else module.embedding_dim
-        module.use_quantized(_weight(sorted(pieces, key=lambda p: p[0]), k, device))
     return len(parts)
+
+
+def _experts(pieces: list[tuple[int, int, int, Tensor]], k: int, device: torch.device) -> list[Any]:
+    """Stacked experts' (expert, row offset, GGUF type, rows) pieces in order -> one
+    QuantWeight per expert, or a QuantStack of its pieces (gate and up): no copies."""
+    by_expert: dict[int, list[QuantWeight]] = {}
+    for e, _, qtype, rows in pieces:
+        by_expert.setdefault(e, []).append(QuantWeight(rows.to(device), qtype, rows.shape[0], k))
+    return [w[0] if len(w) == 1 else QuantStack(tuple(w)) for _, w in sorted(by_expert.items())]
 
 
 def _as_tensor(t: StoredTensor) -> Tensor:

@@ -21,6 +21,7 @@ from tandem.core.layers.norm import RMSNorm
 from tandem.core.layers.rotary import RotaryEmbedding
 from tandem.kernels import ops as kernel_ops
 from tandem.kernels.backends import AttentionBackend
+from tandem.kernels.gguf_blocks import QuantWeight
 
 if TYPE_CHECKING:  # models imports layers: keep this edge type-only
     from tandem.core.models.spec import AttentionSpec
@@ -36,15 +37,37 @@ class Matrix(nn.Module):
         self.weight = nn.Parameter(torch.empty(rows, cols, dtype=dtype), requires_grad=False)
 
 
-def deinterleave(weight: Tensor, start: int, dim: int, every: int) -> None:
-    """Reorder, in place, rows ``start .. start + dim`` of every block of ``every`` rows
-    from pairs (x0, x1), (x2, x3) ... to x0, x2, ..., x1, x3, ...: rotate-half rope on the
-    reordered rows is the pairwise rope of the checkpoint, and q . k is unchanged."""
+def pairs_to_halves(rows: int, start: int, dim: int, every: int) -> Tensor:
+    """The row order that takes rows ``start .. start + dim`` of every block of ``every``
+    rows from pairs (x0, x1), (x2, x3) ... to x0, x2, ..., x1, x3, ...: rotate-half rope on
+    the reordered rows is the pairwise rope of the checkpoint, and q . k is unchanged."""
     perm = torch.cat((torch.arange(0, dim, 2), torch.arange(1, dim, 2)))
+    order = torch.arange(rows)
+    for base in range(0, rows, every):
+        order[base + start : base + start + dim] = base + start + perm
+    return order
+
+
+def deinterleave(weight: Tensor, start: int, dim: int, every: int) -> None:
+    """Reorder ``weight``'s rows in place (see :func:`pairs_to_halves`)."""
+    order = pairs_to_halves(weight.shape[0], start, dim, every).to(weight.device)
     with torch.no_grad():
-        for base in range(0, weight.shape[0], every):
-            rows = weight[base + start : base + start + dim]
-            rows.copy_(rows[perm].clone())
+        weight.copy_(weight[order])
+
+
+def _deinterleave_linear(layer: Linear, start: int, dim: int, every: int) -> None:
+    """:func:`deinterleave` on a projection's rows: its weight (or its GGUF blocks, whose
+    rows move whole) and bias."""
+    quant = layer.quant
+    if quant is None:
+        deinterleave(layer.weight, start, dim, every)
+    elif isinstance(quant, QuantWeight):
+        order = pairs_to_halves(quant.n, start, dim, every).to(quant.data.device)
+        layer.quant = QuantWeight(quant.data[order].contiguous(), quant.qtype, quant.n, quant.k)
+    else:
+        raise ValueError(f"rows of a weight kept in several formats ({quant.name}) do not move")
+    if layer.bias is not None:
+        deinterleave(layer.bias[:, None], start, dim, every)
 
 
 class LatentAttention(nn.Module):
@@ -88,11 +111,8 @@ class LatentAttention(nn.Module):
             return
         _, n, p, _, r = self.dims
         q = self.q_proj if hasattr(self, "q_proj") else self.q_b_proj
-        deinterleave(q.weight, n, p, n + p)
-        kv = self.kv_a_proj_with_mqa
-        deinterleave(kv.weight, r, p, r + p)
-        if kv.bias is not None:
-            deinterleave(kv.bias[:, None], r, p, r + p)
+        _deinterleave_linear(q, n, p, n + p)
+        _deinterleave_linear(self.kv_a_proj_with_mqa, r, p, r + p)
 
     def _query(self, x: Tensor) -> Tensor:
         # x: [T, C] -> [T, H*(N+P)]

@@ -5,6 +5,9 @@ then up) and ``experts.down.weight`` [E, C, I]; a step's tokens are grouped by e
 each expert runs as one matmul pair over its tokens (:mod:`tandem.kernels.ops.moe`). On
 the CPU each expert's matrices go through the same packed kernels as the dense layers
 (or int8 after :meth:`SparseMoE.quantize`); elsewhere through ``tandem::torch_fused_moe``.
+A GGUF file's experts may stay in their blocks (``quantization="gguf"``): each expert's
+projections are then GGUF weights (:meth:`Stacked.use_quantized`), run one expert at a
+time through ``tandem::torch_linear_gguf`` on any device.
 
 Under tensor parallelism the experts are split, not sliced: each rank holds a contiguous
 run of whole experts (expert parallel) and runs the pairs routed to them; the router is
@@ -26,6 +29,8 @@ from tandem.core.parallel.group import TensorParallel
 from tandem.core.parallel.layout import split
 from tandem.core.parallel.partition import spread_range
 from tandem.kernels import ops as kernel_ops
+from tandem.kernels.gguf_blocks import QuantStack, QuantWeight
+from tandem.kernels.ops.gguf_linear import linear_gguf
 from tandem.kernels.ops.linear import PackedWeight
 from tandem.kernels.ops.linear_int8 import Int8Weight, linear_int8
 from tandem.kernels.ops.moe import gate_and_mul, grouped_route, run_grouped, topk_route
@@ -35,11 +40,32 @@ if TYPE_CHECKING:  # models imports layers: keep this edge type-only
 
 
 class Stacked(nn.Module):
-    """One weight per expert, stacked: ``weight`` [E, N, K] (filled by the loader)."""
+    """One weight per expert, stacked: ``weight`` [E, N, K] (filled by the loader); or,
+    kept in GGUF blocks, ``quant``: expert e's [N, K] weight (then ``weight`` is None)."""
 
     def __init__(self, experts: int, rows: int, cols: int, dtype: torch.dtype | None) -> None:
         super().__init__()
+        self.shape = (experts, rows, cols)
         self.weight = nn.Parameter(torch.empty(experts, rows, cols, dtype=dtype), False)
+        self.quant: list[QuantWeight | QuantStack] | None = None
+
+    def use_quantized(self, weights: list[QuantWeight | QuantStack]) -> None:
+        """Multiply by ``weights`` (one per expert, GGUF blocks) from now on; the float
+        weight must already be gone (the loader never makes it)."""
+        experts, rows, cols = self.shape
+        shapes = {(w.n, w.k) for w in weights}
+        if len(weights) != experts or shapes != {(rows, cols)}:
+            raise ValueError(
+                f"weights must be {experts} quantized weights of [{rows}, {cols}], got "
+                f"{len(weights)} of {sorted(shapes)}"
+            )
+        self.quant = list(weights)
+
+    def project(self, e: int, rows: Tensor, pack: PackedWeight) -> Tensor:
+        # rows: [n, K] -> [n, N] through expert e's weight (its blocks, or packed floats)
+        if self.quant is not None:
+            return linear_gguf(rows, self.quant[e]).to(rows.dtype)
+        return packed_linear(rows, self.weight[e], None, pack)
 
 
 class Experts(nn.Module):
@@ -76,7 +102,7 @@ class Experts(nn.Module):
             return self._held(x, ids, weights)
         if x.device.type == "cpu" and self.int8 is not None:
             return run_grouped(x, ids, weights, self.num_experts, self._int8_expert)
-        if x.device.type == "cpu" and packed_kernel() is not None:
+        if self.kept or (x.device.type == "cpu" and packed_kernel() is not None):
             return run_grouped(x, ids, weights, self.num_experts, self._packed_expert)
         w13, w2 = self.gate_up.weight, self.down.weight
         return kernel_ops.fused_moe(x, w13, w2, ids, weights, self.activation)
@@ -106,11 +132,16 @@ class Experts(nn.Module):
         h = F.linear(rows, self.gate_up.weight[e])
         return F.linear(gate_and_mul(h, self.activation), self.down.weight[e])
 
+    @property
+    def kept(self) -> bool:
+        """Whether some of the expert weights are kept in GGUF blocks."""
+        return self.gate_up.quant is not None or self.down.quant is not None
+
     def _packed_expert(self, e: int, rows: Tensor) -> Tensor:
-        # rows: [n, C] -> [n, 2I] -> [n, I] -> [n, C], on expert e's packed weights
+        # rows: [n, C] -> [n, 2I] -> [n, I] -> [n, C], on expert e's packed weights (or blocks)
         up_pack, down_pack = self.packs[e]
-        h = packed_linear(rows, self.gate_up.weight[e], None, up_pack)
-        return packed_linear(gate_and_mul(h, self.activation), self.down.weight[e], None, down_pack)
+        h = self.gate_up.project(e, rows, up_pack)
+        return self.down.project(e, gate_and_mul(h, self.activation), down_pack)
 
     def _int8_expert(self, e: int, rows: Tensor) -> Tensor:
         assert self.int8 is not None
@@ -121,10 +152,13 @@ class Experts(nn.Module):
     def prepare(self) -> None:
         if self.int8 is None:
             for e, (up, down) in enumerate(self.packs):
-                cpu_copy(self.gate_up.weight[e], up)
-                cpu_copy(self.down.weight[e], down)
+                for stacked, pack in ((self.gate_up, up), (self.down, down)):
+                    if stacked.quant is None:
+                        cpu_copy(stacked.weight[e], pack)
 
     def quantize(self) -> int:
+        if self.kept:  # already in GGUF blocks
+            return 0
         packed = [
             (Int8Weight.pack(self.gate_up.weight[e]), Int8Weight.pack(self.down.weight[e]))
             for e in range(self.num_experts)

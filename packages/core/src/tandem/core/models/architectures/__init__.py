@@ -51,7 +51,7 @@ def architecture(name: str) -> Architecture:
 
 # llama.cpp's architecture names (``general.architecture``) -> how to read such a file
 GGUF_ARCHITECTURES: dict[str, GGUFNames] = {
-    names.name: names for family in (llama, gemma, phi3) for names in family.GGUF
+    names.name: names for family in (llama, gemma, phi3, moe, deepseek) for names in family.GGUF
 }
 
 

@@ -3,11 +3,22 @@ group-limited sigmoid routing after ``first_k_dense_replace`` dense layers."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from tandem.core.models.architectures.common import llama_like, split_qkv_gate_up
-from tandem.core.models.architectures.moe import expert_names
+from tandem.core.models.architectures.gguf_names import (
+    LAYER,
+    GGUFNames,
+    Joined,
+    Metadata,
+    arch_int,
+    arch_value,
+    base_config,
+    f32,
+)
+from tandem.core.models.architectures.moe import ROUTED, expert_names
 from tandem.core.models.fields import count, flag, number, optional_int, positive_int
 from tandem.core.models.rope_config import read_rope, yarn_mscale
 from tandem.core.models.spec import AttentionSpec, LatentSpec, ModelSpec, MoESpec
@@ -81,3 +92,109 @@ def names(spec: ModelSpec) -> NameMap:
         out.update(fused(parts, "mlp.shared_expert.gate_up_proj"))
         out["mlp.shared_experts.down_proj"] = Shard("mlp.shared_expert.down_proj")
     return out
+
+
+# -- GGUF ---------------------------------------------------------------------------------
+# llama.cpp reads latent attention as one shared KV head (head_count_kv 1, key_length
+# kv_lora + rope); the head sizes themselves are the *_mla keys (files older than them
+# have the sizes in key_length/value_length and an unsplit attn_kv_b). Rope always runs in
+# interleaved pairs, as DeepSeek-V3's checkpoints have it. YaRN's correction of the scores
+# is written as 0.1 * mscale_all_dim and nothing rescales the rotary values.
+
+_SIGMOID = 2  # llama.cpp's expert_gating_func values: 1 softmax, 2 sigmoid
+
+
+def _deepseek2_gguf(meta: Metadata) -> dict[str, Any]:
+    config = base_config(meta, "DeepseekV3ForCausalLM", "deepseek_v3")
+    names = meta.tensor_names
+    gating = arch_value(meta, "expert_gating_func")
+    if gating != _SIGMOID:
+        raise ValueError(
+            f"GGUF metadata {meta.architecture}.expert_gating_func is {gating!r} (llama.cpp "
+            "reads 1 or none as softmax routing, DeepSeek-V2's); Tandem runs DeepSeek-V3's "
+            f"sigmoid routing only ({_SIGMOID})"
+        )
+    dense = arch_int(meta, "leading_dense_block_count", 0)
+    if f"blk.{dense}.exp_probs_b.bias" not in names:
+        raise ValueError(
+            f"GGUF tensor blk.{dense}.exp_probs_b.bias (the routing score bias) is missing; "
+            "DeepSeek-V3's routing needs it"
+        )
+    rope = arch_int(meta, "rope.dimension_count")
+    mla = arch_value(meta, "attention.key_length_mla") is not None
+    qk = arch_int(meta, "attention.key_length_mla" if mla else "attention.key_length")
+    v = arch_int(meta, "attention.value_length_mla" if mla else "attention.value_length")
+    q_lora = "blk.0.attn_q_a.weight" in names
+    config.update(
+        num_key_value_heads=config["num_attention_heads"],
+        head_dim=rope,
+        qk_rope_head_dim=rope,
+        qk_nope_head_dim=qk - rope,
+        qk_head_dim=qk,
+        v_head_dim=v,
+        kv_lora_rank=arch_int(meta, "attention.kv_lora_rank"),
+        q_lora_rank=arch_int(meta, "attention.q_lora_rank") if q_lora else None,
+        first_k_dense_replace=dense,
+        n_routed_experts=arch_int(meta, "expert_count"),
+        num_experts_per_tok=arch_int(meta, "expert_used_count"),
+        n_shared_experts=arch_int(meta, "expert_shared_count", 0),
+        moe_intermediate_size=arch_int(meta, "expert_feed_forward_length"),
+        n_group=max(1, arch_int(meta, "expert_group_count", 1)),
+        topk_group=max(1, arch_int(meta, "expert_group_used_count", 1)),
+        routed_scaling_factor=f32(arch_value(meta, "expert_weights_scale", 1.0)),
+        norm_topk_prob=bool(arch_value(meta, "expert_weights_norm", False)),
+        scoring_func="sigmoid",
+        rope_interleave=True,
+        attention_bias="blk.0.attn_kv_a_mqa.bias" in names,
+    )
+    params = config["rope_parameters"]
+    if params["rope_type"] == "yarn":
+        log_mul = arch_value(meta, "rope.scaling.yarn_log_multiplier")
+        if log_mul:
+            mscale = f32(f32(log_mul) / 0.1)
+            params.update(mscale=mscale, mscale_all_dim=mscale)
+        else:
+            params["attention_factor"] = 1.0
+    return config
+
+
+def _kv_b(values: list[Any], config: Mapping[str, Any]) -> Any:
+    """``kv_b_proj`` [heads * (nope + v), kv_lora] from the converter's per-head halves:
+    ``attn_k_b`` [heads, kv_lora, nope] (each head's key rows, transposed) and
+    ``attn_v_b`` [heads, v, kv_lora]; either may come untransposed or flattened."""
+    import numpy as np
+
+    heads, rank = config["num_attention_heads"], config["kv_lora_rank"]
+    k, v = (a.reshape(heads, -1, a.shape[-1]) for a in values)
+    if k.shape[1:] == (rank, config["qk_nope_head_dim"]):  # as written (square: taken so)
+        k = k.transpose(0, 2, 1)
+    if v.shape[1:] == (rank, config["v_head_dim"]) and rank != config["v_head_dim"]:
+        v = v.transpose(0, 2, 1)
+    return np.concatenate([k, v], axis=1).reshape(-1, rank)
+
+
+_DEEPSEEK2_LAYER = {
+    **LAYER,
+    **ROUTED,
+    "attn_q_a": "self_attn.q_a_proj",
+    "attn_q_a_norm": "self_attn.q_a_layernorm",
+    "attn_q_b": "self_attn.q_b_proj",
+    "attn_kv_a_mqa": "self_attn.kv_a_proj_with_mqa",
+    "attn_kv_a_norm": "self_attn.kv_a_layernorm",
+    "attn_kv_b": "self_attn.kv_b_proj",
+    "ffn_gate_shexp": "mlp.shared_experts.gate_proj",
+    "ffn_up_shexp": "mlp.shared_experts.up_proj",
+    "ffn_down_shexp": "mlp.shared_experts.down_proj",
+    "exp_probs_b.bias": "mlp.gate.e_score_correction_bias",
+}
+
+GGUF = (
+    GGUFNames(
+        "deepseek2",
+        _deepseek2_gguf,
+        _DEEPSEEK2_LAYER,
+        joined={
+            "self_attn.kv_b_proj.weight": Joined(("attn_k_b.weight", "attn_v_b.weight"), _kv_b)
+        },
+    ),
+)

@@ -106,6 +106,10 @@ def rope_parameters(meta: Metadata, theta_default: float = 10000.0) -> dict[str,
     original = arch_value(meta, "rope.scaling.original_context_length")
     if original:
         params["original_max_position_embeddings"] = int(original)
+    for key, name in (("yarn_beta_fast", "beta_fast"), ("yarn_beta_slow", "beta_slow")):
+        value = arch_value(meta, f"rope.scaling.{key}") if kind == "yarn" else None
+        if value is not None:
+            params[name] = f32(value)
     if kind not in ("linear", "yarn"):
         raise ValueError(f"GGUF rope scaling {kind!r} is not read; linear and yarn are")
     return params
@@ -150,32 +154,61 @@ def window_of(meta: Metadata) -> int | None:
 
 
 @dataclass(frozen=True, slots=True)
+class Joined:
+    """A Hugging Face tensor the converter cut into several tensors of a layer: their
+    ``parts`` (``stem.suffix``, e.g. ``attn_k_b.weight``) and ``join(values, config)``,
+    which puts their float32 values (in ``parts`` order) back together."""
+
+    parts: tuple[str, ...]
+    join: Callable[[list[Any], Mapping[str, Any]], Any]
+
+
+@dataclass(frozen=True, slots=True)
 class GGUFNames:
     """One GGUF architecture: ``name`` (``general.architecture``), ``config`` (metadata ->
     config.json fields, ``architectures`` included), ``layer`` (a layer's tensor stems ->
     Hugging Face module paths inside ``model.layers.N``; stacked experts map to a path
-    with ``{e}``), and what the converter changed: ``rotary_rows`` (q/k rows interleaved
-    per head; undone), ``norm_shift`` (added to every ``*norm.weight``; taken off),
-    ``ignored`` (tensor names that are derived state, read by ``config`` if at all)."""
+    with ``{e}``; a key ``stem.suffix`` maps that one tensor to a whole path, for a
+    parameter renamed on the way), and what the converter changed: ``rotary_rows`` (q/k
+    rows interleaved per head; undone), ``norm_shift`` (added to every ``*norm.weight``;
+    taken off), ``joined`` (Hugging Face paths inside a layer, with their leaf -> the
+    :class:`Joined` parts they were cut into), ``one_row`` (stems Hugging Face keeps as
+    one row [1, n] that a file may hold as a vector [n]), ``ignored`` (tensor names that
+    are derived state, read by ``config`` if at all)."""
 
     name: str
     config: Callable[[Metadata], dict[str, Any]]
     layer: Mapping[str, str] = field(default_factory=lambda: dict(LAYER))
     rotary_rows: bool = False
     norm_shift: float = 0.0
+    joined: Mapping[str, Joined] = field(default_factory=dict)
+    one_row: tuple[str, ...] = ()
     ignored: tuple[str, ...] = ("rope_freqs.weight",)
 
     def hf_name(self, name: str) -> str:
-        """The Hugging Face name of tensor ``name`` (``{e}`` where it stacks experts);
-        ValueError for a tensor this architecture does not know."""
+        """The Hugging Face name of tensor ``name`` (``{e}`` where it stacks experts; for
+        a part of a :class:`Joined` tensor, the joined tensor's); ValueError for a tensor
+        this architecture does not know."""
         parts = name.split(".")
-        if parts[0] == "blk" and len(parts) == 4 and parts[2] in self.layer:
-            return f"model.layers.{parts[1]}.{self.layer[parts[2]]}.{parts[3]}"
+        if parts[0] == "blk" and len(parts) == 4:
+            tail = f"{parts[2]}.{parts[3]}"
+            if tail in self.layer:
+                return f"model.layers.{parts[1]}.{self.layer[tail]}"
+            if parts[2] in self.layer:
+                return f"model.layers.{parts[1]}.{self.layer[parts[2]]}.{parts[3]}"
+            for path, joined in self.joined.items():
+                if tail in joined.parts:
+                    return f"model.layers.{parts[1]}.{path}"
         if len(parts) == 2 and parts[0] in TOP:
             return f"{TOP[parts[0]]}.{parts[1]}"
         raise ValueError(
             f"GGUF tensor {name!r} is not part of a {self.name!r} model as Tandem reads it"
         )
+
+    def joined_parts(self, name: str) -> Joined | None:
+        """The :class:`Joined` tensor ``name`` is a part of, or None."""
+        tail = ".".join(name.split(".")[2:])
+        return next((j for j in self.joined.values() if tail in j.parts), None)
 
     def rotary_heads(self, hf: str, config: Mapping[str, Any]) -> int | None:
         """Heads whose rows to put back in Hugging Face's rotary order (None: leave)."""

@@ -6,6 +6,13 @@ from dataclasses import replace
 from typing import Any
 
 from tandem.core.models.architectures.common import attention, llama_like, split_qkv_gate_up
+from tandem.core.models.architectures.gguf_names import (
+    LAYER,
+    GGUFNames,
+    Metadata,
+    arch_int,
+    base_config,
+)
 from tandem.core.models.fields import count, flag, optional_int, positive_int
 from tandem.core.models.spec import MLPSpec, ModelSpec, MoESpec
 from tandem.core.models.weights import NameMap, Shard, fused
@@ -121,3 +128,64 @@ def qwen_moe_names(spec: ModelSpec) -> NameMap:
         parts = [("mlp.shared_expert.gate_proj", rows), ("mlp.shared_expert.up_proj", rows)]
         names.update(fused(parts, "mlp.shared_expert.gate_up_proj"))
     return names
+
+
+# -- GGUF ---------------------------------------------------------------------------------
+# llama.cpp runs every Qwen-MoE layer sparse, keeps no window, and writes no
+# norm_topk_prob: Qwen2-MoE's chosen weights stay as they are, Qwen3-MoE's are
+# renormalised. A missing expert size falls back to llama.cpp's own default.
+
+
+def _qwen_moe_gguf(meta: Metadata, architecture: str, model_type: str) -> dict[str, Any]:
+    config = base_config(meta, architecture, model_type)
+    top_k = arch_int(meta, "expert_used_count")
+    config.update(
+        num_experts=arch_int(meta, "expert_count"),
+        num_experts_per_tok=top_k,
+        moe_intermediate_size=arch_int(
+            meta, "expert_feed_forward_length", config["intermediate_size"] // top_k
+        ),
+        decoder_sparse_step=1,
+        mlp_only_layers=[],
+        use_sliding_window=False,
+    )
+    return config
+
+
+def _qwen2moe_gguf(meta: Metadata) -> dict[str, Any]:
+    config = _qwen_moe_gguf(meta, "Qwen2MoeForCausalLM", "qwen2_moe")
+    shared = arch_int(meta, "expert_shared_feed_forward_length", config["intermediate_size"])
+    config.update(
+        shared_expert_intermediate_size=shared,
+        norm_topk_prob=False,
+        qkv_bias="blk.0.attn_q.bias" in meta.tensor_names,
+    )
+    return config
+
+
+def _qwen3moe_gguf(meta: Metadata) -> dict[str, Any]:
+    config = _qwen_moe_gguf(meta, "Qwen3MoeForCausalLM", "qwen3_moe")
+    config.update(norm_topk_prob=True, attention_bias="blk.0.attn_q.bias" in meta.tensor_names)
+    return config
+
+
+ROUTED = {
+    "ffn_gate_inp": "mlp.gate",
+    "ffn_gate_exps": "mlp.experts.{e}.gate_proj",
+    "ffn_up_exps": "mlp.experts.{e}.up_proj",
+    "ffn_down_exps": "mlp.experts.{e}.down_proj",
+}
+_QWEN2MOE_LAYER = {
+    **LAYER,
+    **ROUTED,
+    "ffn_gate_shexp": "mlp.shared_expert.gate_proj",
+    "ffn_up_shexp": "mlp.shared_expert.up_proj",
+    "ffn_down_shexp": "mlp.shared_expert.down_proj",
+    "ffn_gate_inp_shexp": "mlp.shared_expert_gate",
+}
+
+GGUF = (
+    # the shared expert's gate [1, hidden]: a vector once llama.cpp's quantizer wrote it
+    GGUFNames("qwen2moe", _qwen2moe_gguf, _QWEN2MOE_LAYER, one_row=("ffn_gate_inp_shexp",)),
+    GGUFNames("qwen3moe", _qwen3moe_gguf, {**LAYER, **ROUTED}),
+)

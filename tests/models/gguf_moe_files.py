@@ -1,0 +1,98 @@
+"""Mixture-of-experts GGUF files made by llama.cpp's own converter and quantizer, and the
+tiny checkpoints they are made from (for tests/models/test_gguf_moe*.py).
+
+Each source is a ``make_model`` checkpoint set to what llama.cpp can represent (every
+Qwen-MoE layer sparse, Qwen3-MoE's weights renormalised, no Mixtral window, DeepSeek's rope
+in interleaved pairs and its ``scoring_func`` written out, as the published checkpoints
+have it). The tools run in the llama.cpp venv (:mod:`tandem.core.testing.llama_cpp`).
+Files are made once and kept under ``$TANDEM_CACHE_DIR/gguf-moe`` (as it is when the
+session's fixture is made).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from tandem.core.testing import llama_cpp
+
+REPO = Path(__file__).resolve().parents[2]
+# name -> (make_model arch, its overrides, config.json fields only llama.cpp's converter reads)
+SOURCES: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
+    "mixtral": ("mixtral", {"sliding_window": None}, {}),
+    "qwen2_moe": ("qwen2_moe", {"decoder_sparse_step": 1}, {}),
+    "qwen3_moe": ("qwen3_moe", {"mlp_only_layers": []}, {}),
+    "deepseek_v3": ("deepseek_v3", {}, {"scoring_func": "sigmoid"}),
+    # q straight from the hidden state, one group, weights unnormalised, two shared experts;
+    # 27 layers: llama.cpp takes a file without q_lora_rank only at DeepSeek-V2-Lite's depth
+    "deepseek_v3_plain": (
+        "deepseek_v3_plain",
+        {"rope_interleave": True, "attention_bias": False, "num_hidden_layers": 27},
+        {"scoring_func": "sigmoid"},
+    ),
+}
+
+
+class Made:
+    """``made(name, ftype="F32", **overrides)`` -> (the GGUF file, the checkpoint it was
+    made from), through the llama.cpp venv ``venv``, kept under ``root``."""
+
+    def __init__(self, venv: Path, root: Path) -> None:
+        self.venv, self.root = venv, root
+
+    def __call__(self, name: str, ftype: str = "F32", **overrides: Any) -> tuple[Path, Path]:
+        hf = source(name, self.root, **overrides)
+        self.root.mkdir(parents=True, exist_ok=True)
+        f32 = self.root / f"{hf.name}-F32.gguf"
+        if not f32.is_file():
+            llama_cpp.convert(self.venv, hf, f32)
+        if ftype == "F32":
+            return f32, hf
+        out = self.root / f"{hf.name}-{ftype}.gguf"
+        if not out.is_file():
+            llama_cpp.quantize(self.venv, f32, out, ftype)
+        return out, hf
+
+    def logits(self, path: Path, tokens: list[int]) -> list[list[float]]:
+        return llama_cpp.logits(self.venv, path, tokens)
+
+
+def made_or_skip() -> Made:
+    """For a session fixture: the files, or the test skipped where llama.cpp is missing."""
+    import pytest
+
+    from tandem.core import envs
+
+    venv = llama_cpp.find_venv(REPO)
+    if venv is None:
+        pytest.skip(
+            "no llama.cpp venv to convert with (make one with benchmarks/llama_cpp_venv.sh, "
+            "or point $LLAMA_CPP_VENV at one)"
+        )
+    return Made(venv, Path(envs.TANDEM_CACHE_DIR) / "gguf-moe")
+
+
+def source(name: str, root: Path, **overrides: Any) -> Path:
+    """The checkpoint of source ``name`` (in ``root``); ``overrides`` change its config.
+    Its ``config.json`` gains the source's extra fields; make_model's stamp file stays
+    beside it (the converter ignores it)."""
+    from tandem.core.testing import make_model
+
+    if name not in SOURCES:
+        raise ValueError(f"name must be one of {', '.join(SOURCES)}, got {name!r}")
+    arch, settings, extra = SOURCES[name]
+    settings = {**settings, **overrides}
+    stamp = json.dumps([settings, extra], sort_keys=True)
+    out = root / "sources" / f"{name}-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
+    if (out / "config.json").is_file():
+        return out
+    part = out.with_name(out.name + ".part")
+    shutil.rmtree(part, ignore_errors=True)
+    make_model(part, size="tiny", arch=arch, **settings)
+    config = json.loads((part / "config.json").read_text())
+    (part / "config.json").write_text(json.dumps({**config, **extra}, indent=2))
+    part.rename(out)
+    return out
