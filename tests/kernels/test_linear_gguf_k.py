@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from tandem.kernels.gguf_blocks import FORMATS, QuantStack, block_values, dequantize, quantize
+from tandem.kernels.gguf_blocks import (
+    FLOAT16,
+    FORMATS,
+    QuantStack,
+    block_values,
+    dequantize,
+    quantize,
+)
 from tandem.kernels.ops.gguf_linear import linear_gguf, reference
 
 
@@ -49,7 +56,8 @@ def test_plain_c_path_matches_the_reference(tmp_path) -> None:
     assert lib.tandem_linear_gguf_simd() == 0
     g = torch.Generator().manual_seed(1)
     for qtype in sorted(FORMATS):
-        k = 3 * block_values(qtype)  # 32-value blocks: a pair and an odd last block
+        # 32-value blocks: a pair and an odd last block; F16 / BF16: any k
+        k = 3 * block_values(qtype) if qtype not in FLOAT16 else 101
         qw = quantize(torch.randn(11, k, generator=g), qtype)
         for m in (1, 6):
             x = torch.randn(m, k, generator=g)
@@ -59,10 +67,12 @@ def test_plain_c_path_matches_the_reference(tmp_path) -> None:
             )
             assert done == 0
             want = reference(x, qw.data, qtype, k)
-            # x rounded to int8 per 32 values: half a step times |W|, plus float rounding
             w = dequantize(qw.data, qtype, k).abs()
-            half_step = x.reshape(m, -1, 32).abs().amax(-1, keepdim=True).expand(m, -1, 32)
-            bound = (half_step.reshape(m, k) / 254) @ w.t() * 1.01 + 1e-4
+            if qtype in FLOAT16:  # x as it is: fp32 sum order only
+                bound = 2 * k * 2**-24 * (x.abs() @ w.t()) + 1e-30
+            else:  # x rounded to int8 per 32 values: half a step times |W|, plus rounding
+                half_step = x.reshape(m, -1, 32).abs().amax(-1, keepdim=True).expand(m, -1, 32)
+                bound = (half_step.reshape(m, k) / 254) @ w.t() * 1.01 + 1e-4
             assert ((out - want).abs() <= bound).all(), FORMATS[qtype][0]
         # the prefill path on the last x (6 rows): fp32 tiles, x rounded as the rows round it
         tiles = torch.empty(6, 11)
