@@ -7,11 +7,17 @@
  * vector is widened to fp32 in registers as it is loaded (vcvtph2ps for f16; for bf16 the
  * 16 bits moved to the top of a 32-bit lane, which is the float they stand for) and
  * multiplied into per-row accumulators, so the weights stream once at two bytes a value,
- * half fp32's, and nothing of the weight is ever stored wider. With AVX-512 a vector is 16
- * values (four weight rows, up to four rows of x: 16 accumulators of 32 registers); with
- * AVX2 + F16C 8 values, and two weight rows at a time from three rows of x on (16
- * registers); plain C elsewhere. K needs no particular multiple: the values past the last
- * whole vector are summed one by one.
+ * half fp32's, and nothing of the weight is ever stored wider.
+ *
+ * With one row of x the weight rows are read one after another, four vectors a step into
+ * four accumulators: the band is one stream of bytes, which the hardware prefetcher
+ * follows at the memory's pace (reading four rows side by side, or prefetching ahead in
+ * software as the block formats do, measured 2-4x slower on Zen 4). With two to four rows
+ * of x a tile of four weight rows (two from three rows of x on AVX2) shares each x vector
+ * it loads, so x's rows are not read again per weight row. A vector is 16 values with
+ * AVX-512 (up to 16 accumulators of 32 registers), 8 with AVX2 + F16C (16 registers);
+ * plain C elsewhere. K needs no particular multiple: the values past the last whole vector
+ * are summed one by one.
  *
  * Prefill (linear_gguf_f32.c) widens bands of rows with tandem_gguf_half_decode_row and
  * runs its fp32 tiles, with x not rounded either.
@@ -34,7 +40,9 @@ static inline vf load_w(int bf, const uint8_t *p)
 #define FMA _mm512_fmadd_ps
 #define ZERO _mm512_setzero_ps
 #define SUM _mm512_reduce_add_ps
-#define WIDE(R) 4
+#define ADD _mm512_add_ps
+#define UNROLL(R) 4 /* vectors of k a step, one row of weights */
+#define WIDE(R) 4   /* weight rows a tile, two to four rows of x */
 #elif GGUF_SIMD
 #define VW 8
 typedef __m256 vf;
@@ -49,12 +57,56 @@ static inline vf load_w(int bf, const uint8_t *p)
 #define FMA _mm256_fmadd_ps
 #define ZERO _mm256_setzero_ps
 #define SUM hsum
+#define ADD _mm256_add_ps
+#define UNROLL(R) ((R) <= 2 ? 4 : 2)
 #define WIDE(R) ((R) <= 2 ? 4 : 2)
 #endif
 
 static inline float value(int bf, const uint8_t *p) { return bf ? bf16(p) : half(p); }
 
 #ifdef VW
+/* One weight row against R rows of x, U vectors of k a step (U accumulators a row of x,
+ * so the multiply-adds' latency is covered): out[r * ldo]. R and U are constants where
+ * inlined, so the accumulators live in registers. */
+static inline __attribute__((always_inline)) void one_row(int bf, int R, int U, const uint8_t *w,
+                                                          const float *x, int64_t K, float *out,
+                                                          int64_t ldo)
+{
+    vf acc[RB][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int u = 0; u < U; u++)
+            acc[r][u] = ZERO();
+    int64_t k = 0;
+    for (; k + U * VW <= K; k += U * VW) {
+#pragma GCC unroll 4
+        for (int u = 0; u < U; u++) {
+            const vf wv = load_w(bf, w + 2 * (k + u * VW));
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+                acc[r][u] = FMA(wv, LOAD_X(x + r * K + k + u * VW), acc[r][u]);
+        }
+    }
+    for (; k + VW <= K; k += VW) {
+        const vf wv = load_w(bf, w + 2 * k);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            acc[r][0] = FMA(wv, LOAD_X(x + r * K + k), acc[r][0]);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        float tail = 0.0f;
+        for (int64_t j = k; j < K; j++)
+            tail += value(bf, w + 2 * j) * x[r * K + j];
+        vf s = acc[r][0];
+#pragma GCC unroll 4
+        for (int u = 1; u < U; u++)
+            s = ADD(s, acc[r][u]);
+        out[r * ldo] = SUM(s) + tail;
+    }
+}
+
 /* Weight rows w + i * row (i < NB) against R rows of x: out[r * ldo + i]. R and NB are
  * constants where inlined, so the accumulators live in registers. */
 static inline __attribute__((always_inline)) void tile(int bf, int R, int NB, const uint8_t *w,
@@ -90,17 +142,18 @@ static inline __attribute__((always_inline)) void tile(int bf, int R, int NB, co
         }
 }
 
-/* n weight rows (wide tiles, then one row at a time) against R rows of x */
+/* n weight rows against R rows of x: one row at a time for one row of x (the band is one
+ * stream of bytes), in tiles of WIDE rows for more (each x vector loaded serves them all) */
 static inline __attribute__((always_inline)) void band(int bf, int R, const uint8_t *w, int n,
                                                        int64_t row, const float *x, int64_t K,
                                                        float *out, int64_t ldo)
 {
-    const int nb = WIDE(R);
     int i = 0;
-    for (; i + nb <= n; i += nb)
-        tile(bf, R, nb, w + i * row, row, x, K, out + i, ldo);
+    if (R > 1)
+        for (; i + WIDE(R) <= n; i += WIDE(R))
+            tile(bf, R, WIDE(R), w + i * row, row, x, K, out + i, ldo);
     for (; i < n; i++)
-        tile(bf, R, 1, w + i * row, row, x, K, out + i, ldo);
+        one_row(bf, R, UNROLL(R), w + i * row, x, K, out + i, ldo);
 }
 #else
 static void band(int bf, int R, const uint8_t *w, int n, int64_t row, const float *x,
