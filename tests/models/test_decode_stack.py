@@ -139,6 +139,25 @@ def test_16_bit_and_low_bit_weights_match_the_modules(formats, paged_runner, mon
         assert torch.equal(got, want)
 
 
+def test_a_format_without_a_c_kernel_runs_the_modules(monkeypatch):
+    """A weight in a format the C kernels lack (none today: one is made up here) leaves the
+    stack to the modules rather than to a kernel that would refuse it mid-step."""
+    from tandem.core.loader import load_model
+
+    shape = {"hidden_size": 256, "intermediate_size": 512, "rope_parameters": ROPE}
+    model = load_model(str(make_model(size="tiny", arch="llama", **shape)), dtype=torch.float32)
+    _keep_as(model, 12, 11)
+    spec = model.spec.attention
+    kv = (4, 16, spec.num_kv_heads, spec.head_dim)
+    caches = [(torch.zeros(kv), torch.zeros(kv)) for _ in range(model.spec.num_layers)]
+    stack = model.model.decode_stack
+    monkeypatch.setattr(decode_stack, "supports", lambda qtype: qtype != 11)
+    assert stack._table_for(caches) is None and not stack.usable
+    monkeypatch.undo()
+    stack.usable = True
+    assert stack._table_for(caches) is not None
+
+
 @pytest.mark.skipif(not native.linear_f32.available(), reason="no C fp32 linear kernel here")
 def test_fp32_weights_match_the_modules(tiny_model, monkeypatch):
     _same_as_modules(str(tiny_model), monkeypatch, dtype="float32")
