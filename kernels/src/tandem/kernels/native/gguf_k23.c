@@ -127,15 +127,22 @@ static inline __attribute__((always_inline)) void super(int type, int R, const u
     /* c_2b in the low 128 bits' int16 lanes, c_2b+1 in the high ones */
     const __m256i pick = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2,
                                           3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+    /* whole unrolled (b a constant in every shift and index): the accumulators stay in
+     * registers, even blocks adding into acc and odd ones into acc2 */
+#pragma GCC unroll 8
     for (int b = 0; b < 8; b++) {
         const __m256i u = codes(type, blk, b);
         const __m256i pair = _mm256_permutevar8x32_epi32(c16, _mm256_set1_epi32(b));
         const __m256i scale = _mm256_shuffle_epi8(pair, pick);
+#pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const __m256i x = _mm256_loadu_si256((const __m256i *)(xq + r * K + (b0 + b) * QK));
             const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), scale);
-            __m256 *into = b % 2 ? acc2 : acc;
-            into[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(coef[r][b]), into[r]);
+            const __m256 f = _mm256_cvtepi32_ps(dot), c = _mm256_set1_ps(coef[r][b]);
+            if (b % 2)
+                acc2[r] = _mm256_fmadd_ps(f, c, acc2[r]);
+            else
+                acc[r] = _mm256_fmadd_ps(f, c, acc[r]);
         }
     }
 }
