@@ -37,6 +37,9 @@ def sum_order(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 @example(qtype=30, m=4, n=13, k=77, seed=1)  # a tail of k past the vectors, odd rows
 @example(qtype=1, m=3, n=5, k=7, seed=2)  # shorter than a vector
 @example(qtype=30, m=16, n=7, k=40, seed=3)  # the fp32 tiles
+@example(qtype=1, m=4, n=9, k=1100, seed=4)  # x's rows past L1: tiles of weight rows
+@example(qtype=30, m=3, n=6, k=1501, seed=5)
+@example(qtype=1, m=6, n=5, k=2100, seed=6)  # four rows in tiles, then two
 def test_linear_is_float_linear_on_the_widened_weight(qtype, m, n, k, seed) -> None:
     g = torch.Generator().manual_seed(seed)
     qw = quantize(torch.randn(n, k, generator=g), qtype)

@@ -60,8 +60,8 @@ def test_narrower_builds_match_the_reference(tmp_path, isa) -> None:
     assert lib.tandem_linear_gguf_simd() == (len(isa) == 1)
     g = torch.Generator().manual_seed(1)
     for qtype in sorted(FORMATS):
-        # 32-value blocks: a pair and an odd last block; F16 / BF16: any k
-        k = 3 * block_values(qtype) if qtype not in FLOAT16 else 101
+        # 32-value blocks: a pair and an odd last block; F16 / BF16: any k (here past L1)
+        k = 3 * block_values(qtype) if qtype not in FLOAT16 else 1100
         qw = quantize(torch.randn(11, k, generator=g), qtype)
         for m in (1, 3, 6):
             x = torch.randn(m, k, generator=g)

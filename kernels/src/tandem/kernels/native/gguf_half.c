@@ -9,15 +9,16 @@
  * multiplied into per-row accumulators, so the weights stream once at two bytes a value,
  * half fp32's, and nothing of the weight is ever stored wider.
  *
- * With one row of x the weight rows are read one after another, four vectors a step into
- * four accumulators: the band is one stream of bytes, which the hardware prefetcher
- * follows at the memory's pace (reading four rows side by side, or prefetching ahead in
- * software as the block formats do, measured 2-4x slower on Zen 4). With two to four rows
- * of x a tile of four weight rows (two from three rows of x on AVX2) shares each x vector
- * it loads, so x's rows are not read again per weight row. A vector is 16 values with
- * AVX-512 (up to 16 accumulators of 32 registers), 8 with AVX2 + F16C (16 registers);
- * plain C elsewhere. K needs no particular multiple: the values past the last whole vector
- * are summed one by one.
+ * The weight rows are read one after another, four vectors a step into four accumulators
+ * (two a row of x from two rows of x on): the band is one stream of bytes, which the
+ * hardware prefetcher follows at the memory's pace (reading four rows side by side, or
+ * prefetching ahead in software as the block formats do, measured 2-4x slower on Zen 4).
+ * x's rows are read again for every weight row, from L1 while they fit there (X_IN_L1:
+ * 16 KB); beyond, with two to four rows of x, a tile of four weight rows (two from three
+ * rows of x on AVX2) shares each x vector it loads instead (2x faster there). A vector is
+ * 16 values with AVX-512 (up to 16 accumulators of 32 registers), 8 with AVX2 + F16C (16
+ * registers); plain C elsewhere. K needs no particular multiple: the values past the last
+ * whole vector are summed one by one.
  *
  * Prefill (linear_gguf_f32.c) widens bands of rows with tandem_gguf_half_decode_row and
  * runs its fp32 tiles, with x not rounded either.
@@ -25,6 +26,8 @@
 #include "gguf_common.h"
 
 #define RB 4 /* rows of x at most */
+/* floats of x (all its rows) up to which a weight row at a time reads them from L1 */
+#define X_IN_L1 4096
 
 #if defined(__AVX512F__) && GGUF_SIMD
 #define VW 16
@@ -41,7 +44,7 @@ static inline vf load_w(int bf, const uint8_t *p)
 #define ZERO _mm512_setzero_ps
 #define SUM _mm512_reduce_add_ps
 #define ADD _mm512_add_ps
-#define UNROLL(R) 4 /* vectors of k a step, one row of weights */
+#define UNROLL(R) ((R) == 1 ? 4 : 2) /* vectors of k a step, one row of weights */
 #define WIDE(R) 4   /* weight rows a tile, two to four rows of x */
 #elif GGUF_SIMD
 #define VW 8
@@ -58,7 +61,7 @@ static inline vf load_w(int bf, const uint8_t *p)
 #define ZERO _mm256_setzero_ps
 #define SUM hsum
 #define ADD _mm256_add_ps
-#define UNROLL(R) ((R) <= 2 ? 4 : 2)
+#define UNROLL(R) ((R) == 1 ? 4 : 2)
 #define WIDE(R) ((R) <= 2 ? 4 : 2)
 #endif
 
@@ -142,14 +145,15 @@ static inline __attribute__((always_inline)) void tile(int bf, int R, int NB, co
         }
 }
 
-/* n weight rows against R rows of x: one row at a time for one row of x (the band is one
- * stream of bytes), in tiles of WIDE rows for more (each x vector loaded serves them all) */
+/* n weight rows against R rows of x: one row at a time (the band is one stream of bytes)
+ * while x's rows sit in L1 together, re-read for each weight row; in tiles of WIDE rows
+ * beyond that, each x vector loaded serving them all */
 static inline __attribute__((always_inline)) void band(int bf, int R, const uint8_t *w, int n,
                                                        int64_t row, const float *x, int64_t K,
                                                        float *out, int64_t ldo)
 {
     int i = 0;
-    if (R > 1)
+    if (R * K > X_IN_L1)
         for (; i + WIDE(R) <= n; i += WIDE(R))
             tile(bf, R, WIDE(R), w + i * row, row, x, K, out + i, ldo);
     for (; i < n; i++)
