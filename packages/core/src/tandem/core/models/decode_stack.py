@@ -13,8 +13,8 @@ kept as stored in a format the C kernels take (blocks, K-quants, F16 / BF16; up 
 formats stacked) or an fp32 weight packed for the C kernel. A step of prefills only, of at
 most ``FEW_TOKENS`` tokens, goes through too (its attention is the module path's for a
 prefill: rope, K/V write, paged prefill attention): a speculative verify is k + 1 tokens
-a sequence, and a draft model catching up after a verify feeds two or more. Anything else (long prompts, steps mixing prefills and
-decodes) runs the modules.
+a sequence, and a draft model catching up after a verify feeds two or more. Anything else
+(long prompts, steps mixing prefills and decodes) runs the modules.
 """
 
 from __future__ import annotations
