@@ -1,6 +1,7 @@
-"""The GGUF decode kernel (M = 1..4) against itself as committed at a git ref, same run.
+"""The GGUF decode kernel (M = 1..4) against itself as committed at a git ref and against
+fp32, same run.
 
-    python benchmarks/gguf_decode.py [--baseline main] [--formats Q8_0 Q4_1 ...]
+    python benchmarks/gguf_decode.py [--baseline main] [--formats Q8_0 Q4_1 F16 Q2_K ...]
         [--shape 576,1536,30,49152] [--threads 2] [--ms 1,4] [--rounds 5]
 
 The GGUF C sources of ``--baseline`` (every ``native/*gguf*`` file at that ref) are built
@@ -8,10 +9,12 @@ into a library beside the working tree's, with the same flags. Every linear laye
 shape (as :func:`linear.shapes` lists them) is kept in each format and the whole set is
 called through both libraries in turn, rounds alternating, so a busy spell of a shared
 machine falls on both; each side's best pass counts. Prints per format and M: weight MB,
-ms per pass and GB/s of each side, the speed ratio, and the largest difference of their
-outputs relative to the output's scale (sum order only: ~1e-6). The calls go straight to
-the C entries, so this is the kernels' own time (``linear.py --gguf`` adds the op's
-Python side).
+ms per pass and GB/s of each side, the speed ratio, the largest difference of their
+outputs relative to the output's scale (sum order only: ~1e-6), and the speed as a ratio
+to fp32 weights (the packed C kernel, ``linear_f32.c``, a line of its own per M). A format
+the baseline has no kernel for (it answers -1: F16, BF16, Q2_K, Q3_K before they were
+added) shows ``-`` on the baseline's side. The calls go straight to the C entries, so this
+is the kernels' own time (``linear.py --gguf`` adds the op's Python side).
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ from types import SimpleNamespace
 import torch
 from linear import shapes
 
-from tandem.kernels.gguf_blocks import BY_NAME, quantize
-from tandem.kernels.native import builder
+from tandem.kernels.gguf_blocks import BY_NAME, block_values, quantize
+from tandem.kernels.native import builder, linear_f32
 from tandem.kernels.native.loader import library
 
 NATIVE = "kernels/src/tandem/kernels/native"
@@ -60,6 +63,8 @@ def build_ref(ref: str, into: Path) -> Path:
 
 
 def bind(lib: ctypes.CDLL) -> ctypes._CFuncPtr:
+    lib.tandem_gguf_block_bytes.restype = ctypes.c_int64
+    lib.tandem_gguf_block_bytes.argtypes = [ctypes.c_int]
     fn = lib.tandem_linear_gguf
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
@@ -70,7 +75,7 @@ def bind(lib: ctypes.CDLL) -> ctypes._CFuncPtr:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default="main", metavar="REF")
-    parser.add_argument("--formats", nargs="+", default=["Q8_0", "Q4_0", "Q4_1", "Q5_0"])
+    parser.add_argument("--formats", nargs="+", default=["Q8_0", "Q4_0", "Q4_1", "F16", "BF16"])
     parser.add_argument("--shape", default="576,1536,30,49152", metavar="H,I,L,V")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--ms", default="1", metavar="M,M,...")
@@ -84,6 +89,13 @@ def main() -> None:
         raise SystemExit(f"--ms must be decode row counts in 1..15, got {args.ms}")
     torch.set_num_threads(args.threads)
     h, inter, layers, vocab = (int(v) for v in args.shape.split(","))
+    for name in args.formats:
+        size = block_values(BY_NAME[name])
+        if h % size or inter % size:
+            raise SystemExit(
+                f"--formats {name} needs hidden and intermediate sizes that are multiples of "
+                f"{size}, got --shape {args.shape} (try --shape 2048,5632,2,32000)"
+            )
     cfg = SimpleNamespace(hidden_size=h, num_attention_heads=h // 64, head_dim=64)
     cfg.__dict__.update(num_key_value_heads=max(1, h // 256), intermediate_size=inter)
     cfg.__dict__.update(num_hidden_layers=layers, vocab_size=vocab)
@@ -95,42 +107,67 @@ def main() -> None:
     fns = {args.baseline: bind(ref), "tree": ours.tandem_linear_gguf}
     gen = torch.Generator().manual_seed(0)
     floats = [(torch.randn(n, k, generator=gen) * k**-0.5, k) for k, n in shapes(cfg)]
+    packs = [linear_f32.pack(w) for w, _ in floats]
+    if any(p is None for p in packs):
+        raise SystemExit("the fp32 C kernel is not available here (no AVX2 / AVX-512)")
+    fp32_size = sum(w.numel() * 4 for w, _ in floats)
+    fp32_best = dict.fromkeys(ms, float("inf"))
     print(f"{len(floats)} linear layers, threads={args.threads}, baseline={args.baseline}")
     print(
         f"{'M':>3} {'format':<7}{'MB':>8}{'ref ms':>9}{'GB/s':>7}{'tree ms':>9}{'GB/s':>7}"
-        f"{'speedup':>9}{'max diff':>10}"
+        f"{'speedup':>9}{'max diff':>10}{'x fp32':>8}"
     )
     for name in args.formats:
         qs = [quantize(w, BY_NAME[name]) for w, _ in floats]
         size = sum(q.data.nbytes for q in qs)
+        known = ref.tandem_gguf_block_bytes(BY_NAME[name]) > 0
+        sides = {side: fn for side, fn in fns.items() if known or side == "tree"}
         for m in ms:
             xs = {k: torch.randn(m, k, generator=gen) for k, _ in shapes(cfg)}
-            outs = {side: [torch.empty(m, q.n) for q in qs] for side in fns}
+            outs = {side: [torch.empty(m, q.n) for q in qs] for side in sides}
             calls = {
                 side: [
                     (q.qtype, xs[q.k].data_ptr(), m, q.k, q.data.data_ptr(), q.n, o.data_ptr())
                     for q, o in zip(qs, outs[side])
                 ]
-                for side in fns
+                for side in sides
             }
-            best = dict.fromkeys(fns, float("inf"))
-            for _ in range(args.rounds):
-                for side, fn in fns.items():
+            f32 = [torch.empty(m, p.n) for p in packs]
+            calls["fp32"] = [
+                (xs[p.k].data_ptr(), m, p.k, p.panels.data_ptr(), None, p.n, o.data_ptr())
+                for p, o in zip(packs, f32)
+            ]
+            runs = {**sides, "fp32": ours.tandem_linear_f32}
+            best = dict.fromkeys(runs, float("inf"))
+            for _ in range(args.rounds):  # the sides in turn: a busy spell hits them all
+                for side, fn in runs.items():
                     for _ in range(4):
                         start = time.perf_counter()
                         for call in calls[side]:
                             fn(*call)
                         best[side] = min(best[side], time.perf_counter() - start)
-            diff = max(
-                float((a - b).abs().max() / (b.abs().max() + 1e-30))
-                for a, b in zip(outs["tree"], outs[args.baseline])
-            )
-            t_ref, t_new = best[args.baseline], best["tree"]
+            fp32_best[m] = min(fp32_best[m], best["fp32"])
+            t_new, t_f32 = best["tree"], best["fp32"]
+            if known:
+                diff = max(
+                    float((a - b).abs().max() / (b.abs().max() + 1e-30))
+                    for a, b in zip(outs["tree"], outs[args.baseline])
+                )
+                t_ref = best[args.baseline]
+                ref_cols = f"{t_ref * 1e3:9.2f}{size / t_ref / 1e9:7.1f}"
+                vs_ref = f"{t_ref / t_new:9.2f}{diff:10.1e}"
+            else:
+                ref_cols, vs_ref = f"{'-':>9}{'-':>7}", f"{'-':>9}{'-':>10}"
             print(
-                f"{m:>3} {name:<7}{size / 1e6:8.1f}{t_ref * 1e3:9.2f}{size / t_ref / 1e9:7.1f}"
-                f"{t_new * 1e3:9.2f}{size / t_new / 1e9:7.1f}{t_ref / t_new:9.2f}{diff:10.1e}",
+                f"{m:>3} {name:<7}{size / 1e6:8.1f}{ref_cols}{t_new * 1e3:9.2f}"
+                f"{size / t_new / 1e9:7.1f}{vs_ref}{t_f32 / t_new:8.2f}",
                 flush=True,
             )
+    for m, t in fp32_best.items():
+        print(
+            f"{m:>3} {'fp32':<7}{fp32_size / 1e6:8.1f}{'-':>9}{'-':>7}{t * 1e3:9.2f}"
+            f"{fp32_size / t / 1e9:7.1f}{'-':>9}{'-':>10}{1.0:8.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ weights (fp32), and int8; with ``--gguf``, GGUF block formats against fp32 and Q
 
     python benchmarks/linear.py [--size small|smollm2] [--threads N] [--seconds S]
                                 [--rounds R] [--ms 1,16,64,256,2048] [--no-int8]
-    python benchmarks/linear.py --gguf [Q4_1 Q4_K Q5_K Q6_K ...] [--shape H,I,L,V] [--ms 1,16,64]
+    python benchmarks/linear.py --gguf [Q4_1 Q2_K F16 ...] [--shape H,I,L,V] [--ms 1,16,64]
 
 For each token count M (a decode batch up to a prefill chunk), runs every linear
 layer of the model in turn (q/k/v, o, gate/up, down for all layers, then the logits

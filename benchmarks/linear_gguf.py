@@ -2,7 +2,8 @@
 
 Every linear layer of the model (forward order, as :func:`linear.shapes` lists them) is
 made from one set of random fp32 weights, then kept in each GGUF format asked for
-(default Q4_1, Q5_0 and the K-quants Q4_K, Q5_K, Q6_K). For each token count M the whole set
+(default Q4_1, Q5_0, the K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, and the 16-bit floats
+F16, BF16, kept as stored: x in fp32 for those). For each token count M the whole set
 is run once per pass, so the weights stream from memory as in a forward pass; the table
 gives each format's weight bytes, ms per pass (the best pass of three interleaved
 rounds), the weights' read rate (GB/s: bytes per
@@ -22,7 +23,7 @@ from tandem.kernels.gguf_blocks import BY_NAME, QuantWeight, quantize
 from tandem.kernels.ops.gguf_linear import linear_gguf
 from tandem.kernels.ops.linear import linear, pack_native, pack_weight
 
-DEFAULT = ("Q4_1", "Q5_0", "Q4_K", "Q5_K", "Q6_K")
+DEFAULT = ("Q4_1", "Q5_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "F16", "BF16")
 ROUNDS = 3
 
 

@@ -8,14 +8,23 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tandem.kernels.gguf_blocks import FORMATS, QuantWeight, block_values, dequantize, quantize
+from tandem.kernels.gguf_blocks import (
+    FLOAT16,
+    FORMATS,
+    QuantWeight,
+    block_values,
+    dequantize,
+    quantize,
+)
 from tandem.kernels.native import linear_gguf as native
 from tandem.kernels.ops.gguf_linear import gguf_rows, linear_gguf, reference
 
-QTYPES = sorted(FORMATS)
+# the formats whose kernels round x to int8 per 32 values (F16 / BF16 keep x in fp32:
+# test_linear_gguf_half.py)
+QTYPES = sorted(set(FORMATS) - FLOAT16.keys())
 
 
-@pytest.mark.parametrize("qtype", QTYPES)
+@pytest.mark.parametrize("qtype", sorted(FORMATS))
 def test_blocks_read_as_the_gguf_package_reads_them(qtype) -> None:
     gguf = pytest.importorskip("gguf")
     from gguf.quants import dequantize as theirs
@@ -24,10 +33,12 @@ def test_blocks_read_as_the_gguf_package_reads_them(qtype) -> None:
     qw = quantize(w, qtype)
     kind = gguf.GGMLQuantizationType[FORMATS[qtype][0]]
     ours = dequantize(qw.data, qtype, 512)
-    torch.testing.assert_close(ours, torch.from_numpy(theirs(qw.data.numpy(), kind)))
-    # one quantization step per block range; a K-quant's also has its 6/8-bit scales' rounding
+    want = torch.from_numpy(theirs(qw.data.numpy(), kind)).reshape(6, 512)
+    assert torch.equal(ours, want)
+    # one quantization step per block range; a K-quant's also has its 4/6/8-bit scales'
+    # rounding; F16 / BF16 half a unit in the last place
     steps = {8: 1 / 127, 2: 1 / 7, 3: 1 / 15, 6: 1 / 15, 7: 1 / 31}
-    steps |= {12: 1 / 8, 13: 1 / 16, 14: 1 / 32}
+    steps |= {10: 1 / 3, 11: 1 / 5, 12: 1 / 8, 13: 1 / 16, 14: 1 / 32, 1: 2**-11, 30: 2**-8}
     assert (ours - w).abs().max() <= steps[qtype] * w.abs().max() + 1e-3
 
 
@@ -55,6 +66,8 @@ def _bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 @example(qtype=12, m=1, blocks=3, n=17, seed=2)  # K-quant decode rows: super-blocks of 256
 @example(qtype=13, m=6, blocks=2, n=9, seed=3)
 @example(qtype=14, m=5, blocks=1, n=11, seed=4)
+@example(qtype=10, m=3, blocks=3, n=7, seed=7)  # the 2- and 3-bit K-quants
+@example(qtype=11, m=4, blocks=2, n=5, seed=8)
 def test_kernel_matches_reference(qtype, m, blocks, n, seed) -> None:
     g = torch.Generator().manual_seed(seed)
     k = block_values(qtype) * (blocks if block_values(qtype) == 32 else (blocks + 1) // 2)
@@ -82,6 +95,8 @@ def _sum_order_bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 )
 @example(qtype=12, m=33, blocks=2, n=13, seed=0)  # panels of 16 and a tail, tiles of 6 and one
 @example(qtype=7, m=1, blocks=1, n=1, seed=1)
+@example(qtype=10, m=17, blocks=2, n=7, seed=2)
+@example(qtype=11, m=16, blocks=1, n=13, seed=3)
 def test_prefill_tiles_match_reference(qtype, m, blocks, n, seed) -> None:
     """The fp32-tile kernel (which the op takes from ``PREFILL_ROWS`` rows), at any M: the
     reference within x's int8 rounding, and the int8 kernel within fp32 sum order."""
@@ -140,7 +155,7 @@ def test_bad_input_is_named() -> None:
 
 def test_opcheck() -> None:
     op = torch.ops.tandem.torch_linear_gguf
-    for qtype, k in ((2, 64), (12, 256), (14, 512)):
+    for qtype, k in ((2, 64), (12, 256), (14, 512), (10, 256), (11, 512), (1, 77), (30, 40)):
         qw = quantize(torch.randn(8, k), qtype)
         for m in (3, native.PREFILL_ROWS + 1):  # the decode kernel and the prefill one
             torch.library.opcheck(op, (torch.randn(m, k), qw.data, qw.qtype, qw.k))
@@ -148,7 +163,7 @@ def test_opcheck() -> None:
 
 @settings(max_examples=30, deadline=None)
 @given(
-    qtype=st.sampled_from(QTYPES),
+    qtype=st.sampled_from(sorted(FORMATS)),
     n=st.integers(1, 12),
     ids=st.lists(st.integers(0, 11), min_size=0, max_size=20),
     seed=st.integers(0, 2**31 - 1),
@@ -157,7 +172,7 @@ def test_embedding_rows_are_the_blocks_decoded(qtype, n, ids, seed) -> None:
     """The C lookup decodes a table's rows to the values the reference dequantizes, bit
     for bit (the model's embedding reads its GGUF table through it)."""
     g = torch.Generator().manual_seed(seed)
-    qw = quantize(torch.randn(n, block_values(qtype) * 2, generator=g), qtype)
+    qw = quantize(torch.randn(n, max(block_values(qtype), 19) * 2, generator=g), qtype)
     index = torch.tensor([i % n for i in ids], dtype=torch.int64)
     got = gguf_rows(qw, index)
     want = dequantize(qw.data, qtype, qw.k)[index]

@@ -1,6 +1,6 @@
 """The GGUF kernel's parts beyond the per-format op tests (``test_linear_gguf.py``): a
 stack of formats, and the plain-C paths (decode and prefill) that machines without AVX2
-take."""
+take, and the AVX2 ones that machines without AVX-512 take."""
 
 from __future__ import annotations
 
@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from tandem.kernels.gguf_blocks import FORMATS, QuantStack, block_values, dequantize, quantize
+from tandem.kernels.gguf_blocks import (
+    FLOAT16,
+    FORMATS,
+    QuantStack,
+    block_values,
+    dequantize,
+    quantize,
+)
 from tandem.kernels.ops.gguf_linear import linear_gguf, reference
 
 
@@ -32,13 +39,17 @@ def test_a_stack_of_formats_is_its_parts_side_by_side() -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 flags")
-def test_plain_c_path_matches_the_reference(tmp_path) -> None:
-    """The kernels built without AVX2 / FMA / F16C: the scalar loops of every format."""
+@pytest.mark.parametrize(
+    "isa", [("-mno-avx2", "-mno-fma", "-mno-f16c"), ("-mno-avx512f",)], ids=["plain", "avx2"]
+)
+def test_narrower_builds_match_the_reference(tmp_path, isa) -> None:
+    """The kernels built without AVX2 / FMA / F16C (the scalar loops of every format), and
+    without AVX-512 (the AVX2 loops, where this machine would take AVX-512's)."""
     from tandem.kernels.native import builder
 
     here = Path(builder.__file__).parent
-    lib_path = tmp_path / "plain.so"
-    flags = [*builder.FLAGS, "-mno-avx2", "-mno-fma", "-mno-f16c"]
+    lib_path = tmp_path / "narrow.so"
+    flags = [*builder.FLAGS, *isa]
     sources = [str(here / name) for name in builder.SOURCES if "gguf" in name]
     cmd = [builder.find_compiler(), *flags, *sources, "-o", str(lib_path)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=120)
@@ -46,12 +57,13 @@ def test_plain_c_path_matches_the_reference(tmp_path) -> None:
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
     lib.tandem_linear_gguf.argtypes = [ctypes.c_int, ptr, i64, i64, ptr, i64, ptr]
     lib.tandem_linear_gguf_f32.argtypes = lib.tandem_linear_gguf.argtypes
-    assert lib.tandem_linear_gguf_simd() == 0
+    assert lib.tandem_linear_gguf_simd() == (len(isa) == 1)
     g = torch.Generator().manual_seed(1)
     for qtype in sorted(FORMATS):
-        k = 3 * block_values(qtype)  # 32-value blocks: a pair and an odd last block
+        # 32-value blocks: a pair and an odd last block; F16 / BF16: any k (here past L1)
+        k = 3 * block_values(qtype) if qtype not in FLOAT16 else 1100
         qw = quantize(torch.randn(11, k, generator=g), qtype)
-        for m in (1, 6):
+        for m in (1, 3, 6):
             x = torch.randn(m, k, generator=g)
             out = torch.empty(m, 11)
             done = lib.tandem_linear_gguf(
@@ -59,10 +71,12 @@ def test_plain_c_path_matches_the_reference(tmp_path) -> None:
             )
             assert done == 0
             want = reference(x, qw.data, qtype, k)
-            # x rounded to int8 per 32 values: half a step times |W|, plus float rounding
             w = dequantize(qw.data, qtype, k).abs()
-            half_step = x.reshape(m, -1, 32).abs().amax(-1, keepdim=True).expand(m, -1, 32)
-            bound = (half_step.reshape(m, k) / 254) @ w.t() * 1.01 + 1e-4
+            if qtype in FLOAT16:  # x as it is: fp32 sum order only
+                bound = 2 * k * 2**-24 * (x.abs() @ w.t()) + 1e-30
+            else:  # x rounded to int8 per 32 values: half a step times |W|, plus rounding
+                half_step = x.reshape(m, -1, 32).abs().amax(-1, keepdim=True).expand(m, -1, 32)
+                bound = (half_step.reshape(m, k) / 254) @ w.t() * 1.01 + 1e-4
             assert ((out - want).abs() <= bound).all(), FORMATS[qtype][0]
         # the prefill path on the last x (6 rows): fp32 tiles, x rounded as the rows round it
         tiles = torch.empty(6, 11)

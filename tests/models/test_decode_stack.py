@@ -89,6 +89,75 @@ def test_k_quants_match_the_modules(tmp_path_factory, monkeypatch, arch):
     _same_as_modules(model, monkeypatch)
 
 
+def _keep_as(model: torch.nn.Module, first: int, second: int) -> None:
+    """Every linear layer of the stack in GGUF format ``first`` or ``second``, as a loader
+    keeps them: q, k in ``first`` and v in ``second`` (a stack), gate/up in ``first``, o and
+    down in ``second``; no float weight left."""
+    from tandem.kernels.gguf_blocks import QuantStack, quantize
+
+    for layer in model.model.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        h, kvh, d = attn.shape
+        w = attn.qkv_proj.weight.detach()
+        qk = quantize(w[: (h + kvh) * d], first)
+        attn.qkv_proj.use_quantized(QuantStack((qk, quantize(w[(h + kvh) * d :], second))))
+        mlp.gate_up_proj.use_quantized(quantize(mlp.gate_up_proj.weight.detach(), first))
+        for lin in (attn.o_proj, mlp.down_proj):
+            lin.use_quantized(quantize(lin.weight.detach(), second))
+        for lin in (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj):
+            lin.register_parameter("weight", None)
+    model.model.decode_stack.drop()
+
+
+@pytest.mark.parametrize("formats", [(1, 30), (10, 11)], ids=["F16+BF16", "Q2_K+Q3_K"])
+def test_16_bit_and_low_bit_weights_match_the_modules(formats, paged_runner, monkeypatch):
+    """F16 / BF16 rows (x kept in fp32) and the 2- and 3-bit K-quants run in the C stack,
+    logits bit for bit the modules', at decode and in a short prefill-only step."""
+    from tandem.core.loader import load_model
+
+    shape = {"hidden_size": 256, "intermediate_size": 512, "rope_parameters": ROPE}
+    model = load_model(str(make_model(size="tiny", arch="llama", **shape)), dtype=torch.float32)
+    _keep_as(model, *formats)
+    ran = []
+    real = decode_stack.DecodeStack.run
+
+    def counted(self, x, positions, caches, meta):
+        out = real(self, x, positions, caches, meta)
+        ran.append(out is not None)
+        return out
+
+    monkeypatch.setattr(decode_stack.DecodeStack, "run", counted)
+    logits = {}
+    for mode in ("modules", "c"):
+        monkeypatch.setenv("TANDEM_DECODE_STACK", mode)
+        runner = paged_runner(model)
+        steps = [runner.step([(0, [5, 9, 2]), (1, [7, 1])])]
+        steps += [runner.step([(0, [3]), (1, [4])]) for _ in range(3)]
+        logits[mode] = steps
+    assert sum(ran) == 4  # the C stack took every step of the second pass
+    for got, want in zip(logits["c"], logits["modules"]):
+        assert torch.equal(got, want)
+
+
+def test_a_format_without_a_c_kernel_runs_the_modules(monkeypatch):
+    """A weight in a format the C kernels lack (none today: one is made up here) leaves the
+    stack to the modules rather than to a kernel that would refuse it mid-step."""
+    from tandem.core.loader import load_model
+
+    shape = {"hidden_size": 256, "intermediate_size": 512, "rope_parameters": ROPE}
+    model = load_model(str(make_model(size="tiny", arch="llama", **shape)), dtype=torch.float32)
+    _keep_as(model, 12, 11)
+    spec = model.spec.attention
+    kv = (4, 16, spec.num_kv_heads, spec.head_dim)
+    caches = [(torch.zeros(kv), torch.zeros(kv)) for _ in range(model.spec.num_layers)]
+    stack = model.model.decode_stack
+    monkeypatch.setattr(decode_stack, "supports", lambda qtype: qtype != 11)
+    assert stack._table_for(caches) is None and not stack.usable
+    monkeypatch.undo()
+    stack.usable = True
+    assert stack._table_for(caches) is not None
+
+
 @pytest.mark.skipif(not native.linear_f32.available(), reason="no C fp32 linear kernel here")
 def test_fp32_weights_match_the_modules(tiny_model, monkeypatch):
     _same_as_modules(str(tiny_model), monkeypatch, dtype="float32")

@@ -11,9 +11,10 @@ GGUF type numbers):
   with q = n + 16 * (bit j of the little-endian uint32) for value j (22 bytes)
 - ``Q5_1`` (7): f16 d, f16 m, high bits, nibbles; value = d * q + m (24 bytes)
 
-and the K-quants ``Q4_K`` (12), ``Q5_K`` (13), ``Q6_K`` (14), whose super-blocks hold 256
-values each (:mod:`tandem.kernels.gguf_kquants` has their layouts): a K-quant row is
-[K / 256 * block_bytes].
+the K-quants ``Q4_K`` (12), ``Q5_K`` (13), ``Q6_K`` (14) (:mod:`tandem.kernels.gguf_kquants`
+has their layouts) and ``Q2_K`` (10), ``Q3_K`` (11) (:mod:`tandem.kernels.gguf_kquants_low`),
+whose super-blocks hold 256 values each: a K-quant row is [K / 256 * block_bytes]; and the
+16-bit floats ``F16`` (1) and ``BF16`` (30), a row of K little-endian values [2 K], any K.
 
 In a 4-bit block, value j < 16 is the low nibble of byte j, value j >= 16 the high nibble
 of byte j - 16. :func:`dequantize` is the reference every kernel is tested against;
@@ -27,14 +28,18 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from tandem.kernels import gguf_kquants
+from tandem.kernels import gguf_kquants, gguf_kquants_low
 from tandem.kernels.gguf_kquants import KFORMATS, QK_K
+from tandem.kernels.gguf_kquants_low import LOW_KFORMATS
 
 QK = 32
 # GGUF type number -> (name, bytes per block); a block is QK values, a K-quant's QK_K
 FORMATS: dict[int, tuple[str, int]] = {2: ("Q4_0", 18), 3: ("Q4_1", 20), 8: ("Q8_0", 34)}
 FORMATS |= {6: ("Q5_0", 22), 7: ("Q5_1", 24)}  # llama.cpp's Q4_K / Q5_K for rows not of 256
-FORMATS |= KFORMATS
+FORMATS |= KFORMATS | LOW_KFORMATS
+FLOAT16: dict[int, tuple[str, int]] = {1: ("F16", 2), 30: ("BF16", 2)}  # a "block" is one value
+FORMATS |= FLOAT16
+SUPER_BLOCKS = KFORMATS.keys() | LOW_KFORMATS.keys()  # the formats of 256-value blocks
 BY_NAME = {name: code for code, (name, _) in FORMATS.items()}
 
 
@@ -91,8 +96,9 @@ class QuantStack:
 
 
 def block_values(qtype: int) -> int:
-    """How many weights one block of ``qtype`` holds: 32, or 256 for a K-quant."""
-    return QK_K if qtype in KFORMATS else QK
+    """How many weights one block of ``qtype`` holds: 32, 256 for a K-quant, 1 for F16 /
+    BF16."""
+    return QK_K if qtype in SUPER_BLOCKS else 1 if qtype in FLOAT16 else QK
 
 
 def row_bytes(qtype: int, k: int) -> int:
@@ -117,6 +123,11 @@ def dequantize(data: Tensor, qtype: int, k: int) -> Tensor:
     """data: [N, row_bytes] uint8 -> [N, k] fp32."""
     if qtype in KFORMATS:
         return gguf_kquants.dequantize(data, qtype, k)
+    if qtype in LOW_KFORMATS:
+        return gguf_kquants_low.dequantize(data, qtype, k)
+    if qtype in FLOAT16:
+        kind = torch.float16 if qtype == 1 else torch.bfloat16
+        return data.contiguous().view(kind).float().reshape(data.shape[0], k)
     size = FORMATS[qtype][1]
     blocks = data.reshape(data.shape[0], k // QK, size)  # [N, B, size]
     d = _half(blocks[..., 0:2]).unsqueeze(-1)  # [N, B, 1]
@@ -143,11 +154,19 @@ def _f16_bytes(x: Tensor) -> Tensor:
 
 def quantize(w: Tensor, qtype: int) -> QuantWeight:
     """w: [N, K] float (K a multiple of 32, of 256 for a K-quant) -> its blocks, by round
-    to nearest."""
+    to nearest (F16 / BF16: each value rounded to nearest even)."""
+    if qtype not in FORMATS:
+        raise ValueError(f"qtype must be one of {sorted(FORMATS)}, got {qtype!r}")
     n, k = w.shape
     row_bytes(qtype, k)
     if qtype in KFORMATS:
         return QuantWeight(gguf_kquants.quantize(w, qtype), qtype, n, k)
+    if qtype in LOW_KFORMATS:
+        return QuantWeight(gguf_kquants_low.quantize(w, qtype), qtype, n, k)
+    if qtype in FLOAT16:
+        kind = torch.float16 if qtype == 1 else torch.bfloat16
+        data = w.detach().float().to(kind).contiguous().view(torch.uint8).reshape(n, 2 * k)
+        return QuantWeight(data, qtype, n, k)
     x = w.detach().float().reshape(n, k // QK, QK)  # [N, B, 32]
     if qtype == 8:
         d = x.abs().amax(-1) / 127.0

@@ -31,6 +31,8 @@ SOURCES = (
     "linear_gguf_rows.c",
     "linear_gguf_plain.c",
     "linear_gguf_k.c",
+    "gguf_k23.c",
+    "gguf_half.c",
     "gguf_decode.c",
     "linear_gguf_f32.c",
     "decode_stack.c",

@@ -4,27 +4,12 @@
  * With AVX2 a block's codes are unpacked to 32 bytes (as linear_gguf.c / linear_gguf_k.c
  * unpack them) and widened to fp32 with one multiply-add per eight values: a fraction of
  * a cycle per value, small beside the M fp32 products each value then feeds. Plain loops
- * of the same meaning elsewhere.
+ * of the same meaning elsewhere. Q2_K / Q3_K rows are decoded in gguf_k23.c, F16 / BF16
+ * rows widened in gguf_half.c; tandem_gguf_decode_row takes every format.
  */
 #include "gguf_common.h"
 
 #if GGUF_SIMD
-/* 32 bytes b (as 8-bit ints, signed when ``sgn``) -> o[i] = d[h] * b[i] + m[h], h = i / 16 */
-static inline __attribute__((always_inline)) void bytes_to_f32(__m256i q, int sgn,
-                                                               const float d[2],
-                                                               const float m[2], float *o)
-{
-    const __m128i half[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
-    for (int h = 0; h < 2; h++) {
-        const __m256 dv = _mm256_set1_ps(d[h]), mv = _mm256_set1_ps(m[h]);
-        const __m128i lo = half[h], hi = _mm_unpackhi_epi64(lo, lo);
-        const __m256i a = sgn ? _mm256_cvtepi8_epi32(lo) : _mm256_cvtepu8_epi32(lo);
-        const __m256i b = sgn ? _mm256_cvtepi8_epi32(hi) : _mm256_cvtepu8_epi32(hi);
-        _mm256_storeu_ps(o + 16 * h, _mm256_fmadd_ps(dv, _mm256_cvtepi32_ps(a), mv));
-        _mm256_storeu_ps(o + 16 * h + 8, _mm256_fmadd_ps(dv, _mm256_cvtepi32_ps(b), mv));
-    }
-}
-
 /* One block of 32 of Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 -> o[0..31]: the codes as 32 bytes
  * (as linear_gguf.c unpacks them), then widened to fp32 */
 static inline __attribute__((always_inline)) void block32(int type, const uint8_t *blk,
@@ -201,6 +186,10 @@ void tandem_gguf_decode_row(int type, const uint8_t *w, int64_t K, float *out)
     case Q4_K: row256(Q4_K, 144, w, K, out); return;
     case Q5_K: row256(Q5_K, 176, w, K, out); return;
     case Q6_K: row256(Q6_K, 210, w, K, out); return;
+    case Q2_K:
+    case Q3_K: tandem_gguf_k23_decode_row(type, w, K, out); return;
+    case F16:
+    case BF16: tandem_gguf_half_decode_row(type, w, K, out); return;
     default: return;
     }
 }

@@ -17,8 +17,9 @@
  * The integer sums use unsigned x signed byte products (AVX2 maddubs, or VNNI's dpbusd
  * where the compiler targets AVX-512 VNNI), the same sums in plain C elsewhere.
  *
- * The K-quants (Q4_K, Q5_K, Q6_K: super-blocks of 256) are in linear_gguf_k.c; they share
- * the quantized x and the work split.
+ * The K-quants (Q4_K, Q5_K, Q6_K: super-blocks of 256) are in linear_gguf_k.c, Q2_K and
+ * Q3_K in gguf_k23.c; they share the quantized x and the work split. F16 and BF16 rows
+ * (gguf_half.c) share the work split only: x stays in fp32 for them.
  *
  * Work split: threads take bands of output channels; within a band each weight block is
  * unpacked once and used for up to four rows of x, so the weights stream once per call
@@ -44,6 +45,10 @@ int64_t tandem_gguf_block_bytes(int type)
     case Q4_K: return 144;
     case Q5_K: return 176;
     case Q6_K: return 210;
+    case Q2_K: return 84;
+    case Q3_K: return 110;
+    case F16:
+    case BF16: return 2;
     default: return -1;
     }
 }
@@ -122,17 +127,38 @@ static void quantize_x(const float *x, int64_t M, int64_t K, int pairs, int8_t *
 
 int tandem_linear_gguf_simd(void) { return GGUF_SIMD; }
 
+/* F16 / BF16: out [M, N] = x @ W^T with x as it is, in the same bands as the blocks */
+static void linear_half(int type, const float *x, int64_t M, int64_t K, const uint8_t *w,
+                        int64_t N, float *out)
+{
+    const int64_t bands = (N + BAND - 1) / BAND, row = 2 * K;
+    const int64_t chunk = bands / (4 * (int64_t)omp_get_max_threads()) + 1;
+#pragma omp parallel for schedule(dynamic, chunk)
+    for (int64_t band = 0; band < bands; band++) {
+        const int64_t n0 = band * BAND, n1 = n0 + BAND < N ? n0 + BAND : N;
+        for (int64_t m = 0; m < M; m += RB) {
+            const int R = (int)(M - m < RB ? M - m : RB);
+            tandem_gguf_half_rows(type, R, w + n0 * row, (int)(n1 - n0), row, x + m * K, K,
+                                  out + m * N + n0, N);
+        }
+    }
+}
+
 /* out [M, N] = x [M, K] @ W^T, W: N rows of K / 32 blocks of ``type`` (K / 256 of a
- * K-quant). 0, or -1 when the type is unknown, K is not a multiple of the block, or
- * scratch memory is short. */
+ * K-quant, K 16-bit values of F16 / BF16). 0, or -1 when the type is unknown, K is not a
+ * multiple of the block, or scratch memory is short. */
 int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K, const uint8_t *w,
                        int64_t N, float *out)
 {
     const int64_t bb = tandem_gguf_block_bytes(type);
-    const int kq = type == Q4_K || type == Q5_K || type == Q6_K;
-    if (bb < 0 || K % (kq ? QK_K : QK) != 0 || M < 0 || N < 0)
+    const int kq = is_kquant(type);
+    if (bb < 0 || K % block_values(type) != 0 || M < 0 || N < 0)
         return -1;
-    const int64_t nb = K / QK, row = K / (kq ? QK_K : QK) * bb;
+    if (is_half(type)) {
+        linear_half(type, x, M, K, w, N, out);
+        return 0;
+    }
+    const int64_t nb = K / QK, row = K / block_values(type) * bb;
     /* the quantized x: this thread's scratch, kept between calls (grown as needed) */
     static __thread void *scratch = NULL;
     static __thread size_t have = 0;
@@ -163,8 +189,12 @@ int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K, const uin
                                  out + m * N + n0, N);
                 continue;
             }
-            for (int64_t n = n0; n < n1; n++)
-                tandem_gguf_k_rows(type, R, w + n * row, q, d, s, h, K, out + m * N + n, N);
+            for (int64_t n = n0; n < n1; n++) {
+                if (type == Q2_K || type == Q3_K)
+                    tandem_gguf_k23_rows(type, R, w + n * row, q, d, s, h, K, out + m * N + n, N);
+                else
+                    tandem_gguf_k_rows(type, R, w + n * row, q, d, s, h, K, out + m * N + n, N);
+            }
         }
     }
     return 0;

@@ -1,6 +1,7 @@
 """Linear layers on GGUF block weights in C: one call per matmul.
 
-Two kernels, chosen by the number of rows of x. Below :data:`PREFILL_ROWS`
+Two kernels, chosen by the number of rows of x (F16 / BF16 weights take x as it is, in
+fp32, on both; the other formats round it as follows). Below :data:`PREFILL_ROWS`
 (decode, small batches) ``linear_gguf.c`` reads the blocks directly with x rounded to int8
 per 32 values and integer dot products: the weights' bytes stream once and are the cost.
 From :data:`PREFILL_ROWS` on ``linear_gguf_f32.c`` decodes bands of weight rows to fp32
@@ -34,6 +35,13 @@ def simd() -> bool:
     """Whether the kernel was built with its vector path (AVX2 + FMA + F16C, or better)."""
     lib = library()
     return lib is not None and bool(lib.tandem_linear_gguf_simd())
+
+
+def supports(qtype: int) -> bool:
+    """Whether the C kernels take weights in ``qtype`` (every format of
+    :data:`~tandem.kernels.gguf_blocks.FORMATS` where the library is built)."""
+    lib = library()
+    return lib is not None and qtype in FORMATS and lib.tandem_gguf_block_bytes(qtype) > 0
 
 
 _KERNELS: list[tuple[Callable[..., int], Callable[..., int]] | None] = []

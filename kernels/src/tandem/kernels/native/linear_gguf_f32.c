@@ -7,7 +7,8 @@
  * L2, and multiplies it with every row of x through a register-tiled fp32 kernel, so a
  * call costs one decode of the weights plus the fp32 products.
  *
- * x is rounded as the decode path rounds it (int8 per 32 values, then back to fp32), so
+ * x is rounded as the decode path rounds it (int8 per 32 values, then back to fp32; F16 /
+ * BF16 weights: not at all, at decode or here), so
  * both paths compute the same products and differ only in the order of their fp32 sums
  * (~1e-6 relative): a token's logits do not depend on whether its row ran in a batch of
  * 3 or of 300, so engines that batch differently (v0, v1) make the same greedy tokens.
@@ -27,9 +28,10 @@
 #define NR 6                   /* weight rows per micro-tile */
 #define BAND_FLOATS (96 * 1024) /* a thread's decoded band: 384 KB, kept in L2 */
 
-/* x [M, K] -> xp [ceil(M / 16)][K][16], zero past row M, each value rounded as
- * linear_gguf.c's quantize_x rounds it: per 32 values, xd * round(x / xd), xd = amax / 127 */
-static void pack_x(const float *x, int64_t M, int64_t K, float *xp)
+/* x [M, K] -> xp [ceil(M / 16)][K][16], zero past row M; with ``round`` each value rounded
+ * as linear_gguf.c's quantize_x rounds it: per 32 values, xd * round(x / xd), xd = amax /
+ * 127 (F16 / BF16 weights take x as it is, as their decode path does) */
+static void pack_x(const float *x, int64_t M, int64_t K, int round, float *xp)
 {
     const int64_t panels = (M + MP - 1) / MP;
 #pragma omp parallel for schedule(static) if (panels > 1)
@@ -40,6 +42,11 @@ static void pack_x(const float *x, int64_t M, int64_t K, float *xp)
             if (m >= M) {
                 for (int64_t k = 0; k < K; k++)
                     dst[k * MP + j] = 0.0f;
+                continue;
+            }
+            if (!round) {
+                for (int64_t k = 0; k < K; k++)
+                    dst[k * MP + j] = x[m * K + k];
                 continue;
             }
             for (int64_t b = 0; b < K; b += QK) {
@@ -123,19 +130,18 @@ int tandem_linear_gguf_f32(int type, const float *x, int64_t M, int64_t K, const
                            int64_t N, float *out)
 {
     const int64_t bb = tandem_gguf_block_bytes(type);
-    const int kq = type == Q4_K || type == Q5_K || type == Q6_K;
-    if (bb < 0 || K % (kq ? QK_K : QK) != 0 || K == 0 || M < 0 || N < 0)
+    if (bb < 0 || K % block_values(type) != 0 || K == 0 || M < 0 || N < 0)
         return -1;
     if (M == 0 || N == 0)
         return 0;
-    const int64_t row = K / (kq ? QK_K : QK) * bb, panels = (M + MP - 1) / MP;
+    const int64_t row = K / block_values(type) * bb, panels = (M + MP - 1) / MP;
     /* a band: as many rows (a multiple of 6, at least 6) as fit the L2 share */
     int64_t nb = BAND_FLOATS / K / NR * NR;
     nb = nb < NR ? NR : nb > 96 ? 96 : nb;
     float *xp = malloc(sizeof(float) * (size_t)(panels * K * MP));
     if (!xp)
         return -1;
-    pack_x(x, M, K, xp);
+    pack_x(x, M, K, !is_half(type), xp);
     const int64_t bands = (N + nb - 1) / nb;
     int failed = 0;
 #pragma omp parallel

@@ -60,6 +60,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.tandem_linear_gguf_f32.restype = ctypes.c_int
     lib.tandem_linear_gguf_f32.argtypes = [ctypes.c_int, ptr, i64, i64, ptr, i64, ptr]
     lib.tandem_linear_gguf_simd.restype = ctypes.c_int
+    lib.tandem_gguf_block_bytes.restype = i64
+    lib.tandem_gguf_block_bytes.argtypes = [ctypes.c_int]
     lib.tandem_gguf_decode_rows.restype = None
     lib.tandem_gguf_decode_rows.argtypes = [ctypes.c_int, ptr, i64, ptr, i64, i64, ptr]
     lib.tandem_linear_gguf_simd.argtypes = []

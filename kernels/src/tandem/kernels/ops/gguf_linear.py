@@ -1,10 +1,12 @@
-"""``tandem::torch_linear_gguf``: x @ W^T with W kept in its GGUF blocks (Q8_0, Q4_0, Q4_1,
-Q5_0, Q5_1, and the K-quants Q4_K, Q5_K, Q6_K).
+"""``tandem::torch_linear_gguf``: x @ W^T with W kept as the GGUF file stores it (Q8_0, Q4_0,
+Q4_1, Q5_0, Q5_1, the K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, and F16 / BF16).
 
 On the CPU the C kernel (``native/linear_gguf.c``) reads the blocks directly: the
 activations are quantized per 32 values to int8 and every block's dot product is an
 integer one, so a decode step streams the weights' file bytes once (a Q4_1 weight is
-0.625 bytes a value, fp32's 4). From ``native.linear_gguf.PREFILL_ROWS`` rows (prefill)
+0.625 bytes a value, fp32's 4). F16 / BF16 rows are widened to fp32 as they are read and
+multiply x as it is (``native/gguf_half.c``: two bytes a value, and the numbers of
+``F.linear(x, w.float())``). From ``native.linear_gguf.PREFILL_ROWS`` rows (prefill)
 ``native/linear_gguf_f32.c`` decodes the weights to fp32 tiles once per call and runs fp32
 products on x rounded the same way (:mod:`tandem.kernels.native.linear_gguf`). Elsewhere,
 or where C is missing, the reference runs: dequantize

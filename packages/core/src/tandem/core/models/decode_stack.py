@@ -9,12 +9,12 @@ kernels in the same order as the modules (the same numbers, bit for bit).
 
 It takes Llama-family stacks only: pre-norm layers with SiLU gated MLPs, attention with
 one rope table and no q/k norms, no tensor parallelism, every linear layer a GGUF weight
-kept in its blocks (up to three formats stacked) or an fp32 weight packed for the C
-kernel. A step of prefills only, of at most ``FEW_TOKENS`` tokens, goes through too (its
-attention is the module path's for a prefill: rope, K/V write, paged prefill attention):
-a speculative verify is k + 1 tokens a sequence, and a draft model catching up after a
-verify feeds two or more. Anything else (long prompts, steps mixing prefills and
-decodes) runs the modules.
+kept as stored in a format the C kernels take (blocks, K-quants, F16 / BF16; up to three
+formats stacked) or an fp32 weight packed for the C kernel. A step of prefills only, of at
+most ``FEW_TOKENS`` tokens, goes through too (its attention is the module path's for a
+prefill: rope, K/V write, paged prefill attention): a speculative verify is k + 1 tokens
+a sequence, and a draft model catching up after a verify feeds two or more. Anything else
+(long prompts, steps mixing prefills and decodes) runs the modules.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from tandem.kernels.decode_inputs import DecodeStep
 from tandem.kernels.gguf_blocks import QuantStack, QuantWeight
 from tandem.kernels.native import decode_stack as native
 from tandem.kernels.native.linear_f32 import PackedF32
+from tandem.kernels.native.linear_gguf import supports
 from tandem.kernels.ops.decode_step import check_rope_decode
 
 FEW_TOKENS = 256  # the longest step of prefills the C stack takes (its scratch grows with it)
@@ -51,6 +52,8 @@ def _lin(layer: Linear, keep: list[Tensor]) -> native.LinSpec | None:
         if len(parts) > native.MAX_PARTS or not all(type(p) is QuantWeight for p in parts):
             return None
         if not all(p.data.is_cpu and p.data.is_contiguous() for p in parts):
+            return None
+        if not all(supports(p.qtype) for p in parts):  # a format C has no kernel for
             return None
         keep.extend(p.data for p in parts)
         qtypes, rows = tuple(p.qtype for p in parts), tuple(p.n for p in parts)
