@@ -101,6 +101,8 @@ class FakeRunner:
 
     num_kv_blocks = 32
     attention_backend = "none"
+    max_model_len = 64
+    kv_source = "num_kv_blocks=32"
 
     def __init__(self, fail: str) -> None:
         self.fail = fail

@@ -14,7 +14,9 @@ from typing import Any
 
 from tandem.core.attention_backend import select_attention_backend
 from tandem.core.inputs import EngineRequest, InputProcessor
+from tandem.core.kv_budget import warn_shortened
 from tandem.core.kv_cache import allocate_kv_caches
+from tandem.core.memory import available_memory
 from tandem.core.outputs import RequestOutput, error_text
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.stats import EngineStats
@@ -55,8 +57,13 @@ class LLMEngine:
 
             model = load_model(mc, config.device, config.dtype, config.quantization)
         block_size = config.cache.block_size
-        per_block = config.kv_bytes_per_block
-        num_blocks = config.cache.resolve_num_blocks(per_block)
+        model_len = mc.max_model_len
+        available = available_memory(config.device) if config.cache.needs_memory else None
+        num_blocks = config.resolve_kv_cache(available)
+        if mc.max_model_len != model_len:
+            if hasattr(model, "set_max_model_len"):
+                model.set_max_model_len(mc.max_model_len)
+            warn_shortened(config, model_len)
         caches = allocate_kv_caches(
             mc.num_layers,
             mc.num_kv_heads,

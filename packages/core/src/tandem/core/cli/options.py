@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tandem.core.cli.cache_flags import add_cache_flags, cache_args
 from tandem.core.cli.flags import number
 from tandem.core.cli.server_flags import add_server_flags
 from tandem.core.cli.spec_flags import add_spec_flags, spec_args
@@ -41,12 +42,6 @@ def _engine_options(cmd: argparse.ArgumentParser, model_positional: bool = False
         default=None,
         help="engine to use (default: $TANDEM_ENGINE, else v1)",
     )
-    cmd.add_argument(
-        "--max-model-len",
-        type=number(int, "--max-model-len", lo=2),
-        default=None,
-        help="longest prompt + completion (default: the model's, at most 4096)",
-    )
     cmd.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
     cmd.add_argument(
         "--quantization",
@@ -56,6 +51,7 @@ def _engine_options(cmd: argparse.ArgumentParser, model_positional: bool = False
         "file's Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K tensors kept as stored (default for a "
         ".gguf file, else none)",
     )
+    add_cache_flags(cmd)
     _parallel_options(cmd)
     add_spec_flags(cmd)
 
@@ -202,18 +198,5 @@ def engine_args(args: argparse.Namespace, model: str) -> dict[str, Any]:
         if value != PARALLEL_DEFAULTS[name]:  # left out: engine v0 takes the command too
             out[name] = value
     out.update(spec_args(args))
-    out["max_model_len"] = (
-        args.max_model_len if args.max_model_len is not None else default_len(model)
-    )
+    out.update(cache_args(args))
     return out
-
-
-def default_len(model: str) -> int | None:
-    """Cap the model's length at 4096 so its KV cache stays small on a laptop."""
-    from tandem.core.config import load_model_config
-
-    try:
-        limit = load_model_config(model).max_model_len
-    except (OSError, ValueError):
-        return None  # LLM() will say what is wrong
-    return min(limit, 4096)

@@ -28,6 +28,8 @@ class EngineCore:
         self.config = config
         self.runner = runner
         self.num_kv_blocks = runner.num_kv_blocks
+        # a runner in another process (tensor-parallel ranks) sized the cache there
+        config.adopt_kv_cache(runner.num_kv_blocks, runner.max_model_len, runner.kv_source)
         sc, cc = config.scheduler, config.cache
         self.kv = KVCacheManager(
             self.num_kv_blocks, cc.block_size, sc.enable_prefix_caching, cc.sliding_window

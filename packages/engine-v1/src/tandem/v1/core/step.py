@@ -97,6 +97,8 @@ class Executor(Protocol):
 
     num_kv_blocks: int
     attention_backend: str
+    max_model_len: int  # the context the KV cache was sized for
+    kv_source: str  # what sized the cache (for messages)
 
     def execute(self, step: SchedulerOutput) -> StepOutput: ...
 

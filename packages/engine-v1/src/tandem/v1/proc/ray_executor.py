@@ -110,7 +110,7 @@ class RayExecutor:
         setups = [RankSetup(r, size, host, res.store.port, timeout) for r in range(size)]
         refs = [a.start.remote(plain, s) for a, s in zip(res.actors, setups)]
         ready = self._gather(refs, deadline, True)
-        self.num_kv_blocks, self.attention_backend = ready[0]
+        self.num_kv_blocks, self.attention_backend, self.max_model_len, self.kv_source = ready[0]
 
     @property
     def pids(self) -> dict[str, int]:
