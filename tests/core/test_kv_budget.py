@@ -16,7 +16,9 @@ from tandem.core.kv_budget import (
     DEFAULT_KV_CACHE_MEMORY_FRACTION,
     kv_budget_bytes,
     longest_context,
+    split_pools,
 )
+from tandem.core.kv_window import local_layers
 from tandem.core.memory import available_memory, cgroup_headroom, host_available
 
 GIB = 1 << 30
@@ -139,6 +141,75 @@ def test_a_shortened_context_reaches_every_config(tiny_model: Path) -> None:
     assert cfg.model.max_model_len == 512  # the model's, until the cache is sized
     assert cfg.resolve_kv_cache() == 3
     assert cfg.model.max_model_len == cfg.scheduler.max_model_len == cfg.cache.max_model_len == 48
+
+
+# ----- local and global layers (Gemma 2 and 3) ----------------------------------------
+
+
+def _mixed(**kw: object) -> CacheConfig:
+    # 6 layers, 5 of them local over a window of 64; blocks of 16, steps of 64 tokens: a
+    # local layer holds peak_blocks(64, 64, 16) = 9 blocks of a sequence at most
+    base: dict[str, object] = dict(
+        local_layers=(0, 1, 2, 3, 4), local_window=64, num_layers=6, step_tokens=64
+    )
+    base.update(kw)
+    return _cache(**base)
+
+
+def test_which_layers_are_local() -> None:
+    assert local_layers((8, None, 8, None)) == ((0, 2), 8)
+    assert local_layers((4, 8, None)) == ((0, 1), 8)
+    assert local_layers((8, 8)) == ((), None)  # every layer slides: one pool (kv_window)
+    assert local_layers((None, None)) == ((), None)
+
+
+def test_the_pools_share_bytes_as_one_sequence_needs_them() -> None:
+    # one sequence of 4096 tokens: 256 blocks in the global layer, 9 in each local one
+    assert split_pools(256 + 5 * 9, 256, 9, 1, 5) == (256, 9)
+    assert split_pools(10 * (256 + 45), 256, 9, 1, 5) == (2560, 90)
+
+
+def test_a_long_context_costs_what_its_global_layers_need() -> None:
+    c = _mixed()
+    per_block = 6 * 1000  # 1000 bytes a block in each of the 6 layers
+    assert c.layer_blocks_for(4096) == 256 + 5 * 9  # 301, not 6 * 256 = 1536
+    # 4 sequences at most: 4 x 301 blocks of one layer, whatever the memory
+    assert c.resolve_num_blocks(per_block, available=10**12) == 4 * 256
+    assert c.num_local_blocks == 4 * 9
+    assert c.layer_blocks() == [37] * 5 + [1024]  # the local pool with its null block
+    assert c.kv_bytes(per_block) == 4 * 301 * 1000
+    assert c.bytes_per_token(per_block) == 1000 // 16  # the global layer's share
+    assert (
+        c.describe_blocks()
+        == "1024 blocks of 16 tokens for the global layers and 36 for the local ones"
+    )
+
+
+def test_a_mixed_context_that_does_not_fit_shrinks_by_its_global_layers() -> None:
+    c = _mixed()
+    # 2 x 200 x 1000 bytes: half is 200 blocks of one layer; 45 go to the windows, so the
+    # global layer holds 155 blocks: 2480 tokens
+    assert c.resolve_num_blocks(6000, available=400_000) == 155
+    assert c.max_model_len == 2480 and c.num_local_blocks == 9
+
+
+def test_a_count_sizes_the_global_pool_and_as_many_windows() -> None:
+    c = _mixed(num_kv_blocks=512, max_model_len_given=True)
+    assert c.resolve_num_blocks(6000) == 512
+    assert c.num_local_blocks == 18  # 2 sequences of 256 blocks: 2 windows of 9
+    assert c.resolve_num_blocks(6000) == 512 and c.num_local_blocks == 18  # resolved once
+    with pytest.raises(ValueError, match=r"holds 100 blocks of 16 tokens \(num_kv_blocks=100\)"):
+        _mixed(num_kv_blocks=100, max_model_len_given=True).resolve_num_blocks(6000)
+
+
+def test_a_mixed_budget_too_small_names_blocks_of_one_layer() -> None:
+    c = _mixed(kv_cache_memory_bytes=100_000, max_model_len_given=True)
+    with pytest.raises(ValueError) as info:
+        c.resolve_num_blocks(6000)
+    assert "holds 100 blocks of 16 tokens of one layer (kv_cache_memory_bytes=100000" in str(
+        info.value
+    )
+    assert "max_model_len=4096 needs 301" in str(info.value)
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:

@@ -20,7 +20,7 @@ from tandem.core.cache_config import CacheConfig
 from tandem.core.device import DEVICES, DTYPE_NAMES
 from tandem.core.engine_config import EngineConfig, SchedulerConfig
 from tandem.core.kv_budget import DEFAULT_KV_CACHE_MEMORY_FRACTION
-from tandem.core.kv_window import kv_window
+from tandem.core.kv_window import kv_window, local_layers
 from tandem.core.parallel.config import ParallelConfig, check_splits
 from tandem.core.speculative.config import SpeculativeConfig, check_target
 from tandem.core.validate import check_bool, check_float, check_int, check_range
@@ -211,6 +211,8 @@ class EngineArgs:
                 f"enable_chunked_prefill is False (a whole prompt runs in one step), "
                 f"got {batched}"
             )
+        windows = model.windows
+        local, local_window = local_layers(windows)
         cache = CacheConfig(
             block_size=self.block_size,
             num_kv_blocks=self.num_kv_blocks,
@@ -218,10 +220,13 @@ class EngineArgs:
             max_num_seqs=self.max_num_seqs,
             max_model_len=max_len,
             enable_prefix_caching=self.enable_prefix_caching,
-            sliding_window=kv_window(model.windows),
+            sliding_window=kv_window(windows),
             step_tokens=min(batched, max_len) if self.enable_chunked_prefill else max_len,
             kv_cache_memory_fraction=self.fraction(),
             max_model_len_given=self.max_model_len is not None,
+            local_layers=local,
+            local_window=local_window,
+            num_layers=model.num_layers,
         )
         scheduler = SchedulerConfig(
             max_num_seqs=self.max_num_seqs,

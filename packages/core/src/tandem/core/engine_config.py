@@ -91,10 +91,15 @@ class EngineConfig:
         self.use_max_model_len(self.cache.max_model_len)
         return blocks
 
-    def adopt_kv_cache(self, num_kv_blocks: int, max_model_len: int, kv_source: str) -> None:
+    def adopt_kv_cache(
+        self, num_kv_blocks: int, num_local_blocks: int, max_model_len: int, kv_source: str
+    ) -> None:
         """Take the KV cache another process sized (the engine core, a rank): its
-        blocks, its context and what sized it."""
+        blocks (and its local layers' pool, where they have one), its context and what
+        sized it."""
         self.cache.num_kv_blocks = num_kv_blocks
+        if self.cache.grouped:
+            self.cache.num_local_blocks = num_local_blocks
         self.cache.kv_source = kv_source
         self.use_max_model_len(max_model_len)
 

@@ -8,20 +8,14 @@ sequences of ``max_model_len`` tokens need (so a small model keeps a small cache
 
 When ``max_model_len`` was not given and one sequence of the model's whole context does
 not fit, the context becomes the longest that does (whole blocks), with one warning
-(:func:`warn_shortened`); a ``max_model_len`` that was given and does not fit is an error.
-The arithmetic here is pure; :mod:`tandem.core.memory` measures the machine.
+(:func:`tandem.core.context_fit.warn_shortened`); a ``max_model_len`` that was given and
+does not fit is an error. The arithmetic here is pure; :mod:`tandem.core.memory` measures
+the machine.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from tandem.core.engine_config import EngineConfig
-
-LOGGER = logging.getLogger("tandem")
 
 # Half of what is available after the weights: the rest stays for the activations of a
 # step, the tokenizer, the page cache of the files being read and the machine's other
@@ -64,21 +58,13 @@ def longest_context(
     return lo * block_size
 
 
-def shortened_text(config: EngineConfig, model_len: int) -> str:
-    """What :func:`warn_shortened` says: the numbers, and how to change them."""
-    cache = config.cache
-    per_block = config.kv_bytes_per_block
-    blocks = cache.num_blocks_resolved
-    return (
-        f"the model's context of {model_len} tokens does not fit the KV cache: "
-        f"{blocks} blocks of {cache.block_size} tokens, {blocks * per_block} bytes "
-        f"({cache.kv_source}) at {per_block // cache.block_size} bytes per token; starting with "
-        f"max_model_len={cache.max_model_len}. To change it, {KNOBS}"
-    )
-
-
-def warn_shortened(config: EngineConfig, model_len: int) -> None:
-    """Log once, on the ``tandem`` logger, that the context is shorter than the model's
-    ``model_len`` (nothing when it is not)."""
-    if config.cache.max_model_len < model_len:
-        LOGGER.warning("%s", shortened_text(config, model_len))
+def split_pools(
+    units: int, full_blocks: int, local_blocks: int, full_layers: int, local_layers: int
+) -> tuple[int, int]:
+    """(global pool, local pool) in blocks, out of ``units`` blocks of one layer, shared
+    in proportion to one sequence's needs: ``full_blocks`` in each of ``full_layers``
+    global layers, ``local_blocks`` in each of ``local_layers`` local ones. Where
+    ``units`` covers one sequence, each pool holds at least its part of one."""
+    cost = full_layers * full_blocks + local_layers * local_blocks
+    full = units * full_blocks // cost
+    return full, (units - full_layers * full) // local_layers

@@ -70,6 +70,7 @@ class Ready(msgspec.Struct, tag="ready", array_like=True, frozen=True):
     # process without a cache (the detokenizer)
     max_model_len: int = 0
     kv_source: str = ""
+    num_local_kv_blocks: int = 0  # the local layers' pool, where they have one
 
 
 class Failed(msgspec.Struct, tag="failed", array_like=True, frozen=True):

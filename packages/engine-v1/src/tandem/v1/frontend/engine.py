@@ -12,8 +12,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from tandem.core import envs
+from tandem.core.context_fit import warn_shortened
 from tandem.core.inputs import EngineRequest, InputProcessor
-from tandem.core.kv_budget import warn_shortened
 from tandem.core.outputs import RequestOutput
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.stats import EngineStats

@@ -71,6 +71,7 @@ class _Core:
             workers,
             max_model_len=cache.max_model_len,
             kv_source=cache.kv_source,
+            num_local_kv_blocks=cache.num_local_blocks or 0,
         )
         return [m.encode(ready)]
 

@@ -76,6 +76,7 @@ class MPExecutor:
             first = self._wait_ready(time.monotonic() + wait)
             self.num_kv_blocks, self.max_model_len = first.num_kv_blocks, first.max_model_len
             self.attention_backend, self.kv_source = first.attention_backend, first.kv_source
+            self.num_local_kv_blocks = first.num_local_kv_blocks
         except BaseException:
             self.shutdown()
             raise

@@ -62,6 +62,7 @@ class _Rank:
             worker.attention_backend,
             max_model_len=worker.max_model_len,
             kv_source=worker.kv_source,
+            num_local_kv_blocks=worker.num_local_kv_blocks,
         )
         return [b"ready", m.encode(ready)]
 

@@ -74,7 +74,7 @@ class ModelRunner:
             mc.num_layers,
             config.kv_heads_per_rank,
             mc.head_dim,
-            config.cache.allocated_blocks,  # with a sliding window, the null block too
+            config.cache.layer_blocks(),  # with a window, each pool's null block too
             self.block_size,
             config.dtype,
             config.device,
@@ -93,6 +93,11 @@ class ModelRunner:
         """The context this runner's cache was sized for (shortened where the model's
         did not fit and max_model_len was not given)."""
         return self.config.model.max_model_len
+
+    @property
+    def num_local_kv_blocks(self) -> int:
+        """The local layers' pool where they have one (Gemma 2 and 3), else 0."""
+        return self.config.cache.num_local_blocks or 0
 
     @property
     def kv_source(self) -> str:
@@ -141,6 +146,9 @@ class ModelRunner:
         seq_lens = [r.start + r.num_tokens for r in rows]
         tables = [r.block_table for r in rows]
         meta = build_metadata(query_lens, seq_lens, tables, self.block_size, self.device)
+        local = [r.local_table for r in rows]
+        if local[0] is not None:  # the local layers' own pool
+            meta.local = build_metadata(query_lens, seq_lens, local, self.block_size, self.device)
         batch_rows = [self.batch.rows[r.key] for r in rows]
         input_ids, pos = self._gather_inputs(batch_rows, starts, query_lens)  # [T], [T]
         return self.model(input_ids, pos, self.kv_caches, meta)  # [T, C]

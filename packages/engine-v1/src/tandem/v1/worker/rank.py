@@ -77,6 +77,10 @@ class RankWorker:
     def kv_source(self) -> str:
         return self.runner.kv_source
 
+    @property
+    def num_local_kv_blocks(self) -> int:
+        return self.runner.num_local_kv_blocks
+
     def execute(self, step: SchedulerOutput) -> StepOutput | None:
         """The step's result on rank 0; None on the others (they ran the same step)."""
         result = self.runner.execute(step)
