@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from tandem.core.config import (
-    DEFAULT_KV_CACHE_BYTES,
     SUPPORTED_ARCHITECTURES,
     CacheConfig,
     EngineArgs,
@@ -121,23 +120,30 @@ def _cache(**kw: object) -> CacheConfig:
 def test_default_budget_capped_at_full_sequences() -> None:
     c = _cache()
     assert c.blocks_per_seq == 4
-    assert c.resolve_num_blocks(1000) == 16 == c.num_kv_blocks  # 4 seqs x 4 blocks
+    # half of 10**9 bytes would be 500000 blocks; 4 sequences of 4 blocks need 16
+    assert c.resolve_num_blocks(1000, available=10**9) == 16 == c.num_kv_blocks
 
 
 def test_a_sliding_window_bounds_the_blocks_of_a_sequence() -> None:
     # window 8, steps of 8 tokens, blocks of 4: positions p - 7 .. p + 7 span 5 blocks
     c = _cache(block_size=4, sliding_window=8, step_tokens=8)
     assert c.blocks_per_seq == 5  # not the 16 of 64 tokens
-    assert c.resolve_num_blocks(1000) == 20 and c.null_block == 20 and c.allocated_blocks == 21
+    assert c.resolve_num_blocks(1000, 10**9) == 20 and c.null_block == 20
+    assert c.allocated_blocks == 21
     full = _cache(block_size=4)
-    assert full.resolve_num_blocks(1000) == 64 and full.null_block is None
+    assert full.resolve_num_blocks(1000, 10**9) == 64 and full.null_block is None
     assert full.allocated_blocks == 64
     assert _cache(block_size=4, sliding_window=8).blocks_per_seq == 16  # whole-prompt steps
 
 
-def test_default_budget_one_gib() -> None:
+def test_default_budget_a_share_of_the_memory_left() -> None:
     c = _cache(max_num_seqs=10**6)
-    assert c.resolve_num_blocks(1 << 20) == DEFAULT_KV_CACHE_BYTES >> 20
+    assert c.resolve_num_blocks(1000, available=100_000) == 50  # half of it
+    assert "kv_cache_memory_fraction=0.5 of 100000 bytes" in c.kv_source
+    c = _cache(max_num_seqs=10**6, kv_cache_memory_fraction=0.2)
+    assert c.resolve_num_blocks(1000, available=100_000) == 20
+    with pytest.raises(ValueError, match=r"available must be given"):
+        _cache().resolve_num_blocks(1000)
 
 
 def test_explicit_budget_and_count() -> None:
@@ -146,7 +152,11 @@ def test_explicit_budget_and_count() -> None:
 
 
 def test_budget_too_small() -> None:
-    with pytest.raises(ValueError, match=r"holds 2 blocks .* needs 4; raise num_kv_blocks"):
+    with pytest.raises(
+        ValueError,
+        match=r"holds 2 blocks of 16 tokens \(kv_cache_memory_bytes=200, 100 bytes per block\), "
+        r"but one sequence of max_model_len=64 needs 4; set max_model_len",
+    ):
         _cache(kv_cache_memory_bytes=200).resolve_num_blocks(100)
     with pytest.raises(ValueError, match=r"bytes_per_block must be >= 1, got 0"):
         _cache().resolve_num_blocks(0)
@@ -175,6 +185,13 @@ def test_budget_too_small() -> None:
         ({"block_size": 12}, ValueError, "block_size must be a power of two, got 12"),
         ({"num_kv_blocks": 0}, ValueError, "num_kv_blocks must be >= 1, got 0"),
         ({"kv_cache_memory_bytes": -5}, ValueError, "kv_cache_memory_bytes must be >= 1"),
+        (
+            {"kv_cache_memory_fraction": 0.0},
+            ValueError,
+            r"kv_cache_memory_fraction must be in \(0, 1\], got 0.0",
+        ),
+        ({"kv_cache_memory_fraction": 1.5}, ValueError, "kv_cache_memory_fraction must be in"),
+        ({"kv_cache_memory_fraction": "half"}, TypeError, "kv_cache_memory_fraction must be a"),
         ({"max_num_seqs": 0}, ValueError, "max_num_seqs must be >= 1, got 0"),
         ({"max_num_seqs": True}, TypeError, "max_num_seqs must be an int, got bool"),
         ({"max_num_batched_tokens": 0}, ValueError, "max_num_batched_tokens must be >= 1"),
@@ -229,7 +246,9 @@ def test_model_dir_errors(tmp_path: Path, model_dir: ModelDirFactory) -> None:
     with pytest.raises(ValueError, match=r"max_num_batched_tokens must be >= max_model_len=256"):
         create(model_dir(name="chunk"), enable_chunked_prefill=False, max_num_batched_tokens=100)
     with pytest.raises(ValueError, match=r"holds 3 blocks of 16 tokens .* needs 16"):
-        create(model_dir(name="blocks"), num_kv_blocks=3)
+        create(model_dir(name="blocks"), num_kv_blocks=3, max_model_len=256)
+    with pytest.raises(ValueError, match=r"holds 0 blocks of 16 tokens .* needs 16"):
+        create(model_dir(name="bytes"), kv_cache_memory_bytes=100)  # not one block
 
 
 def test_shard_index_errors(model_dir: ModelDirFactory) -> None:

@@ -1,7 +1,8 @@
 """A long generation on a model whose every layer slides holds the blocks of its window
 only, and still gives transformers' tokens: chunked prefill (8-token steps), a cache of
 12 blocks of 4 (a whole sequence of 128 tokens would need 32), and on v1 a prefix-cache
-hit whose blocks behind the window were evicted before it came."""
+hit whose blocks behind the window were evicted before it came. Where local layers sit
+between global ones (Gemma 2 and 3), the local layers' own pool keeps their window."""
 
 from __future__ import annotations
 
@@ -57,4 +58,30 @@ def test_long_generation_holds_its_window_only(case, engine, build_engine, hf) -
     assert 0 < most <= peak_blocks(window, 1, BLOCK) < BLOCKS
     assert stats.num_free_kv_blocks == stats.num_kv_blocks == BLOCKS
     if engine == "v1":  # the blocks covering the prompt's last window came from the cache
+        assert out.num_cached_tokens == 28
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["gemma2", "gemma3"])
+def test_local_layers_keep_their_window_only(arch, engine, build_engine, hf) -> None:
+    # one local layer (window 8) and one global layer: the global pool holds the whole
+    # sequence (31 + 90 tokens: 31 blocks of 4), the local one 7 blocks, fewer than the
+    # 31 it would need without freeing behind the window
+    path = make_model(arch=arch)
+    eng = build_engine(engine, path, block_size=BLOCK, num_kv_blocks=40, max_num_batched_tokens=8)
+    try:
+        cache = eng.config.cache
+        assert (cache.local_layers, cache.local_window) == ((0,), 8)
+        assert (cache.num_kv_blocks, cache.num_local_blocks) == (40, 7)
+        short = SamplingParams(temperature=0.0, max_tokens=2, ignore_eos=True)
+        run_to_completion(eng, [("a", PROMPT, short)])
+        out, most = generate_watching_blocks(eng, "b", PROMPT, NEW)
+        stats = eng.stats()
+    finally:
+        eng.shutdown()
+    hf.assert_greedy(path, PROMPT, out.outputs[0].token_ids, NEW, ignore_eos=True)
+    # between steps: every block of the global layer, the window's of the local one
+    assert most <= 31 + peak_blocks(8, 1, BLOCK)
+    assert stats.num_free_kv_blocks == stats.num_kv_blocks == 40 + 7
+    if engine == "v1":  # both pools held the prompt's blocks up to its last window
         assert out.num_cached_tokens == 28

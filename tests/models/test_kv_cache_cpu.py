@@ -29,6 +29,20 @@ def test_caches_are_zero_contiguous_and_independent(dtype):
     assert all(b - a >= step for a, b in itertools.pairwise(ptrs))
 
 
+def test_each_layer_may_have_its_own_pool():
+    # a local layer's pool (5 blocks and the null block) beside a global layer's 3
+    caches = allocate_kv_caches(3, 2, 4, [6, 3, 6], block_size=4, dtype=torch.float32, device="cpu")
+    assert [k.shape[0] for k, _ in caches] == [6, 3, 6]
+    flat = [t for kv in caches for t in kv]
+    for t in flat:
+        t.fill_(1.0)  # every tensor its own memory: no overlap between them
+    assert sum(int(t.sum()) for t in flat) == sum(t.numel() for t in flat)
+    ptrs = sorted((t.data_ptr(), t.nbytes) for t in flat)
+    assert all(a + n <= b for (a, n), (b, _) in itertools.pairwise(ptrs))
+    with pytest.raises(ValueError, match=r"one count per layer \(3\), got 2"):
+        allocate_kv_caches(3, 2, 4, [6, 3], block_size=4, dtype=torch.float32, device="cpu")
+
+
 def test_memory_outlives_the_allocator_frame():
     k, v = allocate_kv_caches(
         1, 1, 2, num_blocks=2, block_size=2, dtype=torch.float32, device="cpu"

@@ -101,6 +101,9 @@ class FakeRunner:
 
     num_kv_blocks = 32
     attention_backend = "none"
+    max_model_len = 64
+    kv_source = "num_kv_blocks=32"
+    num_local_kv_blocks = 0
 
     def __init__(self, fail: str) -> None:
         self.fail = fail

@@ -8,6 +8,9 @@ A step is a flattened batch of ``T`` tokens laid out **prefills first, then deco
 * the remaining ``num_decodes`` tokens are one new token per decoding sequence.
 
 Every token's K/V is written to ``slot_mapping`` before attention reads the cache.
+Where the local (sliding-window) layers keep a pool of blocks of their own, ``local``
+holds the same step through their block tables: its own slots and tables, the same
+lengths (:mod:`tandem.core.kv_window`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ class AttentionMetadata:
     prefill_block_tables: Tensor  # [P, M] int32
     decode_seq_lens: Tensor  # [Dc] int32, context + the new token
     decode_block_tables: Tensor  # [Dc, M] int32
+    local: AttentionMetadata | None = None  # the local layers' (None: one pool for all)
 
     @property
     def num_tokens(self) -> int:

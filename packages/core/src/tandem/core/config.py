@@ -3,8 +3,10 @@
 
 ``EngineArgs.create_config()`` validates every field, reads the model directory
 (``config.json``, weights, ``generation_config.json``) and resolves the defaults that
-depend on it (max_model_len, dtype, device, token budget). The KV cache size depends on
-the per-block byte size, which only the engine knows: ``CacheConfig.resolve_num_blocks``.
+depend on it (max_model_len, dtype, device, token budget). The KV cache's size depends
+on the memory left once the weights are loaded, which only the engine knows
+(``EngineConfig.resolve_kv_cache``, :mod:`tandem.core.kv_budget`); a ``max_model_len``
+not given may shrink there to what the cache holds.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ import sys
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from tandem.core.cache_config import DEFAULT_KV_CACHE_BYTES, CacheConfig
+from tandem.core.cache_config import CacheConfig
 from tandem.core.device import DEVICES, DTYPE_NAMES
 from tandem.core.engine_config import EngineConfig, SchedulerConfig
-from tandem.core.kv_window import kv_window
+from tandem.core.kv_budget import DEFAULT_KV_CACHE_MEMORY_FRACTION
+from tandem.core.kv_window import kv_window, local_layers
 from tandem.core.parallel.config import ParallelConfig, check_splits
 from tandem.core.speculative.config import SpeculativeConfig, check_target
-from tandem.core.validate import check_bool, check_int
+from tandem.core.validate import check_bool, check_float, check_int, check_range
 
 # Re-exported on first use (each imports torch): checking EngineArgs stays torch-free.
 _LAZY = {
@@ -44,7 +47,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DEFAULT_KV_CACHE_BYTES",
+    "DEFAULT_KV_CACHE_MEMORY_FRACTION",
     "DEVICES",
     "CacheConfig",
     "EngineArgs",
@@ -74,6 +77,9 @@ class EngineArgs:
     block_size: int = 16
     num_kv_blocks: int | None = None
     kv_cache_memory_bytes: int | None = None
+    # None: DEFAULT_KV_CACHE_MEMORY_FRACTION; num_kv_blocks, then kv_cache_memory_bytes,
+    # take precedence over it
+    kv_cache_memory_fraction: float | None = None
     max_num_seqs: int = 256
     max_num_batched_tokens: int | None = None
     enable_prefix_caching: bool = True
@@ -131,6 +137,9 @@ class EngineArgs:
             raise ValueError(f"block_size must be a power of two, got {self.block_size}")
         check_int("num_kv_blocks", self.num_kv_blocks, lo=1, none_ok=True)
         check_int("kv_cache_memory_bytes", self.kv_cache_memory_bytes, lo=1, none_ok=True)
+        if self.kv_cache_memory_fraction is not None:
+            fraction = check_float("kv_cache_memory_fraction", self.kv_cache_memory_fraction)
+            check_range("kv_cache_memory_fraction", fraction, 0.0, 1.0, lo_open=True)
         check_int("max_num_seqs", self.max_num_seqs, lo=1)
         check_int("max_num_batched_tokens", self.max_num_batched_tokens, lo=1, none_ok=True)
         check_bool("enable_prefix_caching", self.enable_prefix_caching)
@@ -200,6 +209,8 @@ class EngineArgs:
                 f"enable_chunked_prefill is False (a whole prompt runs in one step), "
                 f"got {batched}"
             )
+        windows = model.windows
+        local, local_window = local_layers(windows)
         cache = CacheConfig(
             block_size=self.block_size,
             num_kv_blocks=self.num_kv_blocks,
@@ -207,11 +218,14 @@ class EngineArgs:
             max_num_seqs=self.max_num_seqs,
             max_model_len=max_len,
             enable_prefix_caching=self.enable_prefix_caching,
-            sliding_window=kv_window(model.windows),
+            sliding_window=kv_window(windows),
             step_tokens=min(batched, max_len) if self.enable_chunked_prefill else max_len,
+            kv_cache_memory_fraction=self.fraction(),
+            max_model_len_given=self.max_model_len is not None,
+            local_layers=local,
+            local_window=local_window,
+            num_layers=model.num_layers,
         )
-        if self.num_kv_blocks is not None:
-            cache.resolve_num_blocks(1)  # an explicit count is checked against max_model_len
         scheduler = SchedulerConfig(
             max_num_seqs=self.max_num_seqs,
             max_num_batched_tokens=batched,
@@ -238,7 +252,13 @@ class EngineArgs:
                 "quantization='int8' runs on the CPU with dtype float32, "
                 f"got device={device.type!r} dtype={model.dtype}"
             )
-        if self.num_kv_blocks is None and self.kv_cache_memory_bytes is not None:
-            # a byte budget too small for one sequence fails here, not in the engine's child
+        if not cache.needs_memory:
+            # a count or byte budget too small for one sequence (of the max_model_len
+            # given, or of one block) fails here, not in the engine's child
             replace(cache).resolve_num_blocks(config.kv_bytes_per_block)
         return config
+
+    def fraction(self) -> float:
+        """``kv_cache_memory_fraction``, or its default."""
+        given = self.kv_cache_memory_fraction
+        return DEFAULT_KV_CACHE_MEMORY_FRACTION if given is None else float(given)

@@ -73,6 +73,47 @@ class EngineConfig:
         return max(cores // self.parallel.processes, 1)
 
     @property
+    def kv_sharers(self) -> int:
+        """Processes whose KV caches share one memory: every rank of every replica on
+        the CPU; on CUDA (one device per tensor-parallel rank) the replicas."""
+        if self.device.type == "cuda":
+            return self.parallel.data_parallel_size
+        return self.parallel.processes
+
+    def resolve_kv_cache(self, available: int | None = None) -> int:
+        """Size the KV cache (``CacheConfig.resolve_num_blocks``) from ``available``,
+        the bytes left on this process's device after the weights (measured by
+        :func:`tandem.core.memory.available_memory`; not needed where the cache's size
+        is given), and carry a shortened ``max_model_len`` into every config; return
+        the number of blocks."""
+        share = None if available is None else available // self.kv_sharers
+        blocks = self.cache.resolve_num_blocks(self.kv_bytes_per_block, share)
+        self.use_max_model_len(self.cache.max_model_len)
+        return blocks
+
+    def adopt_kv_cache(
+        self, num_kv_blocks: int, num_local_blocks: int, max_model_len: int, kv_source: str
+    ) -> None:
+        """Take the KV cache another process sized (the engine core, a rank): its
+        blocks (and its local layers' pool, where they have one), its context and what
+        sized it."""
+        self.cache.num_kv_blocks = num_kv_blocks
+        if self.cache.grouped:
+            self.cache.num_local_blocks = num_local_blocks
+        self.cache.kv_source = kv_source
+        self.use_max_model_len(max_model_len)
+
+    def use_max_model_len(self, max_model_len: int) -> None:
+        """Run with a context of ``max_model_len`` tokens (at most the configured one):
+        the model, cache and scheduler configs all say it."""
+        cache = self.cache
+        if max_model_len != cache.max_model_len:
+            cache.max_model_len = max_model_len
+            cache.step_tokens = min(cache.step_tokens or max_model_len, max_model_len)
+        self.model.max_model_len = max_model_len
+        self.scheduler.max_model_len = max_model_len
+
+    @property
     def kv_heads_per_rank(self) -> int:
         """KV heads one rank's cache holds (its share, or the one it shares)."""
         from tandem.core.parallel.partition import kv_head_range

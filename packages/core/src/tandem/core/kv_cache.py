@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import mmap
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -50,30 +51,39 @@ def allocate_kv_caches(
     num_layers: int,
     num_kv_heads: int,
     head_dim: int,
-    num_blocks: int,
+    num_blocks: int | Sequence[int],
     block_size: int,
     dtype: torch.dtype,
     device: torch.device | str,
 ) -> list[tuple[Tensor, Tensor]]:
-    """Zeroed caches, each ``[num_blocks, block_size, num_kv_heads, head_dim]``."""
-    shape = (
-        _positive("num_blocks", num_blocks),
+    """Zeroed caches, each ``[num_blocks, block_size, num_kv_heads, head_dim]``;
+    ``num_blocks`` may give each layer its own count (layers with a pool of their own)."""
+    layers = _positive("num_layers", num_layers)
+    counts = [num_blocks] * layers if isinstance(num_blocks, int) else list(num_blocks)
+    if len(counts) != layers:
+        raise ValueError(f"num_blocks must give one count per layer ({layers}), got {len(counts)}")
+    rest = (
         _positive("block_size", block_size),
         _positive("num_kv_heads", num_kv_heads),
         _positive("head_dim", head_dim),
     )
+    shapes = [(_positive("num_blocks", n), *rest) for n in counts]
     dtype = _dtype(dtype)
-    layers = _positive("num_layers", num_layers)
     if torch.device(device).type == "cpu":
-        flat = _zeroed_cpu(2 * layers * _numel(shape), dtype)
-        both = flat.view(layers, 2, *shape)  # [L, 2, blocks, block_size, H_kv, D]
-        return [(both[i, 0], both[i, 1]) for i in range(layers)]
+        flat = _zeroed_cpu(2 * sum(_numel(shape) for shape in shapes), dtype)
+        out, at = [], 0
+        for shape in shapes:  # [2, blocks, block_size, H_kv, D] of each layer in turn
+            n = _numel(shape)
+            both = flat[at : at + 2 * n].view(2, *shape)
+            out.append((both[0], both[1]))
+            at += 2 * n
+        return out
     return [
         (
             torch.zeros(shape, dtype=dtype, device=device),
             torch.zeros(shape, dtype=dtype, device=device),
         )
-        for _ in range(layers)
+        for shape in shapes
     ]
 
 

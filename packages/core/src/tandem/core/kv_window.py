@@ -10,8 +10,9 @@ a table stays inside the cache and reads finite values (the kernels skip or mask
 positions: the C kernels and the torch prefill start at the window, the torch decode
 masks every slot before it).
 
-A model with one layer that sees its whole sequence (Gemma 2 and 3 alternate) keeps
-every block: :func:`kv_window` answers None for it.
+A model whose layers mix the two (Gemma 2 and 3 alternate local and global layers) keeps
+two pools of blocks, one per kind of layer (:func:`local_layers`): the global layers'
+tables keep every block, the local layers' tables free theirs behind the window.
 """
 
 from __future__ import annotations
@@ -24,6 +25,15 @@ def kv_window(windows: Sequence[int | None]) -> int | None:
     if not windows or any(w is None or w <= 0 for w in windows):
         return None
     return max(w for w in windows if w is not None)
+
+
+def local_layers(windows: Sequence[int | None]) -> tuple[tuple[int, ...], int | None]:
+    """Where some layers slide and others see everything: (the sliding layers' indices,
+    the widest of their windows); else ((), None)."""
+    local = tuple(i for i, w in enumerate(windows) if w is not None and w > 0)
+    if not local or len(local) == len(windows):
+        return (), None
+    return local, max(windows[i] or 0 for i in local)
 
 
 def blocks_behind(next_pos: int, window: int, block_size: int) -> int:

@@ -25,7 +25,13 @@ def blocks_for(num_tokens: int, block_size: int) -> int:
 
 
 class BlockManager:
-    def __init__(self, num_blocks: int, block_size: int, window: int | None = None) -> None:
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        window: int | None = None,
+        table_attr: str = "block_table",
+    ) -> None:
         if not isinstance(num_blocks, int) or num_blocks < 1:
             raise ValueError(f"num_blocks must be an int >= 1, got {num_blocks!r}")
         if not isinstance(block_size, int) or block_size < 1:
@@ -35,6 +41,9 @@ class BlockManager:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.window = window
+        # the Sequence attribute holding this pool's table (the local layers' pool of a
+        # model that mixes windows keeps ``local_table``: :mod:`tandem.v0.grouped_blocks`)
+        self.table_attr = table_attr
         self.null_block = num_blocks  # what freed table entries point at; never handed out
         self._free: deque[int] = deque(range(num_blocks))
         self._owner: dict[int, int] = {}  # block -> seq_id
@@ -58,7 +67,7 @@ class BlockManager:
         if num_new_tokens < 0:
             raise ValueError(f"num_new_tokens must be >= 0, got {num_new_tokens}")
         total = seq.num_computed_tokens + num_new_tokens
-        return max(0, blocks_for(total, self.block_size) - len(seq.block_table))
+        return max(0, blocks_for(total, self.block_size) - len(self._table(seq)))
 
     def peak_blocks(self, total_tokens: int, step_tokens: int) -> int:
         """The most blocks a sequence of ``total_tokens`` holds at once when a step
@@ -68,21 +77,27 @@ class BlockManager:
             return full
         return min(full, peak_blocks(self.window, step_tokens, self.block_size))
 
+    def demand(self, total_tokens: int, step_tokens: int) -> tuple[int, int]:
+        """(the most blocks a sequence of ``total_tokens`` holds at once, the blocks of the
+        pool), steps of at most ``step_tokens``."""
+        return self.peak_blocks(total_tokens, step_tokens), self.num_blocks
+
     def can_allocate(self, seq: Sequence, num_new_tokens: int) -> bool:
         return self.blocks_needed(seq, num_new_tokens) <= len(self._free)
 
     def allocate(self, seq: Sequence, num_new_tokens: int) -> None:
-        """Grow ``seq.block_table`` so that its next ``num_new_tokens`` tokens have slots."""
+        """Grow ``seq``'s table so that its next ``num_new_tokens`` tokens have slots."""
         need = self.blocks_needed(seq, num_new_tokens)
         if need > len(self._free):
             raise RuntimeError(
                 f"out of KV blocks: sequence {seq.seq_id} needs {need}, "
                 f"{len(self._free)} free (call can_allocate first)"
             )
+        table = self._table(seq)
         for _ in range(need):
             block = self._free.popleft()
             self._owner[block] = seq.seq_id
-            seq.block_table.append(block)
+            table.append(block)
 
     def can_append_slot(self, seq: Sequence) -> bool:
         """Whether the one token a decode step adds fits (a new block if the last is full)."""
@@ -93,26 +108,27 @@ class BlockManager:
 
     def free(self, seq: Sequence) -> None:
         """Return every block of ``seq`` (finished, aborted or preempted)."""
-        for block in seq.block_table:
+        for block in self._table(seq):
             if block != self.null_block:
                 self._give_back(seq, block)
-        seq.block_table = []
+        setattr(seq, self.table_attr, [])
 
     def trim(self, seq: Sequence, num_tokens: int) -> int:
         """Return the blocks past those holding ``num_tokens`` tokens (allocated for
         speculative drafts that were refused); returns how many."""
         keep = blocks_for(num_tokens, self.block_size)
-        extra = seq.block_table[keep:]
+        table = self._table(seq)
+        extra = table[keep:]
         for block in extra:
             if block != self.null_block:
                 self._give_back(seq, block)
-        del seq.block_table[keep:]
+        del table[keep:]
         return len(extra)
 
     def free_behind_window(self, seq: Sequence) -> int:
         """Return the blocks no query from ``seq``'s next token on reads (none without a
         window); returns how many. Called after each step."""
-        table = seq.block_table
+        table = self._table(seq)
         if self.window is None or not table:
             return 0
         behind = blocks_behind(seq.num_computed_tokens, self.window, self.block_size)
@@ -122,6 +138,10 @@ class BlockManager:
             table[j] = self.null_block
             j, freed = j - 1, freed + 1
         return freed
+
+    def _table(self, seq: Sequence) -> list[int]:
+        table: list[int] = getattr(seq, self.table_attr)
+        return table
 
     def _give_back(self, seq: Sequence, block: int) -> None:
         if self._owner.pop(block, None) != seq.seq_id:

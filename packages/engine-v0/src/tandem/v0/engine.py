@@ -13,15 +13,17 @@ import itertools
 from typing import Any
 
 from tandem.core.attention_backend import select_attention_backend
+from tandem.core.context_fit import warn_shortened
 from tandem.core.inputs import EngineRequest, InputProcessor
 from tandem.core.kv_cache import allocate_kv_caches
+from tandem.core.memory import available_memory
 from tandem.core.outputs import RequestOutput, error_text
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.stats import EngineStats
 from tandem.core.structured.compiler import LazyGrammars
 from tandem.core.tokenizer import Tokenizer, load_tokenizer
 from tandem.kernels.sampling import derive_seed
-from tandem.v0.block_manager import BlockManager
+from tandem.v0.grouped_blocks import block_manager
 from tandem.v0.model_runner import ModelRunner, StepRequest
 from tandem.v0.one_process import check_single_process
 from tandem.v0.output_processor import OutputProcessor
@@ -55,21 +57,29 @@ class LLMEngine:
 
             model = load_model(mc, config.device, config.dtype, config.quantization)
         block_size = config.cache.block_size
-        per_block = config.kv_bytes_per_block
-        num_blocks = config.cache.resolve_num_blocks(per_block)
+        model_len = mc.max_model_len
+        available = available_memory(config.device) if config.cache.needs_memory else None
+        config.resolve_kv_cache(available)
+        if mc.max_model_len != model_len:
+            if hasattr(model, "set_max_model_len"):
+                model.set_max_model_len(mc.max_model_len)
+            warn_shortened(config, model_len)
         caches = allocate_kv_caches(
             mc.num_layers,
             mc.num_kv_heads,
             mc.head_dim,
-            config.cache.allocated_blocks,  # with a sliding window, the null block too
+            config.cache.layer_blocks(),  # with a window, each pool's null block too
             block_size,
             config.dtype,
             config.device,
         )
-        self.runner = ModelRunner(model, caches, block_size, sampler or Sampler(), config.device)
+        grouped = config.cache.grouped
+        self.runner = ModelRunner(
+            model, caches, block_size, sampler or Sampler(), config.device, grouped
+        )
         sc = config.scheduler
         self.scheduler = Scheduler(
-            BlockManager(num_blocks, block_size, config.cache.sliding_window),
+            block_manager(config.cache),
             sc.max_num_seqs,
             sc.max_num_batched_tokens,
             sc.max_model_len,

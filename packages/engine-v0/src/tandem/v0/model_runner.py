@@ -85,6 +85,7 @@ class ModelRunner:
         block_size: int,
         sampler: Sampler,
         device: torch.device | str = "cpu",
+        grouped: bool = False,
     ) -> None:
         if not callable(getattr(model, "compute_logits", None)):
             raise TypeError(f"model must have compute_logits(), got {type(model).__name__}")
@@ -95,6 +96,8 @@ class ModelRunner:
         self.block_size = block_size
         self.sampler = sampler
         self.device = torch.device(device)
+        # the local layers read their own pool through seq.local_table
+        self.grouped = grouped
 
     @torch.inference_mode()
     def execute(self, batch: Sequence[StepRequest]) -> StepResult:
@@ -106,6 +109,7 @@ class ModelRunner:
         query_lens: list[int] = []
         seq_lens: list[int] = []
         tables: list[list[int]] = []
+        local: list[list[int]] = []
         for req in batch:
             it = req.item
             end = it.start + it.num_new_tokens
@@ -114,8 +118,9 @@ class ModelRunner:
             query_lens.append(it.num_new_tokens)
             seq_lens.append(end)
             tables.append(it.seq.block_table)
+            local.append(it.seq.local_table)
         try:
-            hidden = self._forward(ids, positions, query_lens, seq_lens, tables)  # [T, C]
+            hidden = self._forward(ids, positions, query_lens, seq_lens, tables, local)  # [T, C]
         except Exception as exc:
             why = error_text(exc)
             result.failed.update((req.item.seq.seq_id, why) for req in batch)
@@ -177,9 +182,12 @@ class ModelRunner:
         query_lens: list[int],
         seq_lens: list[int],
         tables: list[list[int]],
+        local: list[list[int]],
     ) -> Tensor:
         dev = self.device
         meta = build_metadata(query_lens, seq_lens, tables, self.block_size, device=dev)
+        if self.grouped:
+            meta.local = build_metadata(query_lens, seq_lens, local, self.block_size, device=dev)
         input_ids = torch.tensor(ids, dtype=torch.int64, device=dev)  # [T]
         pos = torch.tensor(positions, dtype=torch.int64, device=dev)  # [T]
         return self.model.forward(input_ids, pos, self.kv_caches, meta)  # [T, C]

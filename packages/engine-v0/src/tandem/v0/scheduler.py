@@ -19,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from tandem.v0.block_manager import BlockManager
+from tandem.v0.grouped_blocks import GroupedBlockManager
 from tandem.v0.sequence import Sequence, SequenceStatus
 
 
@@ -59,7 +60,7 @@ class SchedulerOutput:
 class Scheduler:
     def __init__(
         self,
-        block_manager: BlockManager,
+        block_manager: BlockManager | GroupedBlockManager,
         max_num_seqs: int,
         max_num_batched_tokens: int,
         max_model_len: int,
@@ -95,12 +96,12 @@ class Scheduler:
         bm = self.block_manager
         # a recompute after preemption computes up to total - 1 tokens in one step
         step = min(total, self.max_num_batched_tokens) if self.chunked else total
-        need = bm.peak_blocks(total, step)
-        if need > bm.num_blocks:
+        need, have = bm.demand(total, step)
+        if need > have:
             raise ValueError(
                 f"request needs up to {total} tokens (prompt {num_prompt_tokens} + max_tokens "
                 f"{max_tokens}) = {need} KV blocks of {bm.block_size}, but the KV cache has only "
-                f"{bm.num_blocks} blocks; lower max_tokens or raise num_kv_blocks"
+                f"{have} blocks; lower max_tokens or raise num_kv_blocks"
             )
         # a recompute after preemption is a prefill of up to total - 1 tokens
         if not self.chunked and total - 1 > self.max_num_batched_tokens:

@@ -41,6 +41,8 @@ class Sequence:
     status: SequenceStatus = SequenceStatus.WAITING
     num_computed_tokens: int = 0
     block_table: list[int] = field(default_factory=list)
+    # the local layers' blocks where a model mixes windows (:mod:`tandem.v0.grouped_blocks`)
+    local_table: list[int] = field(default_factory=list)
     num_preemptions: int = 0
     finish_reason: str | None = None
     stop_reason: int | str | None = None
@@ -94,6 +96,7 @@ class Sequence:
         """Forget the cached K/V: the next schedule recomputes prompt and output."""
         self.num_computed_tokens = 0
         self.block_table = []
+        self.local_table = []
         self.draft_token_ids = []
         self.num_preemptions += 1
         self.status = SequenceStatus.PREEMPTED

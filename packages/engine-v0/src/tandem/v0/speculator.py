@@ -21,6 +21,7 @@ from tandem.core.speculative.config import SpeculativeConfig
 from tandem.core.speculative.ngram import propose_ngram
 from tandem.core.speculative.verify import draft_seed
 from tandem.v0.block_manager import BlockManager
+from tandem.v0.grouped_blocks import GroupedBlockManager
 from tandem.v0.sampler import SampleResult
 from tandem.v0.scheduler import ScheduledSeq
 from tandem.v0.sequence import Request, Sequence
@@ -97,7 +98,7 @@ class Speculator:
         item: ScheduledSeq,
         samples: list[SampleResult],
         append: Callable[[SampleResult], bool],
-        blocks: BlockManager,
+        blocks: BlockManager | GroupedBlockManager,
     ) -> bool:
         """Append the verified tokens through ``append`` until one finishes the sequence
         (True); else move its computed length past the accepted drafts and return the

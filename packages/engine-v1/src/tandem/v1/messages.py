@@ -66,6 +66,12 @@ class Ready(msgspec.Struct, tag="ready", array_like=True, frozen=True):
     num_kv_blocks: int = 0
     attention_backend: str = ""  # the core's: what TANDEM_ATTENTION_BACKEND chose there
     workers: dict[str, int] = {}  # the core's own children (tensor-parallel ranks) by name
+    # the context the KV cache was sized for (the model's, or shorter where it did not
+    # fit and max_model_len was not given) and what sized the cache; 0 and "" from a
+    # process without a cache (the detokenizer)
+    max_model_len: int = 0
+    kv_source: str = ""
+    num_local_kv_blocks: int = 0  # the local layers' pool, where they have one
 
 
 class Failed(msgspec.Struct, tag="failed", array_like=True, frozen=True):

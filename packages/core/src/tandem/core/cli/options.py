@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tandem.core.cli.cache_flags import add_cache_flags, cache_args
 from tandem.core.cli.flags import number
 from tandem.core.cli.model_arg import (
     add_model_flag,
@@ -41,14 +42,6 @@ def _engine_options(cmd: argparse.ArgumentParser) -> None:
         help="engine to use (default: $TANDEM_ENGINE, else v1)",
     )
     cmd.add_argument(
-        "--max-model-len",
-        type=number(int, "--max-model-len", lo=2),
-        default=None,
-        metavar="N",
-        help="the context: the longest prompt + completion in tokens, up to the model's own "
-        "maximum (default: that maximum, or less where memory is short)",
-    )
-    cmd.add_argument(
         "--dtype",
         choices=("auto", "float32", "bfloat16", "float16"),
         default="auto",
@@ -60,9 +53,10 @@ def _engine_options(cmd: argparse.ArgumentParser) -> None:
         choices=("int8", "gguf"),
         default=None,
         help="int8: the MLP layers, the attention output projection and the LM head in int8 "
-        "(CPU, float32 models); gguf: a GGUF file's blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, "
-        "Q4_K, Q5_K, Q6_K) kept as stored (default: gguf for a .gguf file, else none)",
+        "(CPU, float32 models); gguf: a GGUF file's tensors kept as stored (F16, BF16, Q8_0, "
+        "Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K; default: gguf for a .gguf file, else none)",
     )
+    add_cache_flags(cmd)
     _parallel_options(cmd)
     add_spec_flags(cmd)
 
@@ -198,6 +192,5 @@ def engine_args(args: argparse.Namespace) -> dict[str, Any]:
         if value != PARALLEL_DEFAULTS[name]:  # left out: engine v0 takes the command too
             out[name] = value
     out.update(spec_args(args))
-    if args.max_model_len is not None:
-        out["max_model_len"] = args.max_model_len
+    out.update(cache_args(args))
     return out

@@ -97,6 +97,16 @@ class RotaryEmbedding(nn.Module):
         self.rope = rope
         self._table: Tensor | None = None
 
+    def use(self, rope: RopeSpec) -> None:
+        """Rotate with ``rope`` from now on (its table is built again on next use)."""
+        if rope.rotary_dim(self.head_dim) != self.rotary_dim:
+            raise ValueError(
+                f"rope must rotate {self.rotary_dim} dims of each head, "
+                f"got {rope.rotary_dim(self.head_dim)}"
+            )
+        self.rope = rope
+        self._table = None
+
     def table(self, device: torch.device) -> Tensor:
         if self._table is None or self._table.device != device:
             self._table = cos_sin_cache(self.rotary_dim, self.max_position, self.rope).to(device)

@@ -62,6 +62,7 @@ class SelfAttention(nn.Module):
             self.k_norm = RMSNorm(d if per_head else kvh * d, eps, dtype)
         self.rotary = rotary
         self.attn = PagedAttention(h, kvh, d, spec.scale, window, spec.softcap)
+        self.local = window is not None  # reads the local layers' pool where there is one
         # a step of decodes only goes to the backend's fused rope + K/V write + decode
         self.fused_decode = spec.qk_norm == "none" and rotary.rotary_dim == d
 
@@ -74,6 +75,8 @@ class SelfAttention(nn.Module):
         backend: AttentionBackend,
     ) -> Tensor:
         # x: [T, C]
+        if self.local and meta.local is not None:
+            meta = meta.local
         t = x.shape[0]
         h, kvh, d = self.shape
         qkv = self.qkv_proj(x)  # [T, (H + 2 KVH) * D]

@@ -42,6 +42,7 @@ class CausalLM(nn.Module):
     ) -> None:
         super().__init__()
         arch = type(self).__name__
+        self.hf_config = hf_config
         self.spec = spec = build_spec(hf_config, arch, max_model_len)
         if tp is not None:
             check_tensor_parallel(spec, tp.size)
@@ -70,6 +71,17 @@ class CausalLM(nn.Module):
         self._check_inputs(input_ids, positions, kv_caches, attn_metadata)
         backend = self._get_attention_backend(input_ids.device.type)
         return self.model(input_ids, positions, kv_caches, attn_metadata, backend)
+
+    def set_max_model_len(self, max_model_len: int) -> None:
+        """Run with a context of ``max_model_len`` tokens, as if built with it: a rope
+        whose factors depend on the context (longrope) takes the ones for it. For an
+        engine that shortened the context after loading, before its first step."""
+        spec = build_spec(self.hf_config, type(self).__name__, max_model_len)
+        for layer, old, new in zip(self.model.layers, self.spec.layers, spec.layers):
+            if new.rope != old.rope:
+                layer.self_attn.rotary.use(new.rope)
+        self.spec = spec
+        self.model.decode_stack.drop()
 
     def compute_logits(self, hidden: Tensor) -> Tensor:
         # hidden: [N, C] -> [N, V] fp32

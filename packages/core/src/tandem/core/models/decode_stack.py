@@ -98,6 +98,8 @@ class DecodeStack:
         few = meta.num_decodes == 0 and t <= FEW_TOKENS
         if not self.usable or not (decodes or few) or not 0 < t <= 2 * MLP_ROWS:
             return None
+        if meta.local is not None:  # one block table for every layer only
+            return None
         if x.dtype != torch.float32 or not x.is_cpu or not x.is_contiguous() or x.dim() != 2:
             return None
         table = self._table_for(kv_caches)

@@ -2,7 +2,8 @@
 
 Every rank runs the same layers on the same tokens; the only exchanges are a sum after
 each row-parallel projection (``all_reduce``) and the vocabulary shards of the logits
-put side by side (``gather_columns``). A collective that fails (a peer died, or the
+put side by side (``gather_columns``); at start-up, a ``barrier`` and the ranks' ``least``
+memory size every rank's KV cache alike. A collective that fails (a peer died, or the
 group's timeout ran out) raises :class:`CollectiveError`: the rank cannot go on, and an
 engine must stop rather than fail one request and carry on.
 """
@@ -35,6 +36,23 @@ class TensorParallel:
         except Exception as exc:
             raise CollectiveError(f"all_reduce over {self.size} ranks failed: {exc}") from exc
         return x
+
+    def barrier(self) -> None:
+        """Wait until every rank is here."""
+        try:
+            dist.barrier()
+        except Exception as exc:
+            raise CollectiveError(f"barrier over {self.size} ranks failed: {exc}") from exc
+
+    def least(self, value: int) -> int:
+        """The smallest of the ranks' ``value``s (each rank passes its own)."""
+        device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+        x = torch.tensor([value], dtype=torch.int64, device=device)
+        try:
+            dist.all_reduce(x, op=dist.ReduceOp.MIN)
+        except Exception as exc:
+            raise CollectiveError(f"all_reduce (min) over {self.size} ranks failed: {exc}") from exc
+        return int(x.item())
 
     def gather_columns(self, x: Tensor, full: int) -> Tensor:
         """Every rank's columns side by side, the padding past ``full`` cut off.

@@ -55,8 +55,8 @@ class DraftProposer:
     @classmethod
     def load(cls, spec: SpeculativeConfig, target: Any) -> DraftProposer:
         """The draft model ``spec.model`` on the target config's device, with a cache for
-        ``max_num_seqs`` requests of ``max_model_len`` tokens (within the KV byte budget)."""
-        from tandem.core.cache_config import DEFAULT_KV_CACHE_BYTES
+        ``max_num_seqs`` requests of ``max_model_len`` tokens (within the bytes of the
+        target's KV cache, once resolved)."""
         from tandem.core.config import EngineArgs
         from tandem.core.kv_cache import allocate_kv_caches, kv_cache_bytes_per_block
         from tandem.core.loader import load_model
@@ -83,9 +83,11 @@ class DraftProposer:
         per_block = kv_cache_bytes_per_block(
             mc.num_layers, mc.num_kv_heads, mc.head_dim, DRAFT_BLOCK_SIZE, draft.dtype
         )
-        budget = target.cache.kv_cache_memory_bytes or DEFAULT_KV_CACHE_BYTES
         per_seq = -(-(max_len + MAX_LOOKAHEAD) // DRAFT_BLOCK_SIZE)
-        blocks = max(min(per_seq * target.scheduler.max_num_seqs, budget // per_block), per_seq)
+        blocks = per_seq * target.scheduler.max_num_seqs
+        if target.cache.num_kv_blocks is not None:  # no more bytes than the target's cache
+            budget = target.cache.num_kv_blocks * target.kv_bytes_per_block
+            blocks = max(min(blocks, budget // per_block), per_seq)
         caches = allocate_kv_caches(
             mc.num_layers, mc.num_kv_heads, mc.head_dim, blocks, DRAFT_BLOCK_SIZE,
             draft.dtype, draft.device,

@@ -14,6 +14,7 @@ from tandem.core.inputs import EngineRequest
 from tandem.core.outputs import error_text
 from tandem.kernels.sampling import derive_seed
 from tandem.v1 import messages as m
+from tandem.v1.core.grouped_kv import GroupedKVCacheManager
 from tandem.v1.core.kv_cache_manager import KVCacheManager
 from tandem.v1.core.request import Request
 from tandem.v1.core.scheduler import Scheduler
@@ -23,16 +24,31 @@ if TYPE_CHECKING:
     from tandem.v1.core.step import Executor
 
 
+def kv_manager(config: EngineConfig) -> KVCacheManager | GroupedKVCacheManager:
+    """The KV cache manager of a resolved cache: one pool, or the global and local
+    layers' pools where the model mixes windows."""
+    cc, caching = config.cache, config.scheduler.enable_prefix_caching
+    blocks, size = cc.num_blocks_resolved, cc.block_size
+    if not cc.grouped:
+        return KVCacheManager(blocks, size, caching, cc.sliding_window)
+    local = KVCacheManager(cc.num_local_blocks or 0, size, caching, cc.local_window)
+    return GroupedKVCacheManager(KVCacheManager(blocks, size, caching), local)
+
+
 class EngineCore:
     def __init__(self, config: EngineConfig, runner: Executor) -> None:
         self.config = config
         self.runner = runner
         self.num_kv_blocks = runner.num_kv_blocks
-        sc, cc = config.scheduler, config.cache
-        self.kv = KVCacheManager(
-            self.num_kv_blocks, cc.block_size, sc.enable_prefix_caching, cc.sliding_window
+        # a runner in another process (tensor-parallel ranks) sized the cache there
+        config.adopt_kv_cache(
+            runner.num_kv_blocks,
+            runner.num_local_kv_blocks,
+            runner.max_model_len,
+            runner.kv_source,
         )
-        spec = config.speculative
+        self.kv = kv_manager(config)
+        sc, spec = config.scheduler, config.speculative
         self.scheduler = Scheduler(
             self.kv,
             sc.max_num_seqs,

@@ -77,6 +77,10 @@ class KVCacheManager:
     def table(self, key: str) -> list[int]:
         return [b.id for b in self.tables.get(key, ())]
 
+    def local_table(self, key: str) -> list[int] | None:
+        """None: one pool for every layer (:mod:`tandem.v1.core.grouped_kv` has two)."""
+        return None
+
     def blocks_needed(self, num_tokens: int) -> int:
         return -(-num_tokens // self.block_size)
 
@@ -90,15 +94,18 @@ class KVCacheManager:
             parent = req.block_hashes[-1] if i else _ROOT
             req.block_hashes.append(chain_hash(parent, tuple(tokens[i * bs : (i + 1) * bs])))
 
-    def lookup(self, req: Request) -> list[Block]:
-        """The longest verified cached prefix of ``req``, leaving >= 1 token to compute;
-        with a window, the blocks behind the prefix's window are the null block."""
+    def lookup(self, req: Request, most: int | None = None) -> list[Block]:
+        """The longest verified cached prefix of ``req``, leaving >= 1 token to compute
+        (and of at most ``most`` blocks); with a window, the blocks behind the prefix's
+        window are the null block."""
         if not self.caching or req.wants_prompt_logprobs:
             return []
         self.update_hashes(req)
         bs = self.block_size
         tokens = req.all_token_ids
         limit = (len(tokens) - 1) // bs  # the last known token is always recomputed
+        if most is not None:
+            limit = min(limit, most)
         found: list[Block | None] = []
         for i, h in enumerate(req.block_hashes[:limit]):
             block = self.cached.get(h)
@@ -159,12 +166,11 @@ class KVCacheManager:
         hit = hit or []
         if hit and table:
             raise ValueError(f"request {req.key}: prefix hit given for a request with blocks")
+        if not self.has_room(req, num_new_tokens, hit):
+            return False
         total = req.num_computed_tokens + len(hit) * self.block_size + num_new_tokens
         need = self.blocks_needed(total) - len(table) - len(hit)
         live = [b for b in hit if b is not self.null]
-        revived = sum(1 for b in live if b.ref == 0)
-        if need + revived > self.num_free:
-            return False
         for block in live:
             if block.ref == 0:
                 del self.free[block.id]
@@ -172,6 +178,15 @@ class KVCacheManager:
         new = [self._take() for _ in range(max(need, 0))]
         self.tables[req.key] = table + hit + new
         return True
+
+    def has_room(self, req: Request, num_new_tokens: int, hit: list[Block] | None = None) -> bool:
+        """Whether :meth:`allocate` would succeed (changing nothing)."""
+        hit = hit or []
+        table = self.tables.get(req.key, [])
+        total = req.num_computed_tokens + len(hit) * self.block_size + num_new_tokens
+        need = self.blocks_needed(total) - len(table) - len(hit)
+        revived = sum(1 for b in hit if b is not self.null and b.ref == 0)
+        return need + revived <= self.num_free
 
     def _take(self) -> Block:
         _, block = self.free.popitem(last=False)

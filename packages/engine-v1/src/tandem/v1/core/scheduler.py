@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from tandem.core.logprobs import TopEntry
 from tandem.v1 import messages as m
 from tandem.v1.core import spec_sched as spec
+from tandem.v1.core.grouped_kv import GroupedKVCacheManager
 from tandem.v1.core.kv_cache_manager import KVCacheManager
 from tandem.v1.core.request import Request, Status
 from tandem.v1.core.step import NewRequest, ScheduledRequest, SchedulerOutput, StepOutput
@@ -32,7 +33,7 @@ from tandem.v1.core.step import NewRequest, ScheduledRequest, SchedulerOutput, S
 class Scheduler:
     def __init__(
         self,
-        kv: KVCacheManager,
+        kv: KVCacheManager | GroupedKVCacheManager,
         max_num_seqs: int,
         max_num_batched_tokens: int,
         enable_chunked_prefill: bool,
@@ -181,6 +182,7 @@ class Scheduler:
         row.prompt_logprobs = req.take_prompt_logprobs(start, n)
         row.spec_tokens = list(drafts)
         row.draft_room = spec.draft_room(req, self.spec_k) if sample else 0
+        row.local_table = self.kv.local_table(req.key)
         out.scheduled.append(row)
 
     def _preempt(self, req: Request) -> None:

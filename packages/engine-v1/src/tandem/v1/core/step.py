@@ -55,6 +55,8 @@ class ScheduledRequest:
     # output tokens the request may still gain from this step on; the worker proposes
     # drafts for the next step only within it (0: propose none for this request)
     draft_room: int = 0
+    # the local layers' blocks where they keep a pool of their own (None: one pool)
+    local_table: list[int] | None = None
 
     @property
     def is_decode(self) -> bool:
@@ -97,6 +99,9 @@ class Executor(Protocol):
 
     num_kv_blocks: int
     attention_backend: str
+    max_model_len: int  # the context the KV cache was sized for
+    kv_source: str  # what sized the cache (for messages)
+    num_local_kv_blocks: int  # the local layers' pool, where they have one (else 0)
 
     def execute(self, step: SchedulerOutput) -> StepOutput: ...
 

@@ -71,6 +71,9 @@ class MPClient:
         self.dead: str | None = None
         self.num_kv_blocks = 0
         self.attention_backend = ""  # the core's, as its Ready message says
+        self.max_model_len = 0  # the context the core sized its cache for (Ready)
+        self.kv_source = ""  # what sized it
+        self.num_local_kv_blocks = 0  # the local layers' pool, where they have one
         self.worker_pids: dict[str, int] = {}  # the core's children (tensor-parallel ranks)
         # the core's counts as of the latest Results seen (cheap, possibly a step old)
         self.last_stats: m.CoreStats | None = None
@@ -116,6 +119,11 @@ class MPClient:
             self.shutdown()
             raise
 
+    def kv_cache(self) -> tuple[int, int, int, str]:
+        """The core's KV cache as its Ready said: (blocks, the local layers' blocks, the
+        context it was sized for, what sized it)."""
+        return self.num_kv_blocks, self.num_local_kv_blocks, self.max_model_len, self.kv_source
+
     @property
     def pids(self) -> dict[str, int]:
         """Every process of the engine by name: the children, then the core's own."""
@@ -147,6 +155,8 @@ class MPClient:
                 if msg.who == "core":
                     self.num_kv_blocks = msg.num_kv_blocks
                     self.attention_backend = msg.attention_backend
+                    self.max_model_len, self.kv_source = msg.max_model_len, msg.kv_source
+                    self.num_local_kv_blocks = msg.num_local_kv_blocks
                     self.worker_pids = dict(msg.workers)
             elif isinstance(msg, m.Failed):
                 raise EngineStartupError(self._failure_text(msg), msg.error)

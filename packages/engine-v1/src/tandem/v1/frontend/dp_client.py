@@ -81,6 +81,11 @@ class DPClient:
     def attention_backend(self) -> str:
         return self.replicas[0].attention_backend
 
+    def kv_cache(self) -> tuple[int, int, int, str]:
+        """The cache of the replica whose context is the shortest: each sized its own
+        from the memory it saw, and a request must fit whichever replica takes it."""
+        return min((r.kv_cache() for r in self.replicas), key=lambda size: size[2])
+
     @property
     def pids(self) -> dict[str, int]:
         """Every process of every replica, named after its replica."""

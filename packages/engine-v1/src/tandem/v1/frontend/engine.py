@@ -12,6 +12,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from tandem.core import envs
+from tandem.core.context_fit import warn_shortened
 from tandem.core.inputs import EngineRequest, InputProcessor
 from tandem.core.outputs import RequestOutput
 from tandem.core.sampling_params import SamplingParams
@@ -42,12 +43,13 @@ class LLMEngine:
         self.config = config
         self._streams: dict[str, RequestStream] = {}
         self._closed = False
+        model_len = config.model.max_model_len
         if not multiprocess:
             from tandem.v1.frontend.inproc_client import InprocClient
 
             self.tokenizer = load_tokenizer(config.model.tokenizer)
-            self.inputs = InputProcessor.for_config(config, self.tokenizer)
             self.client: MPClient | InprocClient = InprocClient(config, self.tokenizer)
+            self._adopt_kv_cache(model_len)
             return
         from tandem.v1.frontend.client import MPClient
         from tandem.v1.frontend.dp_client import DPClient
@@ -61,12 +63,22 @@ class LLMEngine:
             client.configure(config)
             # the core builds the model meanwhile
             self.tokenizer = load_tokenizer(config.model.tokenizer)
-            self.inputs = InputProcessor.for_config(config, self.tokenizer)
             client.attach(self.tokenizer)
         except BaseException:
             client.shutdown()
             raise
         self.client = client
+        self._adopt_kv_cache(model_len)
+
+    def _adopt_kv_cache(self, model_len: int) -> None:
+        """Take the KV cache the core sized (a context shorter than the model's
+        ``model_len`` where the whole did not fit: said here, once) and check prompts
+        against its context."""
+        config = self.config
+        config.adopt_kv_cache(*self.client.kv_cache())
+        if config.model.max_model_len != model_len:
+            warn_shortened(config, model_len)
+        self.inputs = InputProcessor.for_config(config, self.tokenizer)
 
     @classmethod
     def from_engine_args(cls, engine_args: EngineArgs, multiprocess: bool = True) -> LLMEngine:

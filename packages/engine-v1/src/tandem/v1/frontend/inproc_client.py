@@ -34,6 +34,13 @@ class InprocClient:
         self.dead: str | None = None
         self._pending: list[m.Result] = []  # requests the detokenizer logic refused
 
+    def kv_cache(self) -> tuple[int, int, int, str]:
+        """The core's KV cache: (blocks, the local layers' blocks, the context it was
+        sized for, what sized it)."""
+        cache = self.core.config.cache
+        local = cache.num_local_blocks or 0
+        return self.num_kv_blocks, local, cache.max_model_len, cache.kv_source
+
     def send(self, msg: m.AddRequest | m.Abort) -> None:
         if isinstance(msg, m.AddRequest):
             failed = self.outputs.add(msg)

@@ -62,7 +62,18 @@ class _Core:
     def ready(self, core: EngineCore) -> list[bytes]:
         backend = core.runner.attention_backend
         workers = getattr(self.executor, "pids", {})
-        return [m.encode(m.Ready("core", os.getpid(), core.num_kv_blocks, backend, workers))]
+        cache = core.config.cache
+        ready = m.Ready(
+            "core",
+            os.getpid(),
+            core.num_kv_blocks,
+            backend,
+            workers,
+            max_model_len=cache.max_model_len,
+            kv_source=cache.kv_source,
+            num_local_kv_blocks=cache.num_local_blocks or 0,
+        )
+        return [m.encode(ready)]
 
     def serve(self, core: EngineCore, inp: zmq.Socket, out: zmq.Socket) -> None:
         loop(core, inp, out)

@@ -73,7 +73,10 @@ class MPExecutor:
         wait = float(envs.TANDEM_ENGINE_READY_TIMEOUT) if ready_timeout is None else ready_timeout
         try:
             self._start(config, float(envs.TANDEM_DIST_TIMEOUT))
-            self.num_kv_blocks, self.attention_backend = self._wait_ready(time.monotonic() + wait)
+            first = self._wait_ready(time.monotonic() + wait)
+            self.num_kv_blocks, self.max_model_len = first.num_kv_blocks, first.max_model_len
+            self.attention_backend, self.kv_source = first.attention_backend, first.kv_source
+            self.num_local_kv_blocks = first.num_local_kv_blocks
         except BaseException:
             self.shutdown()
             raise
@@ -108,7 +111,8 @@ class MPExecutor:
     def pids(self) -> dict[str, int]:
         return {name: proc.pid for name, proc in zip(self.names, self._res.procs)}
 
-    def _wait_ready(self, deadline: float) -> tuple[int, str]:
+    def _wait_ready(self, deadline: float) -> m.Ready:
+        """Rank 0's Ready, once every rank has sent its own (they size the same cache)."""
         ready: dict[str, m.Ready] = {}
         while len(ready) < len(self.names):
             if time.monotonic() > deadline:
@@ -123,8 +127,7 @@ class MPExecutor:
                 raise self._lost(msg)
             if isinstance(msg, m.Ready):
                 ready[msg.who] = msg
-        first = ready[self.names[0]]
-        return first.num_kv_blocks, first.attention_backend
+        return ready[self.names[0]]
 
     def execute(self, step: SchedulerOutput) -> StepOutput:
         data = pickle.dumps(step, protocol=pickle.HIGHEST_PROTOCOL)

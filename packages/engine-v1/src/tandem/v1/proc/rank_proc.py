@@ -55,7 +55,15 @@ class _Rank:
 
     def ready(self, worker: RankWorker) -> list[bytes]:
         name = self.payload["setup"].name
-        ready = m.Ready(name, os.getpid(), worker.num_kv_blocks, worker.attention_backend)
+        ready = m.Ready(
+            name,
+            os.getpid(),
+            worker.num_kv_blocks,
+            worker.attention_backend,
+            max_model_len=worker.max_model_len,
+            kv_source=worker.kv_source,
+            num_local_kv_blocks=worker.num_local_kv_blocks,
+        )
         return [b"ready", m.encode(ready)]
 
     def serve(self, worker: RankWorker, inp: zmq.Socket, out: zmq.Socket) -> None:

@@ -114,7 +114,8 @@ class RayExecutor:
         setups = [RankSetup(r, size, host, res.store.port, timeout) for r in range(size)]
         refs = [a.start.remote(plain, s) for a, s in zip(res.actors, setups)]
         ready = self._gather(refs, deadline, True)
-        self.num_kv_blocks, self.attention_backend = ready[0]
+        self.num_kv_blocks, self.attention_backend, self.max_model_len = ready[0][:3]
+        self.kv_source, self.num_local_kv_blocks = ready[0][3:]
 
     @property
     def pids(self) -> dict[str, int]:

@@ -66,12 +66,19 @@ class RankActor:
     def pid(self) -> int:
         return os.getpid()
 
-    def start(self, config: EngineConfig, setup: RankSetup) -> tuple[int, str]:
-        """Join the group and build the shard: (KV blocks, attention backend)."""
+    def start(self, config: EngineConfig, setup: RankSetup) -> tuple[int, str, int, str, int]:
+        """Join the group and build the shard: (KV blocks, attention backend, the context
+        the cache was sized for, what sized it, the local layers' blocks)."""
         from tandem.v1.worker.rank import RankWorker
 
-        self.worker = RankWorker(config, setup)
-        return self.worker.num_kv_blocks, self.worker.attention_backend
+        w = self.worker = RankWorker(config, setup)
+        return (
+            w.num_kv_blocks,
+            w.attention_backend,
+            w.max_model_len,
+            w.kv_source,
+            w.num_local_kv_blocks,
+        )
 
     def execute(self, step: SchedulerOutput) -> StepOutput | None:
         return self.worker.execute(step)

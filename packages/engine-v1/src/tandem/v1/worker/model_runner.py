@@ -24,6 +24,7 @@ from tandem.core.attention_metadata import build_metadata
 from tandem.core.kv_cache import allocate_kv_caches
 from tandem.core.loader import load_model
 from tandem.core.logprobs import TopEntry, entries, top_logprobs
+from tandem.core.memory import available_memory
 from tandem.core.outputs import error_text
 from tandem.core.parallel.group import CollectiveError, TensorParallel
 from tandem.core.structured.compiler import LazyGrammars
@@ -36,6 +37,18 @@ from tandem.v1.worker.spec import place_drafts
 
 if TYPE_CHECKING:
     from tandem.core.config import EngineConfig
+
+
+def _available(config: EngineConfig, tp: TensorParallel | None) -> int | None:
+    """The memory left after the weights where the KV cache takes a share of it: once
+    every rank of a tensor-parallel group has loaded its shard, the least any rank sees,
+    so that every rank sizes the same cache."""
+    if not config.cache.needs_memory:
+        return None
+    if tp is not None:
+        tp.barrier()
+    available = available_memory(config.device)
+    return available if tp is None else tp.least(available)
 
 
 class ModelRunner:
@@ -53,12 +66,15 @@ class ModelRunner:
         self.attention_backend = select_attention_backend(self.device.type)
         self.model = load_model(mc, config.device, config.dtype, config.quantization, tp)
         self.block_size = config.cache.block_size
-        self.num_kv_blocks = config.cache.resolve_num_blocks(config.kv_bytes_per_block)
+        model_len = mc.max_model_len
+        self.num_kv_blocks = config.resolve_kv_cache(_available(config, tp))
+        if mc.max_model_len != model_len:  # the front warns: it learns it from Ready
+            self.model.set_max_model_len(mc.max_model_len)
         self.kv_caches = allocate_kv_caches(
             mc.num_layers,
             config.kv_heads_per_rank,
             mc.head_dim,
-            config.cache.allocated_blocks,  # with a sliding window, the null block too
+            config.cache.layer_blocks(),  # with a window, each pool's null block too
             self.block_size,
             config.dtype,
             config.device,
@@ -71,6 +87,22 @@ class ModelRunner:
         self.sampler = sampler if sampler is not None else Sampler()
         self.proposer = make_proposer(config)
         self.draw = Drawer(self.model, self.batch, self.sampler, self.proposer)
+
+    @property
+    def max_model_len(self) -> int:
+        """The context this runner's cache was sized for (shortened where the model's
+        did not fit and max_model_len was not given)."""
+        return self.config.model.max_model_len
+
+    @property
+    def num_local_kv_blocks(self) -> int:
+        """The local layers' pool where they have one (Gemma 2 and 3), else 0."""
+        return self.config.cache.num_local_blocks or 0
+
+    @property
+    def kv_source(self) -> str:
+        """What sized the cache (for messages)."""
+        return self.config.cache.kv_source
 
     @torch.inference_mode()
     def execute(self, step: SchedulerOutput) -> StepOutput:
@@ -114,6 +146,9 @@ class ModelRunner:
         seq_lens = [r.start + r.num_tokens for r in rows]
         tables = [r.block_table for r in rows]
         meta = build_metadata(query_lens, seq_lens, tables, self.block_size, self.device)
+        local = [r.local_table for r in rows]
+        if local[0] is not None:  # the local layers' own pool
+            meta.local = build_metadata(query_lens, seq_lens, local, self.block_size, self.device)
         batch_rows = [self.batch.rows[r.key] for r in rows]
         input_ids, pos = self._gather_inputs(batch_rows, starts, query_lens)  # [T], [T]
         return self.model(input_ids, pos, self.kv_caches, meta)  # [T, C]

@@ -69,6 +69,18 @@ class RankWorker:
     def attention_backend(self) -> str:
         return self.runner.attention_backend
 
+    @property
+    def max_model_len(self) -> int:
+        return self.runner.max_model_len
+
+    @property
+    def kv_source(self) -> str:
+        return self.runner.kv_source
+
+    @property
+    def num_local_kv_blocks(self) -> int:
+        return self.runner.num_local_kv_blocks
+
     def execute(self, step: SchedulerOutput) -> StepOutput | None:
         """The step's result on rank 0; None on the others (they ran the same step)."""
         result = self.runner.execute(step)
