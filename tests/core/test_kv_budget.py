@@ -13,6 +13,7 @@ import torch
 from tandem.core.cache_config import CacheConfig
 from tandem.core.config import EngineArgs
 from tandem.core.kv_budget import (
+    DEFAULT_KV_CACHE_CAP_BYTES,
     DEFAULT_KV_CACHE_MEMORY_FRACTION,
     kv_budget_bytes,
     longest_context,
@@ -132,6 +133,19 @@ def test_the_fraction_given_is_used(tiny_model: Path) -> None:
     ).create_config()
     assert cfg.cache.kv_cache_memory_fraction == 0.25
     assert cfg.resolve_kv_cache(1000 * cfg.kv_bytes_per_block) == 250
+
+
+def test_the_default_share_is_capped_unless_the_fraction_is_given(tiny_model: Path) -> None:
+    # 64 GiB left: half is 32 GiB, but by default the cache takes at most 4 GiB
+    block = 1 << 20
+    c = _cache(max_num_seqs=10**6, kv_cache_memory_cap=DEFAULT_KV_CACHE_CAP_BYTES)
+    assert c.resolve_num_blocks(block, available=64 * GIB) == DEFAULT_KV_CACHE_CAP_BYTES // block
+    assert "at most 4294967296 bytes by default" in c.kv_source
+    assert _cache(max_num_seqs=10**6).resolve_num_blocks(block, available=64 * GIB) == 32 * 1024
+    default = EngineArgs(model=str(tiny_model)).create_config()
+    given = EngineArgs(model=str(tiny_model), kv_cache_memory_fraction=0.5).create_config()
+    assert default.cache.kv_cache_memory_cap == DEFAULT_KV_CACHE_CAP_BYTES
+    assert given.cache.kv_cache_memory_cap is None
 
 
 def test_a_shortened_context_reaches_every_config(tiny_model: Path) -> None:

@@ -43,6 +43,8 @@ class CacheConfig:
     sliding_window: int | None = None
     step_tokens: int | None = None  # the most tokens of one sequence a step computes
     kv_cache_memory_fraction: float = DEFAULT_KV_CACHE_MEMORY_FRACTION
+    # the fraction's share at most this many bytes (None: no cap; the fraction was given)
+    kv_cache_memory_cap: int | None = None
     # False: max_model_len is the model's own and may shrink to what the cache holds
     max_model_len_given: bool = True
     kv_source: str = ""  # what sized the cache (for messages), set by resolve_num_blocks
@@ -216,9 +218,13 @@ class CacheConfig:
                 "when neither num_kv_blocks nor kv_cache_memory_bytes is set"
             )
         share = kv_budget_bytes(available, self.kv_cache_memory_fraction)
+        capped = self.kv_cache_memory_cap is not None and share > self.kv_cache_memory_cap
+        if capped:
+            share = self.kv_cache_memory_cap
         budget = min(share, self.max_num_seqs * need(self.max_model_len) * per)
         source = (
             f"kv_cache_memory_fraction={self.kv_cache_memory_fraction:g} of "
             f"{available} bytes available after the weights"
+            + (f", at most {self.kv_cache_memory_cap} bytes by default" if capped else "")
         )
         return budget // per, need, unit, source, detail

@@ -19,7 +19,7 @@ from typing import Any
 from tandem.core.cache_config import CacheConfig
 from tandem.core.device import DEVICES, DTYPE_NAMES
 from tandem.core.engine_config import EngineConfig, SchedulerConfig
-from tandem.core.kv_budget import DEFAULT_KV_CACHE_MEMORY_FRACTION
+from tandem.core.kv_budget import DEFAULT_KV_CACHE_CAP_BYTES, DEFAULT_KV_CACHE_MEMORY_FRACTION
 from tandem.core.kv_window import kv_window, local_layers
 from tandem.core.parallel.config import ParallelConfig, check_splits
 from tandem.core.speculative.config import SpeculativeConfig, check_target
@@ -221,6 +221,9 @@ class EngineArgs:
             sliding_window=kv_window(windows),
             step_tokens=min(batched, max_len) if self.enable_chunked_prefill else max_len,
             kv_cache_memory_fraction=self.fraction(),
+            kv_cache_memory_cap=(
+                DEFAULT_KV_CACHE_CAP_BYTES if self.kv_cache_memory_fraction is None else None
+            ),
             max_model_len_given=self.max_model_len is not None,
             local_layers=local,
             local_window=local_window,

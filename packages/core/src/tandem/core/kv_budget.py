@@ -3,8 +3,9 @@
 Unless ``num_kv_blocks`` or ``kv_cache_memory_bytes`` fixes the cache, it takes
 ``kv_cache_memory_fraction`` (:data:`DEFAULT_KV_CACHE_MEMORY_FRACTION` by default) of
 the memory available once the model's weights are loaded, shared evenly by the
-processes that hold a cache in that memory, and never more than ``max_num_seqs``
-sequences of ``max_model_len`` tokens need (so a small model keeps a small cache).
+processes that hold a cache in that memory, at most :data:`DEFAULT_KV_CACHE_CAP_BYTES`
+unless the fraction was given, and never more than ``max_num_seqs`` sequences of
+``max_model_len`` tokens need (so a small model keeps a small cache).
 
 When ``max_model_len`` was not given and one sequence of the model's whole context does
 not fit, the context becomes the longest that does (whole blocks), with one warning
@@ -21,6 +22,10 @@ from collections.abc import Callable
 # step, the tokenizer, the page cache of the files being read and the machine's other
 # programs. On the CPU every byte of the cache is touched when it is allocated.
 DEFAULT_KV_CACHE_MEMORY_FRACTION = 0.5
+# ...and by default at most this much (as vLLM's CPU backend's default KV space): a small
+# model on a large machine does not take gigabytes it will not use for one prompt, and
+# every byte costs start-up time. Giving the fraction (or bytes) explicitly lifts it.
+DEFAULT_KV_CACHE_CAP_BYTES = 4 << 30
 
 KNOBS = (
     "set max_model_len (--max-model-len) for a shorter or longer context, or give the "

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from tandem.core.cli.flags import number
-from tandem.core.kv_budget import DEFAULT_KV_CACHE_MEMORY_FRACTION
+from tandem.core.kv_budget import DEFAULT_KV_CACHE_CAP_BYTES, DEFAULT_KV_CACHE_MEMORY_FRACTION
 
 NAMES = ("max_model_len", "kv_cache_memory_fraction", "kv_cache_memory_bytes")
 
@@ -27,7 +27,8 @@ def add_cache_flags(cmd: argparse.ArgumentParser) -> None:
         metavar="F",
         help="the share of the memory left once the weights are loaded that the KV cache "
         "takes, at most what the engine's max_num_seqs full sequences need (default: "
-        f"{DEFAULT_KV_CACHE_MEMORY_FRACTION:g})",
+        f"{DEFAULT_KV_CACHE_MEMORY_FRACTION:g}, and at most "
+        f"{DEFAULT_KV_CACHE_CAP_BYTES >> 30} GiB unless this flag is given)",
     )
     cmd.add_argument(
         "--kv-cache-memory-bytes",
