@@ -79,3 +79,21 @@ def test_large_cache_is_resident_and_zero():
     k, v = caches[-1]
     assert k.shape == (2048, 16, 8, 64)
     assert not k[2047].any() and not v[0].any()
+
+
+def test_a_cache_past_the_populate_size_faults_in_as_it_is_written(monkeypatch):
+    """A cache sized from the machine's memory is not made resident at start-up: only the
+    blocks written take memory, and the others still read as zero."""
+    import tandem.core.kv_cache as kv_cache
+
+    monkeypatch.setattr(kv_cache, "POPULATE_BYTES", 64 * 2**20)
+    proc = psutil.Process()
+    before = proc.memory_info().rss
+    caches = allocate_kv_caches(
+        4, 8, 64, num_blocks=2048, block_size=16, dtype=torch.float32, device="cpu"
+    )  # 256 MiB
+    assert proc.memory_info().rss - before < 64 * 2**20
+    k, v = caches[0]
+    k[:16].fill_(1.0)  # 16 blocks of one layer: 512 KiB
+    assert proc.memory_info().rss - before < 64 * 2**20
+    assert not k[16:].any() and not v.any()

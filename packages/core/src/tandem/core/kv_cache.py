@@ -1,11 +1,14 @@
 """Sizing and allocating the paged KV cache: per layer ``(k_cache, v_cache)``.
 
-On the CPU the caches live in one anonymous memory map whose pages are faulted in at
-allocation (``MADV_POPULATE_WRITE``, one system call, ~0.3 s per GiB here). Left to
-fault in on first touch instead, the pages cost the first long batch about 0.4 s per
-400 MB in scattered faults inside the K/V writes (and over 1 s with huge pages, whose
-faults wait on memory compaction); no huge pages are asked for for that reason. Where
-the kernel lacks ``MADV_POPULATE_WRITE`` (Linux < 5.14) the pages fault in lazily.
+On the CPU the caches live in one anonymous memory map. Up to :data:`POPULATE_BYTES` its
+pages are faulted in at allocation (``MADV_POPULATE_WRITE``, one system call, ~0.3 s per
+GiB here): left to fault in on first touch, they cost the first long batch about 0.4 s
+per 400 MB in scattered faults inside the K/V writes (and over 1 s with huge pages, whose
+faults wait on memory compaction; none are asked for). A larger cache (one sized from the
+machine's memory) is left to fault in as blocks are first written, so that a short run
+does not pay seconds of start-up and gigabytes of resident memory for blocks it never
+uses; its zero pages cost nothing until then. Where the kernel lacks
+``MADV_POPULATE_WRITE`` (Linux < 5.14) the pages fault in lazily.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import torch
 from torch import Tensor
 
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)  # Linux 5.14+
+POPULATE_BYTES = 1 << 30  # caches up to this size are faulted in at allocation
 
 
 def _positive(name: str, value: object) -> int:
@@ -95,14 +99,16 @@ def _numel(shape: tuple[int, ...]) -> int:
 
 
 def _zeroed_cpu(numel: int, dtype: torch.dtype) -> Tensor:
-    """A flat zeroed CPU tensor backed by an anonymous map, its pages faulted in up front."""
+    """A flat zeroed CPU tensor backed by an anonymous map, its pages faulted in up front
+    up to :data:`POPULATE_BYTES` (the whole map, or none of it)."""
     nbytes = numel * torch.empty((), dtype=dtype).element_size()
     flags = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
     try:
         buf = mmap.mmap(-1, nbytes, flags=flags) if flags else mmap.mmap(-1, nbytes)
     except (OSError, ValueError):
         return torch.zeros(numel, dtype=dtype)
-    with contextlib.suppress(OSError, ValueError):  # an optimisation only
-        buf.madvise(MADV_POPULATE_WRITE)
+    if nbytes <= POPULATE_BYTES:
+        with contextlib.suppress(OSError, ValueError):  # an optimisation only
+            buf.madvise(MADV_POPULATE_WRITE)
     # the tensor holds a reference to ``buf``: the map lives as long as any view of it
     return torch.frombuffer(buf, dtype=dtype, count=numel)
