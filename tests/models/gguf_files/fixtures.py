@@ -1,4 +1,4 @@
-"""The fixtures ``make.py`` builds: architecture, quantized format, and every change to the
+"""The fixtures ``make.py`` builds: architecture, quantized presets, and every change to the
 architecture's tiny test config, each with the reason llama.cpp needs it.
 
 To keep the directory small, BPE fixtures have 320 tokens (not 512), dense MLPs are 32 wide
