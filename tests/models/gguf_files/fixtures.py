@@ -1,4 +1,4 @@
-"""The fixtures ``make.py`` builds: architecture, quantized format, and every change to the
+"""The fixtures ``make.py`` builds: architecture, quantized presets, and every change to the
 architecture's tiny test config, each with the reason llama.cpp needs it.
 
 To keep the directory small, BPE fixtures have 320 tokens (not 512), dense MLPs are 32 wide
@@ -17,7 +17,9 @@ SPM_VOCAB = 512  # a SentencePiece BPE model needs the corpus' characters (cover
 @dataclass(frozen=True)
 class Fixture:
     arch: str  # tandem.core.testing arch name
-    quant: str  # quantizer ftype (Q4_K_M, Q4_0, Q8_0) or "convert:q8_0" for the converter's own
+    # the quantized files: quantizer ftypes (Q4_K_M, Q4_0, Q8_0 ...) or "convert:OUTTYPE" for
+    # the converter's own (q8_0, f16, bf16); one name or a tuple of the presets of one source
+    quant: str | tuple[str, ...]
     overrides: dict[str, Any] = field(default_factory=dict)
     why: str = ""  # why each override: what llama.cpp cannot represent
     tokenizer: str | None = None  # a directory under tokenizers/ replacing the BPE tokenizer
@@ -26,9 +28,26 @@ class Fixture:
     vocab: int = 320
     note: str = ""  # a known difference between llama.cpp and transformers on this source
 
+    @property
+    def presets(self) -> tuple[str, ...]:
+        return (self.quant,) if isinstance(self.quant, str) else self.quant
+
 
 SMALL = {"intermediate_size": 32}  # dense MLPs of 32, not 128: the files stay small
 ONE_LAYER = {"num_hidden_layers": 1}  # MoE fixtures: every layer is sparse, one shows the layout
+# the files people pick, from one source: llama.cpp's common quantizer presets and the
+# converter's 16-bit outputs
+PRESETS = (
+    "Q2_K",
+    "Q3_K_M",
+    "Q4_K_M",
+    "Q5_K_M",
+    "Q6_K",
+    "Q8_0",
+    "Q4_0",
+    "convert:f16",
+    "convert:bf16",
+)
 
 FIXTURES: dict[str, Fixture] = {
     "llama": Fixture("llama", "Q4_K_M", SMALL),
@@ -37,6 +56,19 @@ FIXTURES: dict[str, Fixture] = {
         "Q4_K_M",
         {"hidden_size": 256, "intermediate_size": 256, "num_hidden_layers": 1},
         "rows of 256 so that Q4_K_M keeps its k-quants (Q4_K, Q6_K) instead of falling back",
+        keep_f32=False,
+    ),
+    "llama-presets": Fixture(
+        "llama",
+        PRESETS,
+        {
+            "hidden_size": 256,
+            "intermediate_size": 256,
+            "num_hidden_layers": 1,
+            "tie_word_embeddings": True,
+        },
+        "rows of 256 so that every k-quant preset keeps its k-quants; tied embeddings (as "
+        "Llama 3.2's) so that the F16 and BF16 files stay under 1 MB",
         keep_f32=False,
     ),
     "mistral": Fixture("mistral", "convert:q8_0", SMALL),

@@ -13,7 +13,9 @@ For each fixture of ``fixtures.py``: the source checkpoint is made by
 ``tandem.core.testing.make_model`` (the architecture's tiny test config, with the overrides
 listed and explained there), then edited as the manifest records (see
 ``tandem.core.testing.gguf_fixtures``); the converter writes ``NAME-f32.gguf`` and the
-quantizer (or the converter's own ``--outtype q8_0``) writes the quantized file.
+quantizer (or the converter's own ``--outtype q8_0 / f16 / bf16``) writes each of the
+fixture's presets, ``NAME-PRESET.gguf`` (one source may have several: ``llama-presets`` has
+the presets people pick, Q2_K to Q8_0, F16 and BF16).
 ``manifest.json`` says, for every file, its source (exact ``make_model`` arguments and edits),
 GGUF architecture, format, tensor types, size and digest, and what the checks found: whether
 llama.cpp loads and runs it, whether its tokenizer and greedy tokens equal the checkpoint's
@@ -113,15 +115,16 @@ def make_files(venv: Path, name: str, fx: Fixture, hf_dir: Path, work: Path) -> 
     f32 = work / f"{name}-f32.gguf"
     pre = tool(venv, "convert", str(hf_dir), str(f32), "f32", "gpt-2")["pre_tokenizer"]
     made = {f32: "convert_hf_to_gguf --outtype f32"}
-    if fx.quant.startswith("convert:"):
-        outtype = fx.quant.split(":", 1)[1]
-        quant = work / f"{name}-{outtype}.gguf"
-        tool(venv, "convert", str(hf_dir), str(quant), outtype, "gpt-2")
-        made[quant] = f"convert_hf_to_gguf --outtype {outtype}"
-    else:
-        quant = work / f"{name}-{fx.quant.lower()}.gguf"
-        tool(venv, "quantize", str(f32), str(quant), fx.quant)
-        made[quant] = f"llama_model_quantize(f32 file) {fx.quant}"
+    for preset in fx.presets:
+        if preset.startswith("convert:"):
+            outtype = preset.split(":", 1)[1]
+            quant = work / f"{name}-{outtype}.gguf"
+            tool(venv, "convert", str(hf_dir), str(quant), outtype, "gpt-2")
+            made[quant] = f"convert_hf_to_gguf --outtype {outtype}"
+        else:
+            quant = work / f"{name}-{preset.lower()}.gguf"
+            tool(venv, "quantize", str(f32), str(quant), preset)
+            made[quant] = f"llama_model_quantize(f32 file) {preset}"
     records = {}
     for path, how in made.items():
         if path == f32 and not fx.keep_f32:
