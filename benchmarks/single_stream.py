@@ -3,6 +3,7 @@
     python benchmarks/single_stream.py [--size smollm2|tiny] [--threads 2] [--rounds 3]
         [--repeats 2] [--new-tokens 128] [--quant fp32 int8] [--runners NAME ...]
         [--baseline REF] [--llama-cpp-venv DIR [--formats f32 q8_0 q4_1 q4_k_m]]
+        [--gguf-file FILE.gguf]
 
 One chat prompt, greedy, ``--new-tokens`` tokens with EOS ignored. Runners, each in a
 fresh process: the tandem engines (``tandem v0``, ``tandem v1``, per ``--quant``),
@@ -10,10 +11,12 @@ transformers ``generate`` and, only where ``llama_cpp`` is importable, llama.cpp
 model's GGUF file (this script never builds it). With ``--llama-cpp-venv`` (made by
 ``llama_cpp_venv.sh``), each of ``--formats`` is a GGUF file of the same weights
 (``gguf_files.py``) that llama.cpp, in that venv, and the tandem engines, keeping it as
-stored, both run. Rounds interleave the runners so a
-slow spell of the shared machine falls on all of them; every timed run counts, and the
-table shows the best, the median and the spread (min..max) of decode tok/s (first token
-to last), the median time to first token and the median whole-answer tok/s.
+stored, both run. ``--gguf-file`` runs llama.cpp and the tandem engines on that one file
+only (its own tokenizer and config: any architecture tandem reads). Rounds interleave
+the runners so a slow spell of the shared machine falls on all of them; every timed run
+counts, and the table shows the best, the median and the spread (min..max) of decode
+tok/s (first token to last), the median time to first token and the median whole-answer
+tok/s.
 
 A decode step streams every weight once, so its floor is the weight bytes read per token
 (linear layers and the logits; one embedding row) over the memory bandwidth, measured
@@ -187,6 +190,12 @@ def main() -> None:
         choices=FORMATS,
         help="with --llama-cpp-venv: GGUF files run by llama.cpp and by the tandem engines",
     )
+    parser.add_argument(
+        "--gguf-file",
+        default="",
+        metavar="FILE",
+        help="only llama.cpp and the tandem engines, on this GGUF file (any architecture)",
+    )
     for hidden in ("--child", "--path", "--gguf", "--prompt"):
         parser.add_argument(hidden, default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -197,27 +206,39 @@ def main() -> None:
     from transformers import AutoConfig, AutoTokenizer
 
     gguf = ""
-    if args.size == "smollm2":
-        from tandem.core.default_model import default_model, gguf_file
+    if args.gguf_file:  # the file alone: its tokenizer and config, read in place
+        from tandem.core.gguf import open_checkpoint
+        from tandem.core.gguf.tokenizer import tokenizer_dir
 
-        path, gguf = str(default_model(print)), str(gguf_file(print))
+        path = gguf = str(Path(args.gguf_file).resolve())
+        tok_dir, full = str(tokenizer_dir(gguf)), open_checkpoint(gguf).config
+    elif args.size == "smollm2":
+        from tandem.core.default_model import gguf_file
+        from tandem.core.gguf.export import exported
+
+        gguf = str(gguf_file(print))
+        path = tok_dir = str(exported(gguf))  # float32 safetensors, written once, kept
     else:
         from tandem.core.testing import make_model
 
-        path = str(make_model(size="tiny"))
-    tok = AutoTokenizer.from_pretrained(path)
+        path = tok_dir = str(make_model(size="tiny"))
+    tok = AutoTokenizer.from_pretrained(tok_dir)
     chat = [{"role": "user", "content": PROMPT}]
     try:
         text = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
         prompt = tok.encode(text, add_special_tokens=False)
     except Exception:  # no chat template: the plain text
         prompt = tok.encode(PROMPT)
-    full = AutoConfig.from_pretrained(path).to_dict()
-    names = [f"tandem {e} {q}" for q in args.quant for e in args.engines]
+    if not args.gguf_file:
+        full = AutoConfig.from_pretrained(path).to_dict()
+    quants = ["gguf"] if args.gguf_file else args.quant
+    names = [f"tandem {e} {q}" for q in quants for e in args.engines]
     if args.baseline:
-        names += [f"tandem {e} {q} @{args.baseline}" for q in args.quant for e in args.engines]
+        names += [f"tandem {e} {q} @{args.baseline}" for q in quants for e in args.engines]
     args.files = {}
-    if args.llama_cpp_venv:
+    if args.gguf_file:
+        names += ["llama.cpp"]
+    elif args.llama_cpp_venv:
         from gguf_files import make
 
         args.files = make(
