@@ -13,9 +13,7 @@ Shapes (:data:`SHAPES`):
 - ``gemma3-270m``: Gemma 3 270M's shape (18 layers, hidden 640, 4 heads / 1 KV head,
   head_dim 256, intermediate 2048, sliding window 512 on five layers of six, vocabulary
   262144, tied): 268 M parameters, two thirds of them the embedding. Its vocabulary is a
-  sentencepiece model made here (:func:`write_spm`) of the real one's size and layout;
-- ``qwen3-0.6b``: Qwen3 0.6B's shape (28 layers, hidden 1024, 16 heads / 8 KV heads,
-  head_dim 128, intermediate 3072, q/k norms, tied) with SmolLM2's vocabulary.
+  sentencepiece model made here (:func:`write_spm`), the real one's size and special ids.
 
 The checkpoint is made in the llama.cpp venv's python (it has torch, transformers and
 sentencepiece; this file runs there as a script), with the tokenizer SmolLM2's file
@@ -61,21 +59,6 @@ SHAPES: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 32768,
         "sliding_window": 512,
         "query_pre_attn_scalar": 256,
-        "rms_norm_eps": 1e-6,
-        "tie_word_embeddings": True,
-    },
-    "qwen3-0.6b": {
-        "model_type": "qwen3",
-        "architectures": ["Qwen3ForCausalLM"],
-        "hidden_size": 1024,
-        "intermediate_size": 3072,
-        "num_hidden_layers": 28,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 8,
-        "head_dim": 128,
-        "vocab_size": 49152,
-        "max_position_embeddings": 40960,
-        "rope_theta": 1000000.0,
         "rms_norm_eps": 1e-6,
         "tie_word_embeddings": True,
     },
@@ -149,10 +132,10 @@ def write_checkpoint(name: str, out: Path, tokenizer: str) -> None:
 
 
 def write_spm(out: Path, vocab_size: int) -> None:
-    """A sentencepiece BPE model of ``vocab_size`` pieces laid out as Gemma's is: pad, eos,
-    bos, unk, the chat turn markers, the 256 byte pieces, then words. Pieces are every
-    string over a small alphabet by length (each one's prefix is a piece, so BPE reaches
-    it), best first; the tokenizer files Gemma ships beside it are written too."""
+    """``out/tokenizer.model``: a sentencepiece BPE model of ``vocab_size`` pieces with
+    Gemma's special ids (pad, eos, bos, unk = 0..3), two chat turn markers, the 256 byte
+    pieces, then words: every string over a small alphabet by length (each one's prefix
+    is a piece, so BPE reaches it), best first; and a tokenizer_config.json naming them."""
     from sentencepiece import SentencePieceProcessor
     from sentencepiece import sentencepiece_model_pb2 as pb
 

@@ -1,6 +1,6 @@
 """GGUF start-up, peak memory and bytes written: llama.cpp and the tandem engines, per file.
 
-    python benchmarks/gguf_startup.py --llama-cpp-venv DIR [FILE.gguf ...] [--rounds 3]
+    python benchmarks/gguf_startup.py [FILE.gguf ...] [--llama-cpp-venv DIR] [--rounds 3]
         [--made llama-1b:f16,q4_k_m,q4_1 gemma3-270m:q4_k_m] [--max-model-len 2048]
         [--max-num-seqs 1] [--new-tokens 16] [--threads 2] [--runners llama.cpp v0 v1]
 
@@ -185,9 +185,9 @@ def fmt_tables(runs: dict[tuple, list], files: list[str]) -> list[str]:
         base_start = _median(base, "startup") if base else None
         base_cpu = _median(base, "cpu") if base else None
         lines2 = [parts]
-        for (f, runner, kind), recs in runs.items():
-            if f != file:
-                continue
+        keys = sorted((k for k in runs if k[0] == file), key=lambda k: (k[2], k[1] != "llama.cpp"))
+        for f, runner, kind in sorted(keys, key=lambda k: k[2] == "cold"):
+            recs = runs[(f, runner, kind)]
             ok = [r for r in recs if "startup" in r]
             name = f"{runner} {kind}" if runner != "llama.cpp" else runner
             if not ok:
@@ -203,10 +203,11 @@ def fmt_tables(runs: dict[tuple, list], files: list[str]) -> list[str]:
                 f"{kv / MIB:7.0f}{peak / (1.5 * size + kv):11.2f}"
                 f"{_median(ok, 'written') / MIB:12.1f}{_median(ok, 'cache_growth') / MIB:11.1f}"
             )
-            s = ok[len(ok) // 2]["stamps"]
-            steps = [s["main"] - ok[len(ok) // 2]["spawn"], s["import"] - s["main"]]
+            mid = sorted(ok, key=lambda r: r["startup"])[len(ok) // 2]
+            s = mid["stamps"]
+            steps = [s["main"] - mid["spawn"], s["import"] - s["main"]]
             steps += [s["built"] - s["import"], s["first"] - s["built"]]
-            procs = " ".join(f"{p['hwm'] / MIB:.0f}" for p in ok[len(ok) // 2]["procs"])
+            procs = " ".join(f"{p['hwm'] / MIB:.0f}" for p in mid["procs"])
             lines2.append(f"{name:<16}" + "".join(f"{x:9.2f}" for x in steps) + f"  {procs:>30}")
         out += ["", "  start-up by phase (s, the median run):", *lines2]
     return out
@@ -215,7 +216,7 @@ def fmt_tables(runs: dict[tuple, list], files: list[str]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", help="GGUF files (default: see the docstring)")
-    parser.add_argument("--llama-cpp-venv", default="", metavar="DIR")
+    parser.add_argument("--llama-cpp-venv", default=str(RESULTS / "llama-cpp-venv"), metavar="DIR")
     parser.add_argument("--made", nargs="*", default=MADE, metavar="NAME:FORMATS")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runners", nargs="+", default=["llama.cpp", "v0", "v1"])
@@ -225,17 +226,27 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", default="", help="also write every run's record here")
+    parser.add_argument("--tables-from", default="", metavar="JSON", help="print a --json's tables")
     for hidden in ("--child", "--file"):
         parser.add_argument(hidden, default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args)
         return
+    if args.tables_from:  # the tables of a run saved with --json
+        rows = json.loads(Path(args.tables_from).read_text())
+        runs = {(r["file"], r["runner"], r["kind"]): r["runs"] for r in rows}
+        print("\n".join(fmt_tables(runs, list(dict.fromkeys(r["file"] for r in rows)))))
+        return
     bad = set(args.runners) - {"llama.cpp", "v0", "v1"}
     if bad:
         parser.error(f"--runners must be among llama.cpp, v0, v1, got {sorted(bad)}")
-    if "llama.cpp" in args.runners and not args.llama_cpp_venv:
-        parser.error("llama.cpp runs from --llama-cpp-venv DIR (see llama_cpp_venv.sh)")
+    needs_venv = "llama.cpp" in args.runners or (args.made and not args.files)
+    if needs_venv and not os.path.isfile(os.path.join(args.llama_cpp_venv, "bin", "python")):
+        parser.error(
+            f"--llama-cpp-venv {args.llama_cpp_venv} has no bin/python: llama.cpp runs, and "
+            "the files are made, there (bash benchmarks/llama_cpp_venv.sh makes it)"
+        )
     files = args.files or default_files(args)
     work = RESULTS / "gguf_startup"
     work.mkdir(parents=True, exist_ok=True)
