@@ -121,15 +121,15 @@ def spawn(args: argparse.Namespace, runner: str, file: str, cache: Path) -> dict
 
 
 def default_files(args: argparse.Namespace) -> list[str]:
+    """SmolLM2's shipped file, then each ``--made`` shape's formats (made where missing)."""
+    from gguf_models import make
+
     from tandem.core.default_model import gguf_file
 
     files = [str(gguf_file(print))]
     for item in args.made:
         name, _, formats = item.partition(":")
-        from gguf_models import make
-
-        made = make(Path(args.llama_cpp_venv), name, MODELS_DIR, formats.split(","))
-        files += list(made.values())
+        files += make(Path(args.llama_cpp_venv), name, MODELS_DIR, formats.split(",")).values()
     return files
 
 
@@ -241,6 +241,9 @@ def main() -> None:
     bad = set(args.runners) - {"llama.cpp", "v0", "v1"}
     if bad:
         parser.error(f"--runners must be among llama.cpp, v0, v1, got {sorted(bad)}")
+    missing = [f for f in args.files if not (f.endswith(".gguf") and os.path.isfile(f))]
+    if missing or args.rounds < 1:
+        parser.error(f"files must be .gguf files ({missing} are not) and --rounds >= 1")
     needs_venv = "llama.cpp" in args.runners or (args.made and not args.files)
     if needs_venv and not os.path.isfile(os.path.join(args.llama_cpp_venv, "bin", "python")):
         parser.error(

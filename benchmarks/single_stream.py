@@ -3,7 +3,7 @@
     python benchmarks/single_stream.py [--size smollm2|tiny] [--threads 2] [--rounds 3]
         [--repeats 2] [--new-tokens 128] [--quant fp32 int8] [--runners NAME ...]
         [--baseline REF] [--llama-cpp-venv DIR [--formats f32 q8_0 q4_1 q4_k_m]]
-        [--gguf-file FILE.gguf]
+        [--gguf-file FILE.gguf] [--max-model-len N]
 
 One chat prompt, greedy, ``--new-tokens`` tokens with EOS ignored. Runners, each in a
 fresh process: the tandem engines (``tandem v0``, ``tandem v1``, per ``--quant``),
@@ -52,10 +52,13 @@ def child(args: argparse.Namespace) -> None:
 
     name, prompt, n = args.child, json.loads(args.prompt), args.new_tokens
     parts = name.split(" @")[0].split()
+    ctx = args.max_model_len or None
     if parts[0] == "tandem" and parts[2] in FORMATS:  # the GGUF file, kept as stored
-        res = sr.run_tandem(args.gguf, parts[1], prompt, n, args.threads, args.repeats, "gguf")
+        res = sr.run_tandem(args.gguf, parts[1], prompt, n, args.threads, args.repeats, "gguf", ctx)
     elif parts[0] == "tandem":
-        res = sr.run_tandem(args.path, parts[1], prompt, n, args.threads, args.repeats, parts[2])
+        res = sr.run_tandem(
+            args.path, parts[1], prompt, n, args.threads, args.repeats, parts[2], ctx
+        )
     elif name == "transformers":
         res = sr.run_hf(args.path, prompt, n, args.threads, args.repeats)
     elif parts[0] == "llama.cpp":
@@ -80,6 +83,7 @@ def spawn(name: str, args: argparse.Namespace, path: str, gguf: str, prompt: lis
     cmd = [python, __file__, "--child", name, "--path", path, "--gguf", gguf]
     cmd += ["--prompt", json.dumps(prompt), "--threads", str(args.threads)]
     cmd += ["--repeats", str(args.repeats), "--new-tokens", str(args.new_tokens)]
+    cmd += ["--max-model-len", str(args.max_model_len or 0)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
     if proc.returncode != 0 or not lines:
@@ -196,6 +200,12 @@ def main() -> None:
         metavar="FILE",
         help="only llama.cpp and the tandem engines, on this GGUF file (any architecture)",
     )
+    parser.add_argument(
+        "--max-model-len",
+        type=int,
+        default=None,
+        help="tandem's context (default: the model's own; llama.cpp runs at 2048)",
+    )
     for hidden in ("--child", "--path", "--gguf", "--prompt"):
         parser.add_argument(hidden, default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -252,8 +262,9 @@ def main() -> None:
     if args.runners:
         names = [n for n in names if any(part in n for part in args.runners)]
     bandwidth = memory_bandwidth(args.threads)
+    model = Path(args.gguf_file).name if args.gguf_file else args.size
     print(
-        f"model={args.size} prompt={len(prompt)} tokens new={args.new_tokens} "
+        f"model={model} prompt={len(prompt)} tokens new={args.new_tokens} "
         f"threads={args.threads} loadavg={os.getloadavg()[0]:.2f}",
         flush=True,
     )
