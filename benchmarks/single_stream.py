@@ -3,6 +3,7 @@
     python benchmarks/single_stream.py [--size smollm2|tiny] [--threads 2] [--rounds 3]
         [--repeats 2] [--new-tokens 128] [--quant fp32 int8] [--runners NAME ...]
         [--baseline REF] [--llama-cpp-venv DIR [--formats f32 q8_0 q4_1 q4_k_m]]
+        [--gguf-file FILE.gguf] [--max-model-len N]
 
 One chat prompt, greedy, ``--new-tokens`` tokens with EOS ignored. Runners, each in a
 fresh process: the tandem engines (``tandem v0``, ``tandem v1``, per ``--quant``),
@@ -10,10 +11,12 @@ transformers ``generate`` and, only where ``llama_cpp`` is importable, llama.cpp
 model's GGUF file (this script never builds it). With ``--llama-cpp-venv`` (made by
 ``llama_cpp_venv.sh``), each of ``--formats`` is a GGUF file of the same weights
 (``gguf_files.py``) that llama.cpp, in that venv, and the tandem engines, keeping it as
-stored, both run. Rounds interleave the runners so a
-slow spell of the shared machine falls on all of them; every timed run counts, and the
-table shows the best, the median and the spread (min..max) of decode tok/s (first token
-to last), the median time to first token and the median whole-answer tok/s.
+stored, both run. ``--gguf-file`` runs llama.cpp and the tandem engines on that one file
+only (its own tokenizer and config: any architecture tandem reads). Rounds interleave
+the runners so a slow spell of the shared machine falls on all of them; every timed run
+counts, and the table shows the best, the median and the spread (min..max) of decode
+tok/s (first token to last), the median time to first token and the median whole-answer
+tok/s.
 
 A decode step streams every weight once, so its floor is the weight bytes read per token
 (linear layers and the logits; one embedding row) over the memory bandwidth, measured
@@ -49,10 +52,13 @@ def child(args: argparse.Namespace) -> None:
 
     name, prompt, n = args.child, json.loads(args.prompt), args.new_tokens
     parts = name.split(" @")[0].split()
+    ctx = args.max_model_len or None
     if parts[0] == "tandem" and parts[2] in FORMATS:  # the GGUF file, kept as stored
-        res = sr.run_tandem(args.gguf, parts[1], prompt, n, args.threads, args.repeats, "gguf")
+        res = sr.run_tandem(args.gguf, parts[1], prompt, n, args.threads, args.repeats, "gguf", ctx)
     elif parts[0] == "tandem":
-        res = sr.run_tandem(args.path, parts[1], prompt, n, args.threads, args.repeats, parts[2])
+        res = sr.run_tandem(
+            args.path, parts[1], prompt, n, args.threads, args.repeats, parts[2], ctx
+        )
     elif name == "transformers":
         res = sr.run_hf(args.path, prompt, n, args.threads, args.repeats)
     elif parts[0] == "llama.cpp":
@@ -77,6 +83,7 @@ def spawn(name: str, args: argparse.Namespace, path: str, gguf: str, prompt: lis
     cmd = [python, __file__, "--child", name, "--path", path, "--gguf", gguf]
     cmd += ["--prompt", json.dumps(prompt), "--threads", str(args.threads)]
     cmd += ["--repeats", str(args.repeats), "--new-tokens", str(args.new_tokens)]
+    cmd += ["--max-model-len", str(args.max_model_len or 0)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
     if proc.returncode != 0 or not lines:
@@ -187,6 +194,18 @@ def main() -> None:
         choices=FORMATS,
         help="with --llama-cpp-venv: GGUF files run by llama.cpp and by the tandem engines",
     )
+    parser.add_argument(
+        "--gguf-file",
+        default="",
+        metavar="FILE",
+        help="only llama.cpp and the tandem engines, on this GGUF file (any architecture)",
+    )
+    parser.add_argument(
+        "--max-model-len",
+        type=int,
+        default=None,
+        help="tandem's context (default: the model's own; llama.cpp runs at 2048)",
+    )
     for hidden in ("--child", "--path", "--gguf", "--prompt"):
         parser.add_argument(hidden, default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -197,28 +216,39 @@ def main() -> None:
     from transformers import AutoConfig, AutoTokenizer
 
     gguf = ""
-    if args.size == "smollm2":
+    if args.gguf_file:  # the file alone: its tokenizer and config, read in place
+        from tandem.core.gguf import open_checkpoint
+        from tandem.core.gguf.tokenizer import tokenizer_dir
+
+        path = gguf = str(Path(args.gguf_file).resolve())
+        tok_dir, full = str(tokenizer_dir(gguf)), open_checkpoint(gguf).config
+    elif args.size == "smollm2":
         from tandem.core.default_model import gguf_file
         from tandem.core.gguf.export import exported
 
-        path, gguf = str(exported(gguf_file(print))), str(gguf_file(print))
+        gguf = str(gguf_file(print))
+        path = tok_dir = str(exported(gguf))  # float32 safetensors, written once, kept
     else:
         from tandem.core.testing import make_model
 
-        path = str(make_model(size="tiny"))
-    tok = AutoTokenizer.from_pretrained(path)
+        path = tok_dir = str(make_model(size="tiny"))
+    tok = AutoTokenizer.from_pretrained(tok_dir)
     chat = [{"role": "user", "content": PROMPT}]
     try:
         text = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
         prompt = tok.encode(text, add_special_tokens=False)
     except Exception:  # no chat template: the plain text
         prompt = tok.encode(PROMPT)
-    full = AutoConfig.from_pretrained(path).to_dict()
-    names = [f"tandem {e} {q}" for q in args.quant for e in args.engines]
+    if not args.gguf_file:
+        full = AutoConfig.from_pretrained(path).to_dict()
+    quants = ["gguf"] if args.gguf_file else args.quant
+    names = [f"tandem {e} {q}" for q in quants for e in args.engines]
     if args.baseline:
-        names += [f"tandem {e} {q} @{args.baseline}" for q in args.quant for e in args.engines]
+        names += [f"tandem {e} {q} @{args.baseline}" for q in quants for e in args.engines]
     args.files = {}
-    if args.llama_cpp_venv:
+    if args.gguf_file:
+        names += ["llama.cpp"]
+    elif args.llama_cpp_venv:
         from gguf_files import make
 
         args.files = make(
@@ -232,8 +262,9 @@ def main() -> None:
     if args.runners:
         names = [n for n in names if any(part in n for part in args.runners)]
     bandwidth = memory_bandwidth(args.threads)
+    model = Path(args.gguf_file).name if args.gguf_file else args.size
     print(
-        f"model={args.size} prompt={len(prompt)} tokens new={args.new_tokens} "
+        f"model={model} prompt={len(prompt)} tokens new={args.new_tokens} "
         f"threads={args.threads} loadavg={os.getloadavg()[0]:.2f}",
         flush=True,
     )

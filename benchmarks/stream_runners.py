@@ -145,13 +145,23 @@ def _stream(engine: Any, prompt: list[int], params: Any, final: bool = False) ->
 
 
 def run_tandem(
-    path: str, engine: str, prompt: list[int], new: int, threads: int, repeats: int, quant: str
+    path: str,
+    engine: str,
+    prompt: list[int],
+    new: int,
+    threads: int,
+    repeats: int,
+    quant: str,
+    max_model_len: int | None = None,
 ) -> Result:
-    """Timed runs of the engine as users get it, then one run taken apart (v1: in process)."""
+    """Timed runs of the engine as users get it, then one run taken apart (v1: in process);
+    ``max_model_len`` None: the model's own."""
     from tandem.core.sampling_params import SamplingParams
 
     params = SamplingParams(temperature=0.0, max_tokens=new, ignore_eos=True)
     kwargs: dict[str, Any] = {"dtype": "float32", "num_threads": threads}
+    if max_model_len is not None:
+        kwargs["max_model_len"] = max_model_len
     if quant != "fp32":
         kwargs["quantization"] = quant
     out = Result()
