@@ -246,3 +246,17 @@ def test_qwen_files_read_back_and_as_transformers_reads_them(
     ).state_dict()
     for key, value in b.items():
         assert torch.equal(torch.from_numpy(value), theirs[key]), key
+
+
+def test_pages_released_come_back_from_the_file(tiny_gguf) -> None:
+    """Loading drops the file pages of tensors it copied; a page dropped and read again
+    comes back from the file, so releasing never changes a value."""
+    path = tiny_gguf[1]
+    f = GGUFFile(path)
+    names = list(f.tensors)
+    before = {n: np.array(f.data(n)) for n in names}
+    keep = f.data(names[0])
+    start = keep.__array_interface__["data"][0]
+    assert f.release([(start, start + keep.nbytes)]) > 0
+    f.drop(f.data(names[-1]))
+    assert all(np.array_equal(f.data(n), before[n]) for n in names)

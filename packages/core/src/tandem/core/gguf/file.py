@@ -14,6 +14,7 @@ boundary (32 bytes by default).
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import struct
@@ -181,6 +182,39 @@ class GGUFFile:
             return np.frombuffer(self._map, float_dtype, count, info.offset).reshape(info.shape)
         shape = (*info.shape[:-1], row_bytes(info.type, info.shape[-1]))
         return np.frombuffer(self._map, np.uint8, info.nbytes, info.offset).reshape(shape)
+
+    def drop(self, data: np.ndarray) -> None:
+        """Drop the whole pages under ``data`` (a view of this mapping, already copied)
+        from memory; a page shared with a neighbour stays. See :meth:`release`."""
+        base = np.frombuffer(self._map, np.uint8, 1, 0).ctypes.data
+        lo = data.__array_interface__["data"][0] - base
+        page = mmap.PAGESIZE
+        start, end = -(-lo // page) * page, (lo + data.nbytes) // page * page
+        if 0 <= start < end <= len(self._map):
+            with contextlib.suppress(OSError, ValueError):
+                self._map.madvise(mmap.MADV_DONTNEED, start, end - start)
+
+    def release(self, keep: list[tuple[int, int]]) -> int:
+        """Drop the pages of the mapping outside the ``keep`` address ranges (start, end)
+        from this process's memory; returns the bytes released. Safe for any range: the
+        mapping is never written, so a page dropped and read again comes back from the
+        file. Loading reads every tensor once; the ones copied or converted need their
+        file pages no more, and would otherwise count twice in the resident set."""
+        import ctypes
+
+        base = ctypes.addressof(ctypes.c_char.from_buffer(self._map))
+        page = mmap.PAGESIZE
+        kept = sorted((max(lo - base, 0), min(hi - base, len(self._map))) for lo, hi in keep)
+        released, pos = 0, 0
+        for lo, hi in [*((lo, hi) for lo, hi in kept if hi > 0 and lo < len(self._map)),
+                       (len(self._map), len(self._map))]:  # fmt: skip
+            start, end = -(-pos // page) * page, lo // page * page  # whole pages between
+            if end > start:
+                with contextlib.suppress(OSError, ValueError):
+                    self._map.madvise(mmap.MADV_DONTNEED, start, end - start)
+                    released += end - start
+            pos = max(pos, hi)
+        return released
 
     def describe(self, name: str) -> str:
         info = self.tensors[name]

@@ -76,7 +76,9 @@ def load_gguf(
                 piece = (shard.expert or 0, shard.offset, t.type, _as_tensor(t))
                 parts.setdefault(plan[t.name], []).append(piece)
             else:
-                yield t.name, torch.from_numpy(t.floats())
+                values = t.floats()  # a copy: the file's pages of it are done with
+                checkpoint.file.drop(t.data)
+                yield t.name, torch.from_numpy(values)
         # the last tensor read: the kept weights go in now, before the model finishes
         # loading (latent attention moves rows of two projections, kept or not)
         for module, pieces in parts.items():
@@ -85,10 +87,26 @@ def load_gguf(
                 module.use_quantized(_experts(pieces, module.shape[2], device))
                 continue
             k = module.in_features if isinstance(module, Linear) else module.embedding_dim
-            module.use_quantized(_weight([p[1:] for p in pieces], k, device))
+            module.use_quantized(_weight([p[1:] for p in pieces], k, device, checkpoint.file.drop))
 
     model.load_weights(floats())  # type: ignore[attr-defined]
+    checkpoint.file.release(list(_mapped_ranges(model)))
     return len(parts)
+
+
+def _mapped_ranges(model: nn.Module) -> Any:
+    """(start, end) addresses of every weight kept as stored (those that are views of the
+    file's mapping among them: the pages to keep)."""
+    stack: list[Any] = [getattr(m, "quant", None) for m in model.modules()]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, QuantWeight):
+            start = item.data.data_ptr()
+            yield start, start + item.data.nbytes
+        elif isinstance(item, QuantStack):
+            stack.extend(item.parts)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
 
 
 def _experts(pieces: list[tuple[int, int, int, Tensor]], k: int, device: torch.device) -> list[Any]:
@@ -108,7 +126,7 @@ def _as_tensor(t: StoredTensor) -> Tensor:
         return torch.from_numpy(data)
 
 
-def _weight(pieces: list[tuple[int, int, Tensor]], k: int, device: torch.device) -> Any:
+def _weight(pieces: list[tuple[int, int, Tensor]], k: int, device: torch.device, drop: Any) -> Any:
     """A module's (row offset, GGUF type, rows) pieces in row order -> one QuantWeight,
     or a QuantStack with one QuantWeight per run of pieces in the same format. A single
     piece stays the file's own bytes; a run of several is copied into one tensor."""
@@ -121,6 +139,8 @@ def _weight(pieces: list[tuple[int, int, Tensor]], k: int, device: torch.device)
     weights = []
     for qtype, chunks in runs:
         data = chunks[0] if len(chunks) == 1 else torch.cat(chunks)
+        for chunk in chunks if len(chunks) > 1 else ():
+            drop(chunk.numpy())  # copied: the file's pages of it are done with
         if not data.is_contiguous():
             data = data.contiguous()
         weights.append(QuantWeight(data.to(device), qtype, data.shape[0], k))
