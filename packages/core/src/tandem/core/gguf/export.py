@@ -9,12 +9,12 @@ that only takes a directory. :func:`exported` keeps one copy per file under
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
+
+from tandem.core.gguf.cache import kept_dir
 
 FORMAT_VERSION = 1
 DONE = "config.json"
@@ -45,24 +45,4 @@ def export_hf(gguf_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]
 
 def exported(gguf_path: str | os.PathLike[str]) -> Path:
     """The exported directory of ``gguf_path``, written on first use and kept."""
-    from tandem.core import envs
-
-    src = Path(gguf_path).expanduser().resolve()
-    stat = src.stat()
-    key = f"{FORMAT_VERSION}:{src}:{stat.st_size}:{stat.st_mtime_ns}"
-    root = Path(envs.TANDEM_CACHE_DIR).expanduser() / "exports"
-    target = root / f"{src.stem}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-    if (target / DONE).is_file():
-        return target
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=root))
-    try:
-        export_hf(src, tmp)
-        try:
-            os.rename(tmp, target)
-        except OSError:  # another process finished first
-            if not (target / DONE).is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    return kept_dir(gguf_path, "exports", FORMAT_VERSION, DONE, export_hf)

@@ -9,46 +9,24 @@ under ``$TANDEM_CACHE_DIR/tokenizers``, keyed by the file's path, size and time.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import tempfile
 from pathlib import Path
+
+from tandem.core.gguf.cache import kept_dir
 
 FORMAT_VERSION = 2  # 2: built without AutoTokenizer
 DONE = "tokenizer.json"
 
 
-def _key(path: Path) -> str:
-    stat = path.stat()
-    text = f"{FORMAT_VERSION}:{path}:{stat.st_size}:{stat.st_mtime_ns}"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def tokenizer_dir(gguf_path: str | os.PathLike[str]) -> Path:
     """The directory of the tokenizer in ``gguf_path``, built on first use."""
-    from tandem.core import envs
+    return kept_dir(gguf_path, "tokenizers", FORMAT_VERSION, DONE, _build, _announce)
 
-    src = Path(gguf_path).expanduser().resolve()
-    root = Path(envs.TANDEM_CACHE_DIR).expanduser() / "tokenizers"
-    target = root / f"{src.stem}-{_key(src)}"
-    if (target / DONE).is_file():
-        return target
+
+def _announce(src: Path, target: Path) -> None:
     from tandem.core.progress import say
 
     say(f"reading the tokenizer of {src.name} (once; kept in {target})")
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tok-", dir=root))
-    try:
-        _build(src, tmp)
-        try:
-            os.rename(tmp, target)
-        except OSError:  # another process finished first: use its copy
-            if not (target / DONE).is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
 
 
 def _build(src: Path, out: Path) -> None:
