@@ -157,6 +157,9 @@ TEST = f"{INSTALL} && python -m ci run"
     ("readme", "run", "problem"),
     [
         ([f"{INSTALL} && tandem generate hi", TEST], TEST, None),
+        (["python3 -m venv .venv", INSTALL, "tandem generate hi", "python -m ci run"], TEST, None),
+        (["python -m ci run", INSTALL], TEST, "the test command"),
+        (["tandem generate hi", "python -m ci run"], TEST, "the install command"),
         ([TEST], f"{INSTALL} && python -m pytest", ".ci/run: does not run"),
         ([f"{INSTALL} && python -m pytest"], TEST, "the test command"),
         (["pip install tandem", TEST], TEST, "does not begin with the install command"),
