@@ -8,7 +8,8 @@ in the fast suite. HOW is one of:
 - ``parse``: not run (it installs, serves forever or takes minutes): its ``tandem`` commands
   are parsed by the real parser and the benchmarks it names must exist with their flags;
 - ``server``: a shell block holding one ``tandem serve`` command, started (on a free port)
-  for the page's ``client`` blocks, which are run against it;
+  for the page's ``client`` blocks, which are run against it; ``slow-server``: the same,
+  only with ``-m slow``;
 - ``pytest``: a Python block that is a test file, run by pytest with the project's config.
 
 (Imported as ``docpages``: a module named ``conftest`` is ambiguous across test folders.)
@@ -23,7 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
-HOWS = ("run", "slow", "parse", "server", "client", "pytest")
+HOWS = ("run", "slow", "parse", "server", "slow-server", "client", "pytest")
+SERVERS = ("server", "slow-server")
 LANGS = {"python": "python", "bash": "bash", "sh": "bash", "console": "bash", "shell": "bash"}
 # the address every served example is written against; the tests put their own port in
 SERVED_AT = "127.0.0.1:8000"
@@ -94,7 +96,7 @@ def python_program(examples: list[Block]) -> str:
 def served(page: str) -> tuple[Block | None, list[Block]]:
     """The page's ``server`` block (if any) and its ``client`` blocks."""
     page_blocks = blocks(page)
-    servers = [b for b in page_blocks if b.how == "server"]
+    servers = [b for b in page_blocks if b.how in SERVERS]
     assert len(servers) <= 1, f"{page}: more than one server block"
     return (servers[0] if servers else None), [b for b in page_blocks if b.how == "client"]
 

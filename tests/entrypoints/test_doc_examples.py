@@ -50,13 +50,13 @@ def _run(argv: list[str], what: str, timeout: float = TIMEOUT) -> str:
     return done.stdout
 
 
-def _pages_with(how: str, lang: str | None = None) -> list[str]:
-    return [p for p in PAGES if any(b.how == how and lang in (None, b.lang) for b in blocks(p))]
+def _pages_with(how: str) -> list[str]:
+    return [p for p in PAGES if any(b.how == how for b in blocks(p))]
 
 
-def _by_page(how: str, slow: bool) -> list[object]:
-    mark = [pytest.mark.slow] if slow else []
-    return [pytest.param(p, id=p, marks=mark) for p in _pages_with(how)]
+def _served_pages() -> list[object]:
+    slow = [pytest.param(p, marks=pytest.mark.slow) for p in _pages_with("slow-server")]
+    return [*_pages_with("server"), *slow]
 
 
 def test_pages_fit_the_rules() -> None:
@@ -106,9 +106,8 @@ def test_the_readme_shows_the_default_model() -> None:
     assert readme and all("smollm2" in b.code for b in readme), [b.where for b in readme]
 
 
-def _python(page: str, how: str) -> None:
-    examples = [b for b in blocks(page) if b.lang == "python" and b.how == how]
-    _run([sys.executable, "-c", python_program(examples)], f"{page}'s Python examples")
+def _examples(how: str, lang: str) -> list[Block]:
+    return [b for b in all_blocks() if b.how == how and b.lang == lang]
 
 
 def _shell(examples: list[Block], port: int | None = None) -> None:
@@ -117,16 +116,23 @@ def _shell(examples: list[Block], port: int | None = None) -> None:
         _run(["bash", "-euo", "pipefail", "-c", code], f"{b.where} (shell)")
 
 
-@pytest.mark.parametrize("page", _by_page("run", slow=False))
-def test_examples_run(page: str) -> None:
-    _python(page, "run")
-    _shell([b for b in blocks(page) if b.lang == "bash" and b.how == "run"])
+@pytest.mark.parametrize("how", ["run", pytest.param("slow", marks=pytest.mark.slow)])
+def test_python_examples_run(how: str) -> None:
+    """Every page's Python examples in one fresh interpreter (each block in a namespace of
+    its own), so the interpreter and its imports are paid once."""
+    examples = _examples(how, "python")
+    if how == "run":
+        assert len(examples) >= 5, [b.where for b in examples]
+    if examples:
+        _run([sys.executable, "-c", python_program(examples)], f"the {how!r} Python examples")
 
 
-@pytest.mark.parametrize("page", _by_page("slow", slow=True))
-def test_slow_examples_run(page: str) -> None:
-    _python(page, "slow")
-    _shell([b for b in blocks(page) if b.lang == "bash" and b.how == "slow"])
+@pytest.mark.parametrize("how", ["run", pytest.param("slow", marks=pytest.mark.slow)])
+def test_shell_examples_run(how: str) -> None:
+    examples = _examples(how, "bash")
+    if how == "slow":
+        assert examples
+    _shell(examples)
 
 
 def _free_port() -> int:
@@ -170,7 +176,7 @@ def _tail(tmp_path: Path) -> str:
     return (tmp_path / "server.log").read_text(errors="replace")[-3000:]
 
 
-@pytest.mark.parametrize("server", _pages_with("server"), indirect=True)
+@pytest.mark.parametrize("server", _served_pages(), indirect=True)
 def test_served_examples_run(server: int, request: pytest.FixtureRequest) -> None:
     page = request.node.callspec.params["server"]
     _, clients = served(page)
