@@ -86,11 +86,11 @@ def use_kernels():
 
     def give(model: torch.nn.Module, **switches: str) -> None:
         saved.append((model, model.kernels))
-        model.use_kernels(resolve_kernels("cpu", **switches))
+        model.use_kernels(resolve_kernels(**switches))
 
     yield give
     for model, kernels in reversed(saved):
-        model.use_kernels(kernels if kernels is not None else resolve_kernels("cpu"))
+        model.use_kernels(kernels if kernels is not None else resolve_kernels())
 
 
 @pytest.fixture(scope="session")

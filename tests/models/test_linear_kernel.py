@@ -41,20 +41,20 @@ def test_packed_and_torch_linear_agree(arch, kernel, tandem_models, paged_runner
 
 def test_default_is_native(monkeypatch):
     monkeypatch.delenv("TANDEM_CPU_LINEAR", raising=False)
-    assert resolve_kernels("cpu").linear == "native"
+    assert resolve_kernels().linear == "native"
     assert Linear(4, 4).kernel == "native"
 
 
 def test_env_sets_the_default_once(monkeypatch):
     monkeypatch.setenv("TANDEM_CPU_LINEAR", "onednn")
-    assert resolve_kernels("cpu").linear == "onednn"
-    assert resolve_kernels("cpu", linear="torch").linear == "torch"  # a value given wins
+    assert resolve_kernels().linear == "onednn"
+    assert resolve_kernels(linear="torch").linear == "torch"  # a value given wins
 
 
 def test_bad_value_is_refused(monkeypatch):
     monkeypatch.setenv("TANDEM_CPU_LINEAR", "mkl")
     with pytest.raises(ValueError, match="TANDEM_CPU_LINEAR='mkl' is not allowed; choose one of"):
-        resolve_kernels("cpu")
+        resolve_kernels()
     with pytest.raises(ValueError, match="kernel must be one of native, onednn, torch"):
         Linear(4, 4).use_kernel("mkl")
 

@@ -47,7 +47,7 @@ def test_linear_weights_are_packed_at_load(model_dirs, arch):
         assert model._tied_pack.holds(model.model.embed_tokens.weight)
     from tandem.core.kernel_choice import resolve_kernels
 
-    torch_linear = resolve_kernels("cpu", linear="torch")  # plain F.linear: nothing to pack
+    torch_linear = resolve_kernels(linear="torch")  # plain F.linear: nothing to pack
     plain = load_model(model_dirs[arch], kernels=torch_linear)
     assert not any(m.pack.holds(m.weight) for m in plain.modules() if isinstance(m, Linear))
 

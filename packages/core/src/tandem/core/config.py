@@ -261,9 +261,7 @@ class EngineArgs:
             quantization=self._quantization(model),
             parallel=self.parallel_config(),
             speculative=check_target(self.speculative(), model),
-            kernels=resolve_kernels(
-                device.type, self.attention_backend, self.cpu_linear, self.decode_stack
-            ),
+            kernels=resolve_kernels(self.attention_backend, self.cpu_linear, self.decode_stack),
         )
         if self.tensor_parallel_size > 1:
             check_splits(config.parallel, config.model, config.device)

@@ -10,7 +10,7 @@ runs, so a variable changed later (another engine, another test) cannot reach it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 LINEAR_KERNELS = ("native", "onednn", "torch")
 DECODE_STACKS = ("c", "modules")
@@ -19,23 +19,40 @@ ATTENTION_BACKENDS = ("torch", "cpu", "flash_attn")
 
 @dataclass(frozen=True, slots=True)
 class KernelChoice:
-    """``attention``: the backend every attention layer runs; ``linear``: native (the C
-    kernel on fp32 weights where the CPU has one, else oneDNN), onednn or torch
-    (``F.linear``); ``decode_stack``: c (one C call a decode step, where the model
-    allows) or modules (layer by layer)."""
+    """``attention``: the backend every attention layer runs (None: the device's best);
+    ``linear``: native (the C kernel on fp32 weights where the CPU has one, else
+    oneDNN), onednn or torch (``F.linear``); ``decode_stack``: c (one C call a decode
+    step, where the model allows) or modules (layer by layer)."""
 
-    attention: str = "torch"
+    attention: str | None = None  # None: the best the device has (for_device)
     linear: str = "native"
     decode_stack: str = "c"
 
     def __post_init__(self) -> None:
         for name, value, allowed in (
-            ("attention", self.attention, ATTENTION_BACKENDS),
+            ("attention", self.attention, (None, *ATTENTION_BACKENDS)),
             ("linear", self.linear, LINEAR_KERNELS),
             ("decode_stack", self.decode_stack, DECODE_STACKS),
         ):
             if value not in allowed:
-                raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+                names = ", ".join(str(a) for a in allowed)
+                raise ValueError(f"{name} must be one of {names}, got {value!r}")
+
+    def for_device(self, device_type: str) -> KernelChoice:
+        """These switches with the attention backend named: the one asked for, if the
+        device has it, else the best it has (flash_attn on CUDA, the C kernels on a CPU
+        where they build, else torch)."""
+        from tandem.core.attention_backend import available_attention_backends, best_backend
+
+        available = available_attention_backends(device_type)
+        if self.attention is None:
+            return replace(self, attention=best_backend(device_type, available))
+        if self.attention not in available:
+            raise ValueError(
+                f"attention backend {self.attention!r} is not available on device type "
+                f"{device_type!r}; available: {', '.join(available) or 'none'}"
+            )
+        return self
 
 
 def check_switch(field: str, value: object, allowed: tuple[str, ...]) -> None:
@@ -45,28 +62,17 @@ def check_switch(field: str, value: object, allowed: tuple[str, ...]) -> None:
 
 
 def resolve_kernels(
-    device_type: str,
     attention: str | None = None,
     linear: str | None = None,
     decode_stack: str | None = None,
 ) -> KernelChoice:
-    """The switches for a model on ``device_type``: each given value, else its
-    environment variable's, else the default (the best attention backend available)."""
+    """The switches: each value given, else its environment variable's, else the
+    default. The attention backend may stay None: the best one available, chosen by
+    the process that loads the model (:meth:`KernelChoice.for_device`)."""
     from tandem.core import envs
-    from tandem.core.attention_backend import (
-        available_attention_backends,
-        select_attention_backend,
-    )
 
-    if attention is None:
-        attention = select_attention_backend(device_type)
-    elif attention not in (available := available_attention_backends(device_type)):
-        raise ValueError(
-            f"attention_backend={attention!r} is not available on device type "
-            f"{device_type!r}; available: {', '.join(available) or 'none'}"
-        )
     return KernelChoice(
-        attention,
+        attention if attention is not None else envs.TANDEM_ATTENTION_BACKEND,
         linear if linear is not None else envs.TANDEM_CPU_LINEAR,
         decode_stack if decode_stack is not None else envs.TANDEM_DECODE_STACK,
     )

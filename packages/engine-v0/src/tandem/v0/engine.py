@@ -47,7 +47,6 @@ class LLMEngine:
         self.config = config
         mc = config.model
         config.configure_process()
-        self.attention_backend = config.kernels.attention  # EngineArgs', or the env's
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(mc.tokenizer)
         from tandem.core.models.plan import plan_model
 
@@ -57,8 +56,11 @@ class LLMEngine:
             model = load_model(
                 mc, config.device, config.dtype, config.quantization, kernels=config.kernels
             )
-        if hasattr(model, "use_kernels"):  # a model given ready-made may lack them
-            plan_model(model, config)
+        if hasattr(model, "use_kernels"):  # a model given ready-made may not take them
+            plan_model(model, config)  # names the attention backend in config.kernels
+        else:
+            config.kernels = config.kernels.for_device(config.device.type)
+        self.attention_backend = config.kernels.attention  # EngineArgs', the env's, the best
         block_size = config.cache.block_size
         model_len = mc.max_model_len
         available = available_memory(config.device) if config.cache.needs_memory else None

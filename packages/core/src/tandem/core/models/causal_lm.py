@@ -74,7 +74,7 @@ class CausalLM(nn.Module):
         self._check_inputs(input_ids, positions, kv_caches, attn_metadata)
         backend = self._backend
         if backend is None:
-            self.use_kernels(resolve_kernels(input_ids.device.type))
+            self.use_kernels(resolve_kernels())
             backend = self._backend
         return self.model(input_ids, positions, kv_caches, attn_metadata, backend)
 
@@ -182,7 +182,7 @@ class CausalLM(nn.Module):
         """Run on ``kernels`` from now on: the attention backend of every layer, the
         matmul kernel of every linear layer (and expert), the decode stack on or off.
         The engines call it once, before the weights are packed (:meth:`prepare`)."""
-        self.kernels = kernels
+        self.kernels = kernels = kernels.for_device(self.model.norm.weight.device.type)
         self._backend = get_attention_backend(kernels.attention)
         for module in self.modules():
             if module is not self and hasattr(module, "use_kernel"):

@@ -62,9 +62,10 @@ def plan_model(model: Any, config: Any) -> ExecutionPlan:
     """Give ``model`` (loaded, not yet packed) the kernels of ``config`` (an
     EngineConfig) where it was built without them, make its plan, keep it in
     ``config.plan`` and log it in one line."""
-    if model.kernels != config.kernels:
+    if model.kernels != config.kernels.for_device(config.device.type):
         model.use_kernels(config.kernels)
         model.prepare()
+    config.kernels = model.kernels  # the attention backend named
     plan = config.plan = make_plan(model, config.device.type)
     LOGGER.info("plan: %s", plan.line())
     return plan
