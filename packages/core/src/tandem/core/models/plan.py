@@ -31,6 +31,7 @@ class ExecutionPlan:
     decode_note: str  # what the C stack runs, or why the modules run
     weights: tuple[tuple[str, int], ...]  # (form, how many weights), most first
     layers: tuple[str, ...]  # each layer's program, its ops in order
+    ends: tuple[str, str]  # before the first layer, after the last
 
     def line(self) -> str:
         """The plan in one line (the start-up log)."""
@@ -52,9 +53,11 @@ class ExecutionPlan:
             f"decode        {self.decode}: {self.decode_note}",
             "weights       " + ", ".join(f"{form} x{n}" for form, n in self.weights),
         ]
+        out.append(f"{'first':<14}{self.ends[0]}")
         for first, last, program in runs(self.layers):
             span = f"layer {first}" if first == last else f"layers {first}-{last}"
             out.append(f"{span:<14}{program}")
+        out.append(f"{'last':<14}{self.ends[1]}")
         return "\n".join(out)
 
 
@@ -96,6 +99,7 @@ def make_plan(model: Any, device_type: str) -> ExecutionPlan:
         note,
         tuple(Counter(weight_forms(model)).most_common()),
         tuple(layer_program(spec, layer) for layer in spec.layers),
+        ends(spec),
     )
 
 
@@ -132,6 +136,17 @@ def layer_program(spec: ModelSpec, layer: LayerSpec) -> str:
     if spec.norm == "sandwich":
         return f"norm > {attn} > norm{scale} > add > norm > {mlp} > norm{scale} > add"
     return f"{attn} > norm{scale} > add > {mlp} > norm{scale} > add"
+
+
+def ends(spec: ModelSpec) -> tuple[str, str]:
+    """The ops before the first layer and after the last."""
+    first = "embed" if spec.embedding_scale == 1.0 else f"embed > x{spec.embedding_scale:g}"
+    last = ["norm", "logits (tied)" if spec.tie_word_embeddings else "logits"]
+    if spec.logits_divisor != 1.0:
+        last.append(f"/{spec.logits_divisor:g}")
+    if spec.final_softcap is not None:
+        last.append(f"softcap {spec.final_softcap:g}")
+    return first, " > ".join(last)
 
 
 def _attention_ops(attn: AttentionSpec, layer: LayerSpec) -> str:
