@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from tandem.core.attention_backend import for_device
 from tandem.core.kernel_choice import KernelChoice, resolve_kernels
 from tandem.core.loader import load_model
 from tandem.core.models.plan import ExecutionPlan, make_plan, runs
@@ -96,7 +97,7 @@ def test_bad_kernel_choices_name_the_field():
     with pytest.raises(ValueError, match="linear must be one of native, onednn, torch"):
         KernelChoice(linear="mkl")
     with pytest.raises(ValueError, match="attention backend 'flash_attn' is not available"):
-        KernelChoice(attention="flash_attn").for_device("cpu")
+        for_device(KernelChoice(attention="flash_attn"), "cpu")
 
 
 def test_tandem_explain_prints_the_plan(capsys, tiny_model):

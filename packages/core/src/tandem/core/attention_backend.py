@@ -7,9 +7,11 @@ keyed on it: flipping the variable can never return a stale answer).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tandem.core import envs
 from tandem.core.env_cache import env_cache
-from tandem.core.kernel_choice import ATTENTION_BACKENDS
+from tandem.core.kernel_choice import ATTENTION_BACKENDS, KernelChoice
 from tandem.kernels.backends import AttentionBackend, available_backends, get_backend
 
 BACKENDS = ATTENTION_BACKENDS
@@ -51,6 +53,20 @@ def best_backend(device_type: str, available: list[str]) -> str:
     if device_type == "cpu" and "cpu" in available:
         return "cpu"
     return "torch"
+
+
+def for_device(kernels: KernelChoice, device_type: str) -> KernelChoice:
+    """``kernels`` with the attention backend named: the one asked for, if the device
+    has it, else the best it has (:func:`best_backend`)."""
+    available = available_attention_backends(device_type)
+    if kernels.attention is None:
+        return replace(kernels, attention=best_backend(device_type, available))
+    if kernels.attention not in available:
+        raise ValueError(
+            f"attention backend {kernels.attention!r} is not available on device type "
+            f"{device_type!r}; available: {', '.join(available) or 'none'}"
+        )
+    return kernels
 
 
 def get_attention_backend(name: str) -> AttentionBackend:

@@ -10,7 +10,7 @@ runs, so a variable changed later (another engine, another test) cannot reach it
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 LINEAR_KERNELS = ("native", "onednn", "torch")
 DECODE_STACKS = ("c", "modules")
@@ -24,7 +24,7 @@ class KernelChoice:
     oneDNN), onednn or torch (``F.linear``); ``decode_stack``: c (one C call a decode
     step, where the model allows) or modules (layer by layer)."""
 
-    attention: str | None = None  # None: the best the device has (for_device)
+    attention: str | None = None  # None: the best the device has
     linear: str = "native"
     decode_stack: str = "c"
 
@@ -37,22 +37,6 @@ class KernelChoice:
             if value not in allowed:
                 names = ", ".join(str(a) for a in allowed)
                 raise ValueError(f"{name} must be one of {names}, got {value!r}")
-
-    def for_device(self, device_type: str) -> KernelChoice:
-        """These switches with the attention backend named: the one asked for, if the
-        device has it, else the best it has (flash_attn on CUDA, the C kernels on a CPU
-        where they build, else torch)."""
-        from tandem.core.attention_backend import available_attention_backends, best_backend
-
-        available = available_attention_backends(device_type)
-        if self.attention is None:
-            return replace(self, attention=best_backend(device_type, available))
-        if self.attention not in available:
-            raise ValueError(
-                f"attention backend {self.attention!r} is not available on device type "
-                f"{device_type!r}; available: {', '.join(available) or 'none'}"
-            )
-        return self
 
 
 def check_switch(field: str, value: object, allowed: tuple[str, ...]) -> None:
@@ -68,7 +52,7 @@ def resolve_kernels(
 ) -> KernelChoice:
     """The switches: each value given, else its environment variable's, else the
     default. The attention backend may stay None: the best one available, chosen by
-    the process that loads the model (:meth:`KernelChoice.for_device`)."""
+    the process that loads the model (:func:`tandem.core.attention_backend.for_device`)."""
     from tandem.core import envs
 
     return KernelChoice(

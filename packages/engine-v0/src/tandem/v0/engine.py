@@ -48,6 +48,7 @@ class LLMEngine:
         mc = config.model
         config.configure_process()
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(mc.tokenizer)
+        from tandem.core.attention_backend import for_device
         from tandem.core.models.plan import plan_model
 
         if model is None:
@@ -59,7 +60,7 @@ class LLMEngine:
         if hasattr(model, "use_kernels"):  # a model given ready-made may not take them
             plan_model(model, config)  # names the attention backend in config.kernels
         else:
-            config.kernels = config.kernels.for_device(config.device.type)
+            config.kernels = for_device(config.kernels, config.device.type)
         self.attention_backend = config.kernels.attention  # EngineArgs', the env's, the best
         block_size = config.cache.block_size
         model_len = mc.max_model_len

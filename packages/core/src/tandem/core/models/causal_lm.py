@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from tandem.core.attention_backend import get_attention_backend
+from tandem.core.attention_backend import for_device, get_attention_backend
 from tandem.core.attention_metadata import AttentionMetadata
 from tandem.core.kernel_choice import KernelChoice, resolve_kernels
 from tandem.core.layers.linear import Linear, cpu_copy, packed_linear
@@ -182,7 +182,7 @@ class CausalLM(nn.Module):
         """Run on ``kernels`` from now on: the attention backend of every layer, the
         matmul kernel of every linear layer (and expert), the decode stack on or off.
         The engines call it once, before the weights are packed (:meth:`prepare`)."""
-        self.kernels = kernels = kernels.for_device(self.model.norm.weight.device.type)
+        self.kernels = kernels = for_device(kernels, self.model.norm.weight.device.type)
         self._backend = get_attention_backend(kernels.attention)
         for module in self.modules():
             if module is not self and hasattr(module, "use_kernel"):

@@ -65,7 +65,9 @@ def plan_model(model: Any, config: Any) -> ExecutionPlan:
     """Give ``model`` (loaded, not yet packed) the kernels of ``config`` (an
     EngineConfig) where it was built without them, make its plan, keep it in
     ``config.plan`` and log it in one line."""
-    if model.kernels != config.kernels.for_device(config.device.type):
+    from tandem.core.attention_backend import for_device
+
+    if model.kernels != for_device(config.kernels, config.device.type):
         model.use_kernels(config.kernels)
         model.prepare()
     config.kernels = model.kernels  # the attention backend named
