@@ -32,3 +32,34 @@ def test_the_default_is_the_c_backend_where_it_builds(new_engine, monkeypatch) -
     monkeypatch.delenv("TANDEM_ATTENTION_BACKEND", raising=False)
     expected = "cpu" if "cpu" in available_attention_backends("cpu") else "torch"
     check(new_engine(), expected)
+
+
+def test_engine_args_choose_the_kernels_and_the_plan_says_so(new_engine, monkeypatch) -> None:
+    """An ``EngineArgs`` switch wins over its variable; the plan the model's process made
+    reaches the front (v1: through the core's Ready message) and names every choice."""
+    monkeypatch.setenv("TANDEM_ATTENTION_BACKEND", "cpu")
+    eng = new_engine(attention_backend="torch", cpu_linear="torch", decode_stack="modules")
+    check(eng, "torch")
+    plan = eng.plan.splitlines()
+    assert "attention     torch" in plan and "linear        torch" in plan
+    assert "decode        modules: decode_stack='modules'" in plan
+    assert any(line.startswith("layers 0-1    norm > qkv") for line in plan)
+
+
+def test_the_default_plan_runs_decode_steps_in_c(new_engine, monkeypatch) -> None:
+    for name in ("TANDEM_ATTENTION_BACKEND", "TANDEM_CPU_LINEAR", "TANDEM_DECODE_STACK"):
+        monkeypatch.delenv(name, raising=False)
+    if "cpu" not in available_attention_backends("cpu"):
+        pytest.skip("the C kernels do not build here")
+    assert "decode        c: all 2 layers in one call" in new_engine().plan.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("attention_backend", "xformers"), ("cpu_linear", "mkl"), ("decode_stack", "fused")],
+)
+def test_a_bad_switch_names_the_field(field, value) -> None:
+    from tandem.core.config import EngineArgs
+
+    with pytest.raises(ValueError, match=f"{field} must be one of .* or None, got '{value}'"):
+        EngineArgs(model="tiny", **{field: value})

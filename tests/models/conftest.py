@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from tandem.core.attention_metadata import build_metadata
+from tandem.core.kernel_choice import resolve_kernels
 from tandem.core.kv_cache import allocate_kv_caches
 from tandem.core.loader import load_model
 from tandem.core.testing import make_model
@@ -74,6 +75,22 @@ class PagedRunner:
 @pytest.fixture
 def paged_runner() -> type[PagedRunner]:
     return PagedRunner
+
+
+@pytest.fixture
+def use_kernels():
+    """``use_kernels(model, linear=..., attention=..., decode_stack=...)``: run a model
+    (often a session's shared one) on other kernels for one test; every model given
+    any gets back what it had when the test ends."""
+    saved: list[tuple[torch.nn.Module, object]] = []
+
+    def give(model: torch.nn.Module, **switches: str) -> None:
+        saved.append((model, model.kernels))
+        model.use_kernels(resolve_kernels(**switches))
+
+    yield give
+    for model, kernels in reversed(saved):
+        model.use_kernels(kernels if kernels is not None else resolve_kernels())
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from tandem.core.config import EngineArgs
 from tandem.core.engines import load_engine_class
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.testing import make_model, run_to_completion
-from tandem.core.testing.archs import DENSE_ARCHS, LATENT_ARCHS, MOE_ARCHS
+from tandem.core.testing.archs import TRAPS
 
 pytestmark = pytest.mark.engines("v0", "v1")
 
@@ -59,9 +59,7 @@ def check_logprobs(hf: Any, path: Any, prompt: list[int], out: Any) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "arch_engine", sorted(DENSE_ARCHS) + sorted(MOE_ARCHS) + sorted(LATENT_ARCHS), indirect=True
-)
+@pytest.mark.parametrize("arch_engine", list(TRAPS), indirect=True)
 def test_greedy_and_logprobs_match_transformers(arch_engine, hf) -> None:
     path, eng = arch_engine
     batch = prompts(7)

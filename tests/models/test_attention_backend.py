@@ -22,12 +22,12 @@ def test_default_on_cpu_is_the_c_kernels_where_they_build(monkeypatch):
 
 
 @pytest.mark.skipif(native.library() is None, reason="no native kernels here")
-def test_cpu_and_torch_backends_agree_on_a_model(tandem_models, paged_runner, monkeypatch):
+def test_cpu_and_torch_backends_agree_on_a_model(tandem_models, paged_runner, use_kernels):
     model = tandem_models["llama"]
     chunks = [(0, list(range(4, 30))), (1, list(range(9, 20)))]
     out = {}
     for name in ("torch", "cpu"):
-        monkeypatch.setenv("TANDEM_ATTENTION_BACKEND", name)
+        use_kernels(model, attention=name)
         runner = paged_runner(model)
         runner.step(chunks)
         out[name] = runner.step([(0, [5]), (1, [6])])  # a decode step
@@ -57,9 +57,23 @@ def test_bad_names():
         get_attention_backend("xformers")
 
 
-def test_model_records_its_backend(tandem_models, paged_runner, monkeypatch):
-    monkeypatch.setenv("TANDEM_ATTENTION_BACKEND", "torch")
+def test_model_records_its_backend(tandem_models, paged_runner, use_kernels):
     model = tandem_models["llama"]
+    use_kernels(model, attention="torch")
+    paged_runner(model).step([(0, [5, 6, 7])])
+    assert model.attention_backend == "torch"
+
+
+def test_a_model_keeps_its_kernels_when_the_env_changes(model_dirs, paged_runner, monkeypatch):
+    """The env is read once, when the kernels are resolved: a variable flipped later
+    (another engine, another test) does not reach a running model."""
+    from tandem.core.loader import load_model
+
+    monkeypatch.setenv("TANDEM_ATTENTION_BACKEND", "torch")
+    model = load_model(model_dirs["llama"])
+    paged_runner(model).step([(0, [5, 6, 7])])  # no engine: the defaults, at the first step
+    assert model.attention_backend == "torch"
+    monkeypatch.setenv("TANDEM_ATTENTION_BACKEND", "flash_attn")  # not even available here
     paged_runner(model).step([(0, [5, 6, 7])])
     assert model.attention_backend == "torch"
 

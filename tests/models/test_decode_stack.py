@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tandem.core.kernel_choice import resolve_kernels
 from tandem.core.models import decode_stack
 from tandem.core.testing import make_model
 from tandem.core.testing.gguf_writer import write_gguf
@@ -129,7 +130,7 @@ def test_16_bit_and_low_bit_weights_match_the_modules(formats, paged_runner, mon
     monkeypatch.setattr(decode_stack.DecodeStack, "run", counted)
     logits = {}
     for mode in ("modules", "c"):
-        monkeypatch.setenv("TANDEM_DECODE_STACK", mode)
+        model.use_kernels(resolve_kernels(decode_stack=mode))  # a model of its own
         runner = paged_runner(model)
         steps = [runner.step([(0, [5, 9, 2]), (1, [7, 1])])]
         steps += [runner.step([(0, [3]), (1, [4])]) for _ in range(3)]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tandem.core.layers.linear import Linear, packed_kernel
+from tandem.core.kernel_choice import resolve_kernels
+from tandem.core.layers.linear import Linear
 from tandem.kernels.native import linear_f32
 from tandem.kernels.native.linear_f32 import PackedF32
 from tandem.kernels.ops.linear import onednn_dtypes
@@ -19,21 +20,20 @@ def _logits(runner_cls, model, tokens):
 
 @pytest.mark.parametrize("kernel", ["native", "onednn"])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_packed_and_torch_linear_agree(arch, kernel, tandem_models, paged_runner, monkeypatch):
+def test_packed_and_torch_linear_agree(arch, kernel, tandem_models, paged_runner, use_kernels):
     if torch.float32 not in onednn_dtypes():
         pytest.skip("this torch build has no oneDNN")
     if kernel == "native" and not linear_f32.available():
         pytest.skip("no C fp32 linear kernel here (no compiler, or neither AVX-512 nor AVX2)")
     model = tandem_models[arch]
     tokens = list(range(4, 40))
-    monkeypatch.setenv("TANDEM_CPU_LINEAR", "torch")
-    assert packed_kernel() is None
+    use_kernels(model, linear="torch")
     plain = _logits(paged_runner, model, tokens)
-    monkeypatch.setenv("TANDEM_CPU_LINEAR", kernel)
-    assert packed_kernel() == kernel  # the env_cache sees the flip
+    layers = [m for m in model.modules() if isinstance(m, Linear)]
+    assert all(m.kernel == "torch" and not m.pack.holds(m.weight, "torch") for m in layers)
+    use_kernels(model, linear=kernel)
     packed = _logits(paged_runner, model, tokens)
     torch.testing.assert_close(packed, plain, atol=1e-4, rtol=1e-4)
-    layers = [m for m in model.modules() if isinstance(m, Linear)]
     assert layers and all(m.pack.holds(m.weight, kernel) for m in layers)
     copies = [m.pack.get(m.weight, kernel) for m in layers]
     assert all(isinstance(c, PackedF32) == (kernel == "native") for c in copies)
@@ -41,13 +41,22 @@ def test_packed_and_torch_linear_agree(arch, kernel, tandem_models, paged_runner
 
 def test_default_is_native(monkeypatch):
     monkeypatch.delenv("TANDEM_CPU_LINEAR", raising=False)
-    assert packed_kernel() == "native"
+    assert resolve_kernels().linear == "native"
+    assert Linear(4, 4).kernel == "native"
+
+
+def test_env_sets_the_default_once(monkeypatch):
+    monkeypatch.setenv("TANDEM_CPU_LINEAR", "onednn")
+    assert resolve_kernels().linear == "onednn"
+    assert resolve_kernels(linear="torch").linear == "torch"  # a value given wins
 
 
 def test_bad_value_is_refused(monkeypatch):
     monkeypatch.setenv("TANDEM_CPU_LINEAR", "mkl")
     with pytest.raises(ValueError, match="TANDEM_CPU_LINEAR='mkl' is not allowed; choose one of"):
-        packed_kernel()
+        resolve_kernels()
+    with pytest.raises(ValueError, match="kernel must be one of native, onednn, torch"):
+        Linear(4, 4).use_kernel("mkl")
 
 
 def test_moving_the_layer_drops_the_packed_copy():

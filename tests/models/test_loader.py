@@ -36,7 +36,7 @@ def test_loaded_model_is_eval_without_grad(model_dirs):
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
-def test_linear_weights_are_packed_at_load(model_dirs, monkeypatch, arch):
+def test_linear_weights_are_packed_at_load(model_dirs, arch):
     """The first step does not pay for packing: load_model packed every fp32 layer."""
     from tandem.core.layers.linear import Linear
 
@@ -45,8 +45,10 @@ def test_linear_weights_are_packed_at_load(model_dirs, monkeypatch, arch):
     assert linears and all(m.pack.holds(m.weight) for m in linears)
     if model.lm_head is None:  # a tied LM head multiplies by the embedding's copy
         assert model._tied_pack.holds(model.model.embed_tokens.weight)
-    monkeypatch.setenv("TANDEM_CPU_LINEAR", "torch")  # plain F.linear: nothing to pack
-    plain = load_model(model_dirs[arch])
+    from tandem.core.kernel_choice import resolve_kernels
+
+    torch_linear = resolve_kernels(linear="torch")  # plain F.linear: nothing to pack
+    plain = load_model(model_dirs[arch], kernels=torch_linear)
     assert not any(m.pack.holds(m.weight) for m in plain.modules() if isinstance(m, Linear))
 
 

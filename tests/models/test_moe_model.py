@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tandem.core.kernel_choice import resolve_kernels
 from tandem.core.layers.mlp import GatedMLP
 from tandem.core.layers.moe import SparseMoE
 from tandem.core.loader import load_model
@@ -37,12 +38,11 @@ def test_sparse_layers_follow_the_config(arch, kinds):
 
 
 @pytest.mark.parametrize("arch", ["mixtral", "qwen2_moe"])
-def test_packed_experts_equal_the_op(arch, paged_runner, monkeypatch):
+def test_packed_experts_equal_the_op(arch, paged_runner):
     """The CPU path on packed weights and ``tandem::torch_fused_moe`` (plain F.linear)."""
     path = make_model(arch=arch)
     packed = logits(load_model(path), paged_runner)
-    monkeypatch.setenv("TANDEM_CPU_LINEAR", "torch")
-    plain = logits(load_model(path), paged_runner)
+    plain = logits(load_model(path, kernels=resolve_kernels(linear="torch")), paged_runner)
     torch.testing.assert_close(packed, plain, atol=1e-4, rtol=1e-4)
 
 

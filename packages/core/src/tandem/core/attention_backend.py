@@ -1,16 +1,20 @@
 """Which attention kernels a model runs, chosen per device type and env setting.
 
-The choice is an ``env_cache`` keyed on ``TANDEM_ATTENTION_BACKEND``: flipping the
-variable (another engine, another test) can never return a stale backend.
+An engine takes its backend once, from its config (``EngineArgs.attention_backend``, or
+``TANDEM_ATTENTION_BACKEND`` read by :func:`select_attention_backend`, an ``env_cache``
+keyed on it: flipping the variable can never return a stale answer).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tandem.core import envs
 from tandem.core.env_cache import env_cache
+from tandem.core.kernel_choice import ATTENTION_BACKENDS, KernelChoice
 from tandem.kernels.backends import AttentionBackend, available_backends, get_backend
 
-BACKENDS = ("torch", "cpu", "flash_attn")
+BACKENDS = ATTENTION_BACKENDS
 
 
 def available_attention_backends(device_type: str) -> list[str]:
@@ -26,8 +30,9 @@ def available_attention_backends(device_type: str) -> list[str]:
 
 @env_cache("TANDEM_ATTENTION_BACKEND")
 def select_attention_backend(device_type: str) -> str:
-    """``TANDEM_ATTENTION_BACKEND`` when set, else flash_attn on CUDA if present, the C
-    kernels (``cpu``) on a CPU where they build, else torch."""
+    """``TANDEM_ATTENTION_BACKEND`` when set, else the best available on ``device_type``
+    (:func:`best_backend`). An engine reads it once, into its config's kernel choice
+    (:mod:`tandem.core.kernel_choice`); its model never asks again."""
     available = available_attention_backends(device_type)
     forced = envs.TANDEM_ATTENTION_BACKEND
     if forced is not None:
@@ -37,11 +42,31 @@ def select_attention_backend(device_type: str) -> str:
                 f"{device_type!r}; available: {', '.join(available) or 'none'}"
             )
         return forced
+    return best_backend(device_type, available)
+
+
+def best_backend(device_type: str, available: list[str]) -> str:
+    """flash_attn on CUDA if present, the C kernels (``cpu``) on a CPU where they
+    build, else torch."""
     if device_type == "cuda" and "flash_attn" in available:
         return "flash_attn"
     if device_type == "cpu" and "cpu" in available:
         return "cpu"
     return "torch"
+
+
+def for_device(kernels: KernelChoice, device_type: str) -> KernelChoice:
+    """``kernels`` with the attention backend named: the one asked for, if the device
+    has it, else the best it has (:func:`best_backend`)."""
+    available = available_attention_backends(device_type)
+    if kernels.attention is None:
+        return replace(kernels, attention=best_backend(device_type, available))
+    if kernels.attention not in available:
+        raise ValueError(
+            f"attention backend {kernels.attention!r} is not available on device type "
+            f"{device_type!r}; available: {', '.join(available) or 'none'}"
+        )
+    return kernels
 
 
 def get_attention_backend(name: str) -> AttentionBackend:

@@ -19,6 +19,13 @@ from typing import Any
 from tandem.core.cache_config import CacheConfig
 from tandem.core.device import DEVICES, DTYPE_NAMES
 from tandem.core.engine_config import EngineConfig, SchedulerConfig
+from tandem.core.kernel_choice import (
+    ATTENTION_BACKENDS,
+    DECODE_STACKS,
+    LINEAR_KERNELS,
+    check_switch,
+    resolve_kernels,
+)
 from tandem.core.kv_budget import DEFAULT_KV_CACHE_CAP_BYTES, DEFAULT_KV_CACHE_MEMORY_FRACTION
 from tandem.core.kv_window import kv_window, local_layers
 from tandem.core.parallel.config import ParallelConfig, check_splits
@@ -92,6 +99,10 @@ class EngineArgs:
     speculative_config: dict[str, Any] | SpeculativeConfig | None = None
     speculative_model: str | None = None
     num_speculative_tokens: int | None = None
+    # kernel switches (tandem.core.kernel_choice); None: the environment variable's value
+    attention_backend: str | None = None
+    cpu_linear: str | None = None
+    decode_stack: str | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -150,6 +161,9 @@ class EngineArgs:
                 f"quantization must be one of {', '.join(map(str, QUANTIZATIONS))}, "
                 f"got {self.quantization!r}"
             )
+        check_switch("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
+        check_switch("cpu_linear", self.cpu_linear, LINEAR_KERNELS)
+        check_switch("decode_stack", self.decode_stack, DECODE_STACKS)
         self.parallel_config().validate()
         self.speculative()
 
@@ -247,6 +261,7 @@ class EngineArgs:
             quantization=self._quantization(model),
             parallel=self.parallel_config(),
             speculative=check_target(self.speculative(), model),
+            kernels=resolve_kernels(self.attention_backend, self.cpu_linear, self.decode_stack),
         )
         if self.tensor_parallel_size > 1:
             check_splits(config.parallel, config.model, config.device)

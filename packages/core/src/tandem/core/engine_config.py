@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tandem.core.kernel_choice import KernelChoice
 from tandem.core.parallel.config import ParallelConfig
 
 if TYPE_CHECKING:
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
 
     from tandem.core.cache_config import CacheConfig
     from tandem.core.model_config import ModelConfig
+    from tandem.core.models.plan import ExecutionPlan
     from tandem.core.speculative.config import SpeculativeConfig
 
 
@@ -40,6 +42,9 @@ class EngineConfig:
     quantization: str | None = None
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     speculative: SpeculativeConfig | None = None  # None: no speculative decoding
+    kernels: KernelChoice = field(default_factory=KernelChoice)  # resolved once
+    # what the model runs, op by op: made by the process that loads it (see models/plan.py)
+    plan: ExecutionPlan | None = None
 
     def configure_process(self) -> None:
         """Process-wide settings of the process that runs the model: torch's CPU threads

@@ -65,7 +65,8 @@ REGISTRY: dict[str, EnvVar] = {
             "TANDEM_ATTENTION_BACKEND",
             str,
             None,
-            "force an attention backend (torch, cpu, flash_attn); default: best available",
+            "the default of EngineArgs.attention_backend (torch, cpu, flash_attn), read once "
+            "when an engine's config is made; unset: the best the device has",
             choices=("torch", "cpu", "flash_attn"),
         ),
         EnvVar(
@@ -84,17 +85,18 @@ REGISTRY: dict[str, EnvVar] = {
             "TANDEM_CPU_LINEAR",
             str,
             "native",
-            "matmul of the linear layers on CPU: native (the C kernel on fp32 weights where "
-            "the CPU has AVX-512 or AVX2 with FMA, else oneDNN), onednn (packed weights) or "
-            "torch (F.linear)",
+            "the default of EngineArgs.cpu_linear, the CPU matmul of the linear layers: native "
+            "(the C kernel on fp32 weights where the CPU has AVX-512 or AVX2 with FMA, else "
+            "oneDNN), onednn (packed weights) or torch (F.linear); read once per engine",
             choices=("native", "onednn", "torch"),
         ),
         EnvVar(
             "TANDEM_DECODE_STACK",
             str,
             "c",
-            "decode-only steps of Llama-family models on CPU: c (the whole layer stack in one "
-            "C call, where every layer's weights allow it) or modules (layer by layer)",
+            "the default of EngineArgs.decode_stack, decode steps on the CPU: c (the whole "
+            "layer stack in one C call, where the model allows: tandem explain says) or "
+            "modules (layer by layer); read once per engine",
             choices=("c", "modules"),
         ),
         EnvVar(

@@ -20,12 +20,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from tandem.core.hf_defaults import DEFAULTS
+from tandem.core.hf_defaults import DEFAULTS, WINDOW_OFF
 
 __all__ = ["DEFAULTS", "load_hf_config", "read_hf_config"]
-
-# what a family's sliding_window reads as while use_sliding_window is false
-_WINDOW_OFF: dict[str, Any] = {"Qwen2MoeForCausalLM": 0}
 
 
 def read_hf_config(raw: dict[str, Any], architecture: str) -> SimpleNamespace:
@@ -43,7 +40,7 @@ def read_hf_config(raw: dict[str, Any], architecture: str) -> SimpleNamespace:
     if "dtype" not in values and "torch_dtype" in values:
         values["dtype"] = values["torch_dtype"]  # the older spelling
     if "use_sliding_window" in DEFAULTS[architecture] and not values.get("use_sliding_window"):
-        values["sliding_window"] = _WINDOW_OFF.get(architecture)
+        values["sliding_window"] = WINDOW_OFF[architecture]
     return SimpleNamespace(**values)
 
 

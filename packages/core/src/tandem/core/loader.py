@@ -17,6 +17,7 @@ import torch
 from safetensors import safe_open
 from torch import Tensor, nn
 
+from tandem.core.kernel_choice import KernelChoice
 from tandem.core.layers.no_init import no_init
 from tandem.core.models import get_model_class
 from tandem.core.parallel.group import TensorParallel
@@ -61,6 +62,7 @@ def load_model(
     dtype: torch.dtype | None = None,
     quantization: str | None = None,
     tp: TensorParallel | None = None,
+    kernels: KernelChoice | None = None,
 ) -> nn.Module:
     """Build and load the model for ``model_config`` (a ModelConfig or a checkpoint dir).
 
@@ -69,7 +71,9 @@ def load_model(
     ``quantization="int8"`` switches its linear layers to int8 once loaded;
     a ``.gguf`` checkpoint is read in place (:mod:`tandem.core.gguf`), and with
     ``quantization="gguf"`` its quantized tensors stay in their blocks.
-    ``tp`` builds and loads this rank's shard only.
+    ``tp`` builds and loads this rank's shard only. ``kernels`` (an engine's
+    :class:`~tandem.core.kernel_choice.KernelChoice`) is given to the model before its
+    weights are packed; without it the model takes the defaults at its first step.
     """
     hf_config, files, default_dtype = _resolve(model_config)
     dtype = dtype if dtype is not None else default_dtype
@@ -104,6 +108,8 @@ def load_model(
     model.requires_grad_(False)
     if quantization not in (None, "gguf"):
         model.quantize(quantization)
+    if kernels is not None:
+        model.use_kernels(kernels)
     model.prepare()
     return model.eval()
 

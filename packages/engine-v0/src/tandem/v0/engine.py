@@ -12,7 +12,6 @@ import functools
 import itertools
 from typing import Any
 
-from tandem.core.attention_backend import select_attention_backend
 from tandem.core.context_fit import warn_shortened
 from tandem.core.inputs import EngineRequest, InputProcessor
 from tandem.core.kv_cache import allocate_kv_caches
@@ -48,14 +47,21 @@ class LLMEngine:
         self.config = config
         mc = config.model
         config.configure_process()
-        # what TANDEM_ATTENTION_BACKEND (or the default) gives; the model asks the same
-        # cached selector at every forward
-        self.attention_backend = select_attention_backend(config.device.type)
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(mc.tokenizer)
+        from tandem.core.attention_backend import for_device
+        from tandem.core.models.plan import plan_model
+
         if model is None:
             from tandem.core.loader import load_model
 
-            model = load_model(mc, config.device, config.dtype, config.quantization)
+            model = load_model(
+                mc, config.device, config.dtype, config.quantization, kernels=config.kernels
+            )
+        if hasattr(model, "use_kernels"):  # a model given ready-made may not take them
+            plan_model(model, config)  # names the attention backend in config.kernels
+        else:
+            config.kernels = for_device(config.kernels, config.device.type)
+        self.attention_backend = config.kernels.attention  # EngineArgs', the env's, the best
         block_size = config.cache.block_size
         model_len = mc.max_model_len
         available = available_memory(config.device) if config.cache.needs_memory else None
@@ -93,6 +99,13 @@ class LLMEngine:
         self._closed = False
         self.grammars = LazyGrammars(config, self.tokenizer)  # structured outputs
         self.speculator = Speculator.for_config(config)  # None: no speculative decoding
+
+    @property
+    def plan(self) -> str:
+        """The model's execution plan (:class:`tandem.core.models.plan.ExecutionPlan`'s
+        table); empty for a model given ready-made without kernels."""
+        plan = self.config.plan
+        return "" if plan is None else plan.table()
 
     @classmethod
     def from_engine_args(cls, engine_args: Any, **components: Any) -> LLMEngine:

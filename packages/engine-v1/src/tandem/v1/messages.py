@@ -72,6 +72,7 @@ class Ready(msgspec.Struct, tag="ready", array_like=True, frozen=True):
     max_model_len: int = 0
     kv_source: str = ""
     num_local_kv_blocks: int = 0  # the local layers' pool, where they have one
+    plan: str = ""  # the model's execution plan (ExecutionPlan.table), from a model's process
 
 
 class Failed(msgspec.Struct, tag="failed", array_like=True, frozen=True):

@@ -39,6 +39,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from tandem.core.cli.serve import run_serve
 
                 return run_serve(args)
+            if args.command == "explain":
+                from tandem.core.cli.explain import run_explain
+
+                return run_explain(args)
     except KeyboardInterrupt:
         # decided: exit 130. A later Ctrl-C (or one still in flight to this process) must
         # not cut the engine's cleanup at exit short or turn the exit into a signal death.

@@ -7,6 +7,7 @@ from typing import Any
 
 from tandem.core.cli.cache_flags import add_cache_flags, cache_args
 from tandem.core.cli.flags import number
+from tandem.core.cli.kernel_flags import add_kernel_flags, kernel_args
 from tandem.core.cli.model_arg import (
     add_model_flag,
     add_model_positional,
@@ -57,6 +58,7 @@ def _engine_options(cmd: argparse.ArgumentParser) -> None:
         "Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K; default: gguf for a .gguf file, else none)",
     )
     add_cache_flags(cmd)
+    add_kernel_flags(cmd)
     _parallel_options(cmd)
     add_spec_flags(cmd)
 
@@ -175,7 +177,20 @@ def build_parser() -> GuidingParser:
         help="how long requests in flight may run on after SIGTERM or Ctrl-C (default: 10)",
     )
     add_server_flags(serve)
-    parser.commands = {"generate": gen, "serve": serve}
+    explain = sub.add_parser(
+        "explain",
+        help="print the execution plan a model runs with",
+        description="Load the model as generate and serve would, with the same flags, and "
+        "print its execution plan: the attention backend, the linear layers' kernel, whether "
+        "decode steps run the layer stack in one C call (or why not), the form each weight "
+        "is kept in and each layer's ops in order.",
+        epilog=epilog,
+        usage="%(prog)s [options] [MODEL]",
+    )
+    add_model_positional(explain)
+    explain.finish = finish_serve
+    _engine_options(explain)
+    parser.commands = {"generate": gen, "serve": serve, "explain": explain}
     return parser
 
 
@@ -193,4 +208,5 @@ def engine_args(args: argparse.Namespace) -> dict[str, Any]:
             out[name] = value
     out.update(spec_args(args))
     out.update(cache_args(args))
+    out.update(kernel_args(args))
     return out

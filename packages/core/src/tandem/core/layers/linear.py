@@ -1,10 +1,10 @@
 """``nn.Linear`` whose CPU matmul runs on a packed copy of its weight.
 
-The choice is ``TANDEM_CPU_LINEAR``: ``native`` (the default: this project's C kernel
-where the CPU has AVX-512 or AVX2 with FMA and the weight is fp32, oneDNN elsewhere), ``onednn``, or
-``torch`` for plain ``F.linear``; read through an ``env_cache`` so that flipping it is
-always seen. The packed copy follows the weight (see
-:class:`tandem.kernels.ops.linear.PackedWeight`).
+Its ``kernel`` is the engine's choice (:class:`tandem.core.kernel_choice.KernelChoice`,
+given through :meth:`Linear.use_kernel` before the weights are packed): ``native`` (the
+default: this project's C kernel where the CPU has AVX-512 or AVX2 with FMA and the
+weight is fp32, oneDNN elsewhere), ``onednn``, or ``torch`` for plain ``F.linear``. The
+packed copy follows the weight (see :class:`tandem.kernels.ops.linear.PackedWeight`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from tandem.core import envs
-from tandem.core.env_cache import env_cache
+from tandem.core.kernel_choice import LINEAR_KERNELS
 from tandem.core.layers.no_init import skipping
 from tandem.kernels.gguf_blocks import QuantStack, QuantWeight
 from tandem.kernels.native.linear_f32 import PackedF32
@@ -23,24 +22,25 @@ from tandem.kernels.ops.linear import PackedWeight, linear
 from tandem.kernels.ops.linear_int8 import Int8Weight, linear_int8
 
 
-@env_cache("TANDEM_CPU_LINEAR")
-def packed_kernel() -> str | None:
-    """The kernel the CPU linear layers pack their weights for ("native" or "onednn"),
-    or None for plain ``F.linear`` (``TANDEM_CPU_LINEAR=torch``)."""
-    kernel = envs.TANDEM_CPU_LINEAR
-    return None if kernel == "torch" else kernel
+def check_kernel(kernel: str) -> str:
+    if kernel not in LINEAR_KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(LINEAR_KERNELS)}, got {kernel!r}")
+    return kernel
 
 
-def cpu_copy(weight: Tensor, pack: PackedWeight) -> Tensor | PackedF32 | None:
-    """``weight``'s copy in ``pack`` for the kernel ``TANDEM_CPU_LINEAR`` names (made
-    now if needed); None off the CPU or for plain ``F.linear``."""
-    kernel = packed_kernel() if weight.device.type == "cpu" else None
-    return pack.get(weight, kernel) if kernel else None
+def cpu_copy(weight: Tensor, pack: PackedWeight, kernel: str) -> Tensor | PackedF32 | None:
+    """``weight``'s copy in ``pack`` for ``kernel`` (made now if needed); None off the
+    CPU or for plain ``F.linear`` (``kernel="torch"``)."""
+    if kernel == "torch" or weight.device.type != "cpu":
+        return None
+    return pack.get(weight, kernel)
 
 
-def packed_linear(x: Tensor, weight: Tensor, bias: Tensor | None, pack: PackedWeight) -> Tensor:
+def packed_linear(
+    x: Tensor, weight: Tensor, bias: Tensor | None, pack: PackedWeight, kernel: str
+) -> Tensor:
     # x: [T, K]; weight: [N, K] -> [T, N]
-    return linear(x, weight, bias, cpu_copy(weight, pack))
+    return linear(x, weight, bias, cpu_copy(weight, pack, kernel))
 
 
 class Linear(nn.Linear):
@@ -56,6 +56,7 @@ class Linear(nn.Linear):
     ) -> None:
         super().__init__(in_features, out_features, bias=bias, dtype=dtype)
         self.pack = PackedWeight()
+        self.kernel = "native"  # the engine's choice: see use_kernel
         self.int8: Int8Weight | None = None
         self.quant: QuantWeight | QuantStack | None = None
 
@@ -68,6 +69,22 @@ class Linear(nn.Linear):
                 f"[{self.out_features}, {self.in_features}]"
             )
         self.quant = weight
+
+    def use_kernel(self, kernel: str) -> None:
+        """Multiply on ``kernel`` (one of ``LINEAR_KERNELS``) from now on."""
+        if check_kernel(kernel) != self.kernel:
+            self.kernel = kernel
+            self.pack.clear()
+
+    @property
+    def form(self) -> str:
+        """The form its weight is kept in: ``gguf Q4_K`` (blocks; ``Q4_K+Q6_K`` stacked
+        parts), ``int8``, or the float dtype (``float32``)."""
+        if self.quant is not None:
+            return f"gguf {self.quant.name}"
+        if self.int8 is not None:
+            return "int8"
+        return str(self.weight.dtype).removeprefix("torch.")
 
     def reset_parameters(self) -> None:
         if not skipping():  # inside no_init: the loader fills the weight
@@ -83,7 +100,7 @@ class Linear(nn.Linear):
     def prepare(self) -> None:
         """Make the packed copy now (at load) rather than in the first forward pass."""
         if self.int8 is None and self.quant is None:
-            cpu_copy(self.weight, self.pack)
+            cpu_copy(self.weight, self.pack, self.kernel)
 
     def forward(self, x: Tensor) -> Tensor:
         if self.quant is not None:
@@ -94,7 +111,7 @@ class Linear(nn.Linear):
         if self.int8 is not None and x.is_cpu:
             out = linear_int8(x, self.int8)
             return out if out.dtype == x.dtype else out.to(x.dtype)
-        return packed_linear(x, self.weight, self.bias, self.pack)
+        return packed_linear(x, self.weight, self.bias, self.pack, self.kernel)
 
     def _apply(self, fn: Any, recurse: bool = True) -> Linear:
         self.pack.clear()  # .to() / .float(): packed again from the new weight

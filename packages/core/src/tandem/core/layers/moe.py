@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tandem.core.layers.linear import Linear, cpu_copy, packed_kernel, packed_linear
+from tandem.core.layers.linear import Linear, check_kernel, cpu_copy, packed_linear
 from tandem.core.layers.mlp import GatedMLP
 from tandem.core.parallel.group import TensorParallel
 from tandem.core.parallel.layout import split
@@ -61,11 +61,11 @@ class Stacked(nn.Module):
             )
         self.quant = list(weights)
 
-    def project(self, e: int, rows: Tensor, pack: PackedWeight) -> Tensor:
+    def project(self, e: int, rows: Tensor, pack: PackedWeight, kernel: str) -> Tensor:
         # rows: [n, K] -> [n, N] through expert e's weight (its blocks, or packed floats)
         if self.quant is not None:
             return linear_gguf(rows, self.quant[e]).to(rows.dtype)
-        return packed_linear(rows, self.weight[e], None, pack)
+        return packed_linear(rows, self.weight[e], None, pack, kernel)
 
 
 class Experts(nn.Module):
@@ -94,6 +94,7 @@ class Experts(nn.Module):
         self.gate_up = Stacked(experts, 2 * inter, hidden, dtype)
         self.down = Stacked(experts, hidden, inter, dtype)
         self.packs = [(PackedWeight(), PackedWeight()) for _ in range(experts)]
+        self.kernel = "native"  # the engine's choice, as Linear's
         self.int8: list[tuple[Int8Weight, Int8Weight]] | None = None
 
     def forward(self, x: Tensor, ids: Tensor, weights: Tensor) -> Tensor:
@@ -102,7 +103,7 @@ class Experts(nn.Module):
             return self._held(x, ids, weights)
         if x.device.type == "cpu" and self.int8 is not None:
             return run_grouped(x, ids, weights, self.num_experts, self._int8_expert)
-        if self.kept or (x.device.type == "cpu" and packed_kernel() is not None):
+        if self.kept or (x.device.type == "cpu" and self.kernel != "torch"):
             return run_grouped(x, ids, weights, self.num_experts, self._packed_expert)
         w13, w2 = self.gate_up.weight, self.down.weight
         return kernel_ops.fused_moe(x, w13, w2, ids, weights, self.activation)
@@ -120,7 +121,7 @@ class Experts(nn.Module):
         elif self.int8 is not None:
             run = self._int8_expert
         else:
-            run = self._packed_expert if packed_kernel() is not None else self._plain_expert
+            run = self._packed_expert if self.kernel != "torch" else self._plain_expert
 
         def expert(e: int, rows: Tensor) -> Tensor:
             return rows.new_zeros(rows.shape) if e == n else run(e, rows)
@@ -140,8 +141,8 @@ class Experts(nn.Module):
     def _packed_expert(self, e: int, rows: Tensor) -> Tensor:
         # rows: [n, C] -> [n, 2I] -> [n, I] -> [n, C], on expert e's packed weights (or blocks)
         up_pack, down_pack = self.packs[e]
-        h = self.gate_up.project(e, rows, up_pack)
-        return self.down.project(e, gate_and_mul(h, self.activation), down_pack)
+        h = self.gate_up.project(e, rows, up_pack, self.kernel)
+        return self.down.project(e, gate_and_mul(h, self.activation), down_pack, self.kernel)
 
     def _int8_expert(self, e: int, rows: Tensor) -> Tensor:
         assert self.int8 is not None
@@ -149,12 +150,20 @@ class Experts(nn.Module):
         h = linear_int8(rows, up).to(rows.dtype)
         return linear_int8(gate_and_mul(h, self.activation), down).to(rows.dtype)
 
+    def use_kernel(self, kernel: str) -> None:
+        """Multiply the experts on ``kernel`` (one of ``LINEAR_KERNELS``) from now on."""
+        if check_kernel(kernel) != self.kernel:
+            self.kernel = kernel
+            for up, down in self.packs:
+                up.clear()
+                down.clear()
+
     def prepare(self) -> None:
         if self.int8 is None:
             for e, (up, down) in enumerate(self.packs):
                 for stacked, pack in ((self.gate_up, up), (self.down, down)):
                     if stacked.quant is None:
-                        cpu_copy(stacked.weight[e], pack)
+                        cpu_copy(stacked.weight[e], pack, self.kernel)
 
     def quantize(self) -> int:
         if self.kept:  # already in GGUF blocks

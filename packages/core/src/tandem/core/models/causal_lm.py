@@ -13,8 +13,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from tandem.core.attention_backend import get_attention_backend, select_attention_backend
+from tandem.core.attention_backend import for_device, get_attention_backend
 from tandem.core.attention_metadata import AttentionMetadata
+from tandem.core.kernel_choice import KernelChoice, resolve_kernels
 from tandem.core.layers.linear import Linear, cpu_copy, packed_linear
 from tandem.core.layers.norm import RMSNorm
 from tandem.core.layers.parallel import collect_layouts, vocab_layout
@@ -57,8 +58,10 @@ class CausalLM(nn.Module):
             self.lm_head = Linear(spec.hidden_size, rows, bias=False, dtype=dtype)
         self._tied_pack = PackedWeight()  # the embedding's packed copy, for tied logits
         self._tied_int8: Int8Weight | None = None  # its int8 copy, after quantize("int8")
-        self.attention_backend: str | None = None
-        self._backends: dict[str, AttentionBackend] = {}
+        # what runs the ops (use_kernels); a model run without an engine takes the
+        # defaults at its first step
+        self.kernels: KernelChoice | None = None
+        self._backend: AttentionBackend | None = None
 
     def forward(
         self,
@@ -69,7 +72,10 @@ class CausalLM(nn.Module):
     ) -> Tensor:
         # input_ids, positions: [T] long -> hidden [T, C]
         self._check_inputs(input_ids, positions, kv_caches, attn_metadata)
-        backend = self._get_attention_backend(input_ids.device.type)
+        backend = self._backend
+        if backend is None:
+            self.use_kernels(resolve_kernels())
+            backend = self._backend
         return self.model(input_ids, positions, kv_caches, attn_metadata, backend)
 
     def set_max_model_len(self, max_model_len: int) -> None:
@@ -97,7 +103,8 @@ class CausalLM(nn.Module):
         elif self._tied_int8 is not None and hidden.device.type == "cpu":
             logits = linear_int8(hidden, self._tied_int8)
         else:
-            logits = packed_linear(hidden, embed.weight, None, self._tied_pack).float()
+            tied = self._tied_pack
+            logits = packed_linear(hidden, embed.weight, None, tied, self._kernel).float()
         spec = self.spec
         if self.tp is not None:  # [N, V / ranks] -> [N, V]
             logits = self.tp.gather_columns(logits, spec.vocab_size)
@@ -117,7 +124,7 @@ class CausalLM(nn.Module):
         self.model.decode_stack.drop()
         tied_float = self.model.embed_tokens.quant is None and self._tied_int8 is None
         if self.lm_head is None and tied_float:
-            cpu_copy(self.model.embed_tokens.weight, self._tied_pack)
+            cpu_copy(self.model.embed_tokens.weight, self._tied_pack, self._kernel)
 
     def quantize(self, method: str) -> int:
         """Switch the MLP projections (experts included), the attention output projection
@@ -162,13 +169,27 @@ class CausalLM(nn.Module):
                     if isinstance(module, RMSNorm):
                         module.weight.add_(self.spec.norm_offset)
 
-    def _get_attention_backend(self, device_type: str) -> AttentionBackend:
-        name = select_attention_backend(device_type)
-        backend = self._backends.get(name)
-        if backend is None:
-            backend = self._backends[name] = get_attention_backend(name)
-        self.attention_backend = name
-        return backend
+    @property
+    def attention_backend(self) -> str | None:
+        """The attention backend's name (None before :meth:`use_kernels`)."""
+        return None if self.kernels is None else self.kernels.attention
+
+    @property
+    def _kernel(self) -> str:
+        return "native" if self.kernels is None else self.kernels.linear
+
+    def use_kernels(self, kernels: KernelChoice) -> None:
+        """Run on ``kernels`` from now on: the attention backend of every layer, the
+        matmul kernel of every linear layer (and expert), the decode stack on or off.
+        The engines call it once, before the weights are packed (:meth:`prepare`)."""
+        self.kernels = kernels = for_device(kernels, self.model.norm.weight.device.type)
+        self._backend = get_attention_backend(kernels.attention)
+        for module in self.modules():
+            if module is not self and hasattr(module, "use_kernel"):
+                module.use_kernel(kernels.linear)
+        self._tied_pack.clear()
+        self.model.use_decode_stack = kernels.decode_stack == "c"
+        self.model.decode_stack.drop()
 
     def _check_inputs(
         self,

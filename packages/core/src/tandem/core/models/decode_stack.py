@@ -60,7 +60,7 @@ def _lin(layer: Linear, keep: list[Tensor]) -> native.LinSpec | None:
         return native.LinSpec(
             native.GGUF, tuple(p.data for p in parts), qtypes, rows, bias, quant.n, quant.k
         )
-    packed = cpu_copy(layer.weight, layer.pack)
+    packed = cpu_copy(layer.weight, layer.pack, layer.kernel)
     if not isinstance(packed, PackedF32) or layer.weight.dtype != torch.float32:
         return None
     keep.append(packed.panels)
@@ -71,7 +71,7 @@ class DecodeStack:
     """The decoder stack's decode steps (and short prefill-only steps) through one C call;
     :meth:`run` answers None where it does not apply, and the caller runs the modules."""
 
-    __slots__ = ("_caches", "_f32", "_model", "_norms", "_rope", "_table", "usable")
+    __slots__ = ("_caches", "_f32", "_model", "_norms", "_rope", "_table", "reason", "usable")
 
     def __init__(self, model: torch.nn.Module) -> None:
         self._model = model  # a DecoderModel
@@ -81,7 +81,26 @@ class DecodeStack:
         # each norm's parameters (its own dict: no module attribute lookup a step) and weight
         self._norms: list[tuple[dict[str, object], Tensor]] = []
         self._rope: Tensor | None = None
-        self.usable = native.available() and _fits(model)
+        # why the C driver cannot run this stack (None: it can, if the weights allow)
+        self.reason = "the C kernels did not build" if not native.available() else why_not(model)
+        self.usable = self.reason is None
+
+    def weights_reason(self) -> str | None:
+        """Why the C driver cannot take the stack's weights as they now are (their form
+        or kernel), or None where it can."""
+        if self.reason is not None:
+            return self.reason
+        for i, layer in enumerate(self._model.layers):
+            attn, mlp = layer.self_attn, layer.mlp
+            for name, lin in (
+                ("qkv_proj", attn.qkv_proj),
+                ("o_proj", attn.o_proj),
+                ("gate_up_proj", mlp.gate_up_proj),
+                ("down_proj", mlp.down_proj),
+            ):
+                if _lin(lin, []) is None:
+                    return f"layer {i} {name}: {lin.form} on the {lin.kernel} kernel"
+        return None
 
     def drop(self) -> None:
         """Forget the table (the weights changed: loaded, quantized, moved)."""
@@ -131,7 +150,7 @@ class DecodeStack:
         fresh = (
             self._table is not None
             and kv_caches is self._caches
-            and all(lin.pack.holds(lin.weight) for lin in self._f32)
+            and all(lin.pack.holds(lin.weight, lin.kernel) for lin in self._f32)
             and all(params["weight"] is w for params, w in self._norms)
         )
         if not fresh:
@@ -195,31 +214,38 @@ class DecodeStack:
         return native.StackTable(shape, rows, keep)
 
 
-def _fits(model: torch.nn.Module) -> bool:
-    """Whether the stack's structure is one the C driver runs (weights are seen later)."""
+def why_not(model: torch.nn.Module) -> str | None:
+    """Why the stack's structure is not one the C driver runs (weights are seen later),
+    or None where it is."""
     layers = list(getattr(model, "layers", []))
-    if not layers or getattr(model, "embedding_scale", 1.0) != 1.0:
-        return False
+    if not layers:
+        return "no layers"
+    if getattr(model, "embedding_scale", 1.0) != 1.0:
+        return "scaled embeddings"
     if any(layer.placement != "pre" for layer in layers):  # only pre-norm layers have both
-        return False
+        return "norms after the blocks"
     first = layers[0]
     if not isinstance(first.self_attn, SelfAttention) or not isinstance(first.mlp, GatedMLP):
-        return False
+        return "attention or MLP not the plain kind (latent attention, experts)"
     rotary, eps = first.self_attn.rotary, first.input_layernorm.eps
     shape, inter = first.self_attn.shape, first.mlp.down_proj.in_features
-    for layer in layers:
+    for i, layer in enumerate(layers):
         attn, mlp = layer.self_attn, layer.mlp
         if layer.residual_scale != 1.0:
-            return False
-        if type(attn) is not SelfAttention or not attn.fused_decode or attn.rotary is not rotary:
-            return False
+            return "scaled residuals"
+        if type(attn) is not SelfAttention or type(mlp) is not GatedMLP:
+            return f"layer {i}: attention or MLP not the plain kind (latent attention, experts)"
+        if not attn.fused_decode:
+            return f"layer {i}: q/k norms or a partial rotary"
+        if attn.rotary is not rotary:
+            return f"layer {i}: a second rope table"
         if attn.shape != shape or getattr(attn, "tp_layouts", None) is not None:
-            return False
-        if type(mlp) is not GatedMLP or mlp.gate is not ops.silu_and_mul:
-            return False
+            return f"layer {i}: tensor-parallel or differently shaped attention"
+        if mlp.gate is not ops.silu_and_mul:
+            return f"layer {i}: a GELU gate"
         if mlp.down_proj.in_features != inter or getattr(mlp.down_proj, "tp_layouts", None):
-            return False
+            return f"layer {i}: tensor-parallel or differently sized MLP"
         norms = (layer.input_layernorm, layer.post_attention_layernorm)
         if any(n.eps != eps for n in norms):
-            return False
-    return True
+            return f"layer {i}: another norm epsilon"
+    return None

@@ -14,9 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from tandem.core import envs
 from tandem.core.attention_metadata import AttentionMetadata
-from tandem.core.env_cache import env_cache
 from tandem.core.layers.embedding import Embedding
 from tandem.core.layers.mlp import GatedMLP
 from tandem.core.layers.norm import RMSNorm
@@ -133,6 +131,7 @@ class DecoderModel(nn.Module):
         )
         self.norm = RMSNorm(spec.hidden_size, spec.rms_norm_eps, dtype)
         self.decode_stack = DecodeStack(self)  # decode-only steps in one C call, where it fits
+        self.use_decode_stack = True  # the engine's choice (CausalLM.use_kernels)
 
     def forward(
         self,
@@ -147,7 +146,7 @@ class DecoderModel(nn.Module):
         if self.embedding_scale != 1.0:  # the scale rounded to the weights' dtype (Gemma)
             x = x * torch.tensor(self.embedding_scale, dtype=x.dtype)
         done = None
-        if backend.name == "cpu" and decode_stack_on():
+        if self.use_decode_stack and backend.name == "cpu":
             done = self.decode_stack.run(x, positions, kv_caches, meta)
         if done is not None:
             x, residual = done
@@ -157,8 +156,3 @@ class DecoderModel(nn.Module):
                 x, residual = layer(positions, x, residual, cache, meta, backend)
         x, _ = self.norm(x, residual)
         return x
-
-
-@env_cache("TANDEM_DECODE_STACK")
-def decode_stack_on() -> bool:
-    return envs.TANDEM_DECODE_STACK == "c"

@@ -92,7 +92,9 @@ class DraftProposer:
             mc.num_layers, mc.num_kv_heads, mc.head_dim, blocks, DRAFT_BLOCK_SIZE,
             draft.dtype, draft.device,
         )  # fmt: skip
-        model = load_model(mc, draft.device, draft.dtype, draft.quantization)
+        model = load_model(
+            mc, draft.device, draft.dtype, draft.quantization, kernels=target.kernels
+        )
         return cls(model, caches, DRAFT_BLOCK_SIZE, draft.device)
 
     def drop(self, key: Hashable) -> None:

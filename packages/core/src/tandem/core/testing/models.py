@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from tandem.core import envs
-from tandem.core.testing.archs import DENSE_ARCHS, LATENT_ARCHS, MOE_ARCHS, TWEAKS
+from tandem.core.testing.archs import TEST_CONFIGS, TWEAKS
 from tandem.core.testing.tokenizer import make_tokenizer
 
 FORMAT_VERSION = 2  # 2: the tokenizer has a chat template
@@ -50,42 +50,7 @@ MODEL_SIZES: dict[str, dict[str, Any]] = {
 }
 
 # The checkpoint traps each architecture carries (sizes above may still override them).
-ARCHS: dict[str, tuple[str, dict[str, Any]]] = {
-    "llama": (
-        "LlamaConfig",
-        {  # GQA + llama3 rope scaling
-            "rope_parameters": {
-                "rope_type": "llama3",
-                "rope_theta": 500000.0,
-                "factor": 8.0,
-                "low_freq_factor": 1.0,
-                "high_freq_factor": 4.0,
-                "original_max_position_embeddings": 64,
-            },
-            "rms_norm_eps": 1e-5,
-        },
-    ),
-    "mistral": (
-        "MistralConfig",
-        {  # MQA + head_dim != hidden/heads + linear rope scaling
-            "num_key_value_heads": 1,
-            "head_dim": 32,
-            "rope_parameters": {"rope_type": "linear", "rope_theta": 1000000.0, "factor": 2.0},
-            "rms_norm_eps": 1e-5,
-        },
-    ),
-    "qwen2": (
-        "Qwen2Config",
-        {  # q/k/v bias + tied embeddings
-            "tie_word_embeddings": True,
-            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
-            "rms_norm_eps": 1e-6,
-        },
-    ),
-    **DENSE_ARCHS,
-    **MOE_ARCHS,
-    **LATENT_ARCHS,
-}
+ARCHS = TEST_CONFIGS
 
 
 def settings(

@@ -71,6 +71,7 @@ class MPClient:
         self.dead: str | None = None
         self.num_kv_blocks = 0
         self.attention_backend = ""  # the core's, as its Ready message says
+        self.plan = ""  # the model's execution plan, as the core's Ready message says
         self.max_model_len = 0  # the context the core sized its cache for (Ready)
         self.kv_source = ""  # what sized it
         self.num_local_kv_blocks = 0  # the local layers' pool, where they have one
@@ -155,6 +156,7 @@ class MPClient:
                 if msg.who == "core":
                     self.num_kv_blocks = msg.num_kv_blocks
                     self.attention_backend = msg.attention_backend
+                    self.plan = msg.plan
                     self.max_model_len, self.kv_source = msg.max_model_len, msg.kv_source
                     self.num_local_kv_blocks = msg.num_local_kv_blocks
                     self.worker_pids = dict(msg.workers)

@@ -81,6 +81,10 @@ class DPClient:
     def attention_backend(self) -> str:
         return self.replicas[0].attention_backend
 
+    @property
+    def plan(self) -> str:
+        return self.replicas[0].plan
+
     def kv_cache(self) -> tuple[int, int, int, str]:
         """The cache of the replica whose context is the shortest: each sized its own
         from the memory it saw, and a request must fit whichever replica takes it."""

@@ -179,6 +179,12 @@ class LLMEngine:
         the device's default), as the core process chose it."""
         return self.client.attention_backend
 
+    @property
+    def plan(self) -> str:
+        """The model's execution plan (:class:`tandem.core.models.plan.ExecutionPlan`'s
+        table), as the process that loaded the model made it."""
+        return self.client.plan
+
     # -- life cycle -------------------------------------------------------------------
     @property
     def is_dead(self) -> bool:

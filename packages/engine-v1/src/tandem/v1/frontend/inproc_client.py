@@ -31,6 +31,7 @@ class InprocClient:
         self.outputs = OutputProcessor(tokenizer)
         self.num_kv_blocks = self.core.num_kv_blocks
         self.attention_backend = runner.attention_backend
+        self.plan = getattr(runner, "plan", "")
         self.dead: str | None = None
         self._pending: list[m.Result] = []  # requests the detokenizer logic refused
 

@@ -72,6 +72,7 @@ class _Core:
             max_model_len=cache.max_model_len,
             kv_source=cache.kv_source,
             num_local_kv_blocks=cache.num_local_blocks or 0,
+            plan=getattr(core.runner, "plan", ""),
         )
         return [m.encode(ready)]
 

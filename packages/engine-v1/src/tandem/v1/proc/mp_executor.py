@@ -77,6 +77,7 @@ class MPExecutor:
             self.num_kv_blocks, self.max_model_len = first.num_kv_blocks, first.max_model_len
             self.attention_backend, self.kv_source = first.attention_backend, first.kv_source
             self.num_local_kv_blocks = first.num_local_kv_blocks
+            self.plan = first.plan  # rank 0's
         except BaseException:
             self.shutdown()
             raise

@@ -63,6 +63,7 @@ class _Rank:
             max_model_len=worker.max_model_len,
             kv_source=worker.kv_source,
             num_local_kv_blocks=worker.num_local_kv_blocks,
+            plan=worker.plan,
         )
         return [b"ready", m.encode(ready)]
 

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from tandem.core.attention_backend import select_attention_backend
 from tandem.core.attention_metadata import build_metadata
 from tandem.core.kv_cache import allocate_kv_caches
 from tandem.core.loader import load_model
 from tandem.core.logprobs import TopEntry, entries, top_logprobs
 from tandem.core.memory import available_memory
+from tandem.core.models.plan import plan_model
 from tandem.core.outputs import error_text
 from tandem.core.parallel.group import CollectiveError, TensorParallel
 from tandem.core.structured.compiler import LazyGrammars
@@ -61,10 +61,11 @@ class ModelRunner:
         self.config = config
         mc = config.model
         self.device = config.device
-        # what TANDEM_ATTENTION_BACKEND (or the default) gives this process; the model
-        # asks the same cached selector at every forward
-        self.attention_backend = select_attention_backend(self.device.type)
-        self.model = load_model(mc, config.device, config.dtype, config.quantization, tp)
+        self.model = load_model(
+            mc, config.device, config.dtype, config.quantization, tp, config.kernels
+        )
+        self.plan = plan_model(self.model, config).table()  # for the front (Ready)
+        self.attention_backend = config.kernels.attention  # EngineArgs', the env's, or the best
         self.block_size = config.cache.block_size
         model_len = mc.max_model_len
         self.num_kv_blocks = config.resolve_kv_cache(_available(config, tp))

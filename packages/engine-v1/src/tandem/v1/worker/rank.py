@@ -70,6 +70,10 @@ class RankWorker:
         return self.runner.attention_backend
 
     @property
+    def plan(self) -> str:
+        return self.runner.plan
+
+    @property
     def max_model_len(self) -> int:
         return self.runner.max_model_len
 

@@ -1,42 +1,23 @@
-"""Every supported architecture: how its config becomes a spec, and its weight names."""
+"""Every supported architecture: how its config becomes a spec, its weight names, its
+config defaults and test configs, and how a GGUF file of it is read: one ``Architecture``
+entry in its family's module (adding one is an entry there, or a module in ``FAMILIES``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from tandem.core.models.architectures import deepseek, gemma, llama, moe, phi3
-from tandem.core.models.architectures.common import split_qkv_gate_up
+from tandem.core.models.architectures.entry import Architecture
 from tandem.core.models.architectures.gguf_names import GGUFNames
 from tandem.core.models.fields import first_architecture
 from tandem.core.models.spec import ModelSpec
-from tandem.core.models.weights import NameMap
 
-SpecBuilder = Callable[[Any, str, "int | None"], ModelSpec]
-
-
-@dataclass(frozen=True, slots=True)
-class Architecture:
-    spec: SpecBuilder
-    names: Callable[[ModelSpec], NameMap] = split_qkv_gate_up
-    extra_layers: bool = False  # checkpoints carry layers past num_hidden_layers (unused)
-
+# the family modules: each declares its ARCHITECTURES (everything about one, together)
+# and the GGUF readings under llama.cpp's names
+FAMILIES = (llama, phi3, gemma, moe, deepseek)
 
 ARCHITECTURES: dict[str, Architecture] = {
-    "LlamaForCausalLM": Architecture(llama.llama),
-    "MistralForCausalLM": Architecture(llama.mistral),
-    "Qwen2ForCausalLM": Architecture(llama.qwen2),
-    "Qwen3ForCausalLM": Architecture(llama.qwen3),
-    "GraniteForCausalLM": Architecture(llama.granite),
-    "Olmo2ForCausalLM": Architecture(llama.olmo2),
-    "Phi3ForCausalLM": Architecture(phi3.phi3, phi3.phi3_names),
-    "Gemma2ForCausalLM": Architecture(gemma.gemma2),
-    "Gemma3ForCausalLM": Architecture(gemma.gemma3),
-    "MixtralForCausalLM": Architecture(moe.mixtral, moe.mixtral_names),
-    "Qwen2MoeForCausalLM": Architecture(moe.qwen2_moe, moe.qwen_moe_names),
-    "Qwen3MoeForCausalLM": Architecture(moe.qwen3_moe, moe.qwen_moe_names),
-    "DeepseekV3ForCausalLM": Architecture(deepseek.deepseek_v3, deepseek.names, True),
+    arch.name: arch for family in FAMILIES for arch in family.ARCHITECTURES
 }
 
 
@@ -51,7 +32,7 @@ def architecture(name: str) -> Architecture:
 
 # llama.cpp's architecture names (``general.architecture``) -> how to read such a file
 GGUF_ARCHITECTURES: dict[str, GGUFNames] = {
-    names.name: names for family in (llama, gemma, phi3, moe, deepseek) for names in family.GGUF
+    names.name: names for family in FAMILIES for names in family.GGUF
 }
 
 

@@ -122,3 +122,22 @@ def split_qkv_gate_up(spec: ModelSpec) -> NameMap:
         ),
         **fused([("mlp.gate_proj", inter), ("mlp.up_proj", inter)], "mlp.gate_up_proj"),
     }
+
+
+# transformers' config defaults most architectures share (see Architecture.hf_defaults)
+HF_COMMON: dict[str, Any] = {
+    "vocab_size": 32000,
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": None,
+    "head_dim": None,
+    "rms_norm_eps": 1e-6,
+    "hidden_act": "silu",
+    "attention_bias": False,
+    "mlp_bias": False,
+    "tie_word_embeddings": False,
+    "rope_scaling": None,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from tandem.core.models.architectures.common import llama_like, split_qkv_gate_up
+from tandem.core.models.architectures.common import HF_COMMON, llama_like, split_qkv_gate_up
+from tandem.core.models.architectures.entry import Architecture
 from tandem.core.models.architectures.gguf_names import (
     LAYER,
     GGUFNames,
@@ -195,6 +196,104 @@ GGUF = (
         _DEEPSEEK2_LAYER,
         joined={
             "self_attn.kv_b_proj.weight": Joined(("attn_k_b.weight", "attn_v_b.weight"), _kv_b)
+        },
+    ),
+)
+
+# each architecture of this family: its spec, names, transformers' config defaults and
+# the tiny test configs that carry its traps (tandem.core.testing)
+ARCHITECTURES = (
+    Architecture(
+        "DeepseekV3ForCausalLM",
+        deepseek_v3,
+        names=names,
+        extra_layers=True,
+        hf_defaults={
+            **HF_COMMON,
+            "model_type": "deepseek_v3",
+            "vocab_size": 129280,
+            "hidden_size": 7168,
+            "intermediate_size": 18432,
+            "moe_intermediate_size": 2048,
+            "num_hidden_layers": 61,
+            "num_attention_heads": 128,
+            "num_key_value_heads": 128,
+            "n_shared_experts": 1,
+            "n_routed_experts": 256,
+            "routed_scaling_factor": 2.5,
+            "kv_lora_rank": 512,
+            "q_lora_rank": 1536,
+            "qk_rope_head_dim": 64,
+            "v_head_dim": 128,
+            "qk_nope_head_dim": 128,
+            "n_group": 8,
+            "topk_group": 4,
+            "num_experts_per_tok": 8,
+            "first_k_dense_replace": 3,
+            "norm_topk_prob": True,
+            "max_position_embeddings": 4096,
+            "rope_interleave": True,
+            "bos_token_id": 0,
+            "eos_token_id": 1,
+        },
+        tests={
+            "deepseek_v3": (
+                "DeepseekV3Config",
+                {  # latent attention (q through its own latent, yarn scaling, interleaved rope);
+                    # layer 0 dense; top-3 of 8 experts in 4 groups, 2 kept; a shared expert
+                    "num_attention_heads": 4,
+                    "num_key_value_heads": 4,
+                    "q_lora_rank": 48,
+                    "kv_lora_rank": 40,
+                    "qk_nope_head_dim": 16,
+                    "qk_rope_head_dim": 8,
+                    "v_head_dim": 12,
+                    "n_routed_experts": 8,
+                    "num_experts_per_tok": 3,
+                    "n_group": 4,
+                    "topk_group": 2,
+                    "n_shared_experts": 1,
+                    "moe_intermediate_size": 24,
+                    "first_k_dense_replace": 1,
+                    "routed_scaling_factor": 2.5,
+                    "rope_interleave": True,
+                    "rope_parameters": {
+                        "rope_type": "yarn",
+                        "rope_theta": 10000.0,
+                        "factor": 4.0,
+                        "original_max_position_embeddings": 128,
+                        "mscale": 1.0,
+                        "mscale_all_dim": 1.0,
+                        "beta_fast": 32,
+                        "beta_slow": 1,
+                    },
+                },
+            ),
+            "deepseek_v3_plain": (
+                "DeepseekV3Config",
+                {  # the other branches: q straight from the hidden state, rope in halves, no
+                    # scaling; every layer sparse, one group, weights unnormalised; biases
+                    "num_attention_heads": 3,
+                    "num_key_value_heads": 3,
+                    "q_lora_rank": None,
+                    "kv_lora_rank": 20,
+                    "qk_nope_head_dim": 12,
+                    "qk_rope_head_dim": 8,
+                    "v_head_dim": 16,
+                    "n_routed_experts": 4,
+                    "num_experts_per_tok": 2,
+                    "n_group": 1,
+                    "topk_group": 1,
+                    "n_shared_experts": 2,
+                    "moe_intermediate_size": 16,
+                    "first_k_dense_replace": 0,
+                    "norm_topk_prob": False,
+                    "routed_scaling_factor": 1.5,
+                    "rope_interleave": False,
+                    "attention_bias": True,
+                    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+                },
+            ),
         },
     ),
 )

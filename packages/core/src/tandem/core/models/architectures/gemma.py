@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tandem.core.models.architectures.common import activation, attention, llama_like
+from tandem.core.models.architectures.common import HF_COMMON, activation, attention, llama_like
+from tandem.core.models.architectures.entry import Architecture
 from tandem.core.models.architectures.gguf_names import (
     LAYER,
     GGUFNames,
@@ -146,4 +147,82 @@ _GEMMA_LAYER = {
 GGUF = (
     GGUFNames("gemma2", _gemma2_gguf, _GEMMA_LAYER, norm_shift=1.0),
     GGUFNames("gemma3", _gemma3_gguf, _GEMMA_LAYER, norm_shift=1.0),
+)
+
+
+_GEMMA: dict[str, Any] = {
+    **HF_COMMON,
+    "hidden_size": 2304,
+    "intermediate_size": 9216,
+    "num_hidden_layers": 26,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "hidden_activation": "gelu_pytorch_tanh",
+    "tie_word_embeddings": True,
+    "query_pre_attn_scalar": 256,
+    "sliding_window": 4096,
+    "bos_token_id": 2,
+    "eos_token_id": 1,
+    "pad_token_id": 0,
+}
+
+
+# each architecture of this family: its spec, names, transformers' config defaults and
+# the tiny test configs that carry its traps (tandem.core.testing)
+ARCHITECTURES = (
+    Architecture(
+        "Gemma2ForCausalLM",
+        gemma2,
+        hf_defaults={
+            **_GEMMA,
+            "model_type": "gemma2",
+            "vocab_size": 256000,
+            "max_position_embeddings": 8192,
+            "final_logit_softcapping": 30.0,
+            "attn_logit_softcapping": 50.0,
+        },
+        tests={
+            "gemma2": (
+                "Gemma2Config",
+                {  # soft caps that bite, query_pre_attn_scalar != head_dim, local layers of 8
+                    "head_dim": 32,
+                    "query_pre_attn_scalar": 20,
+                    "attn_logit_softcapping": 1.5,
+                    "final_logit_softcapping": 4.0,
+                    "sliding_window": 8,
+                    "hidden_activation": "gelu_pytorch_tanh",
+                },
+            ),
+        },
+    ),
+    Architecture(
+        "Gemma3ForCausalLM",
+        gemma3,
+        hf_defaults={
+            **_GEMMA,
+            "model_type": "gemma3_text",
+            "vocab_size": 262208,
+            "max_position_embeddings": 131072,
+            "final_logit_softcapping": None,
+            "attn_logit_softcapping": None,
+        },
+        tests={
+            "gemma3": (
+                "Gemma3TextConfig",
+                {  # local/global layers with their own rope; q/k norms; attention soft cap unused
+                    "head_dim": 32,
+                    "query_pre_attn_scalar": 24,
+                    "sliding_window": 8,
+                    "layer_types": ["sliding_attention", "full_attention"],
+                    "attn_logit_softcapping": 1.0,
+                    "final_logit_softcapping": 6.0,
+                    "rope_parameters": {
+                        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                        "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6},
+                    },
+                },
+            ),
+        },
+    ),
 )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tandem.core.models.architectures.common import attention, llama_like
+from tandem.core.models.architectures.common import HF_COMMON, attention, llama_like
+from tandem.core.models.architectures.entry import Architecture
 from tandem.core.models.architectures.gguf_names import (
     LAYER,
     GGUFNames,
@@ -129,4 +130,185 @@ GGUF = (
     GGUFNames("qwen3", _qwen_gguf("Qwen3ForCausalLM", "qwen3")),
     GGUFNames("granite", _granite_gguf, rotary_rows=True),
     GGUFNames("olmo2", _olmo2_gguf, _OLMO2_LAYER),
+)
+
+# each architecture of this family: its spec, names, transformers' config defaults and
+# the tiny test configs that carry its traps (tandem.core.testing)
+ARCHITECTURES = (
+    Architecture(
+        "LlamaForCausalLM",
+        llama,
+        hf_defaults={
+            **HF_COMMON,
+            "model_type": "llama",
+            "intermediate_size": 11008,
+            "max_position_embeddings": 2048,
+        },
+        tests={
+            "llama": (
+                "LlamaConfig",
+                {  # GQA + llama3 rope scaling
+                    "rope_parameters": {
+                        "rope_type": "llama3",
+                        "rope_theta": 500000.0,
+                        "factor": 8.0,
+                        "low_freq_factor": 1.0,
+                        "high_freq_factor": 4.0,
+                        "original_max_position_embeddings": 64,
+                    },
+                    "rms_norm_eps": 1e-5,
+                },
+            ),
+        },
+    ),
+    Architecture(
+        "MistralForCausalLM",
+        mistral,
+        hf_defaults={
+            **HF_COMMON,
+            "model_type": "mistral",
+            "intermediate_size": 14336,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 4096 * 32,
+            "sliding_window": 4096,
+        },
+        tests={
+            "mistral": (
+                "MistralConfig",
+                {  # MQA + head_dim != hidden/heads + linear rope scaling
+                    "num_key_value_heads": 1,
+                    "head_dim": 32,
+                    "rope_parameters": {
+                        "rope_type": "linear",
+                        "rope_theta": 1000000.0,
+                        "factor": 2.0,
+                    },
+                    "rms_norm_eps": 1e-5,
+                },
+            ),
+            "mistral_window": (
+                "MistralConfig",
+                {  # every layer slides over 8 keys
+                    "num_key_value_heads": 2,
+                    "sliding_window": 8,
+                    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+                },
+            ),
+        },
+    ),
+    Architecture(
+        "Qwen2ForCausalLM",
+        qwen2,
+        hf_defaults={
+            **HF_COMMON,
+            "model_type": "qwen2",
+            "vocab_size": 151936,
+            "intermediate_size": 22016,
+            "max_position_embeddings": 32768,
+            "use_sliding_window": False,
+            "sliding_window": 4096,
+            "max_window_layers": 28,
+            "bos_token_id": None,
+            "eos_token_id": None,
+        },
+        tests={
+            "qwen2": (
+                "Qwen2Config",
+                {  # q/k/v bias + tied embeddings
+                    "tie_word_embeddings": True,
+                    "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+                    "rms_norm_eps": 1e-6,
+                },
+            ),
+            "qwen2_window": (
+                "Qwen2Config",
+                {  # the layers from max_window_layers on slide; q/k/v biases
+                    "use_sliding_window": True,
+                    "sliding_window": 6,
+                    "max_window_layers": 1,
+                    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+                },
+            ),
+        },
+    ),
+    Architecture(
+        "Qwen3ForCausalLM",
+        qwen3,
+        hf_defaults={
+            **HF_COMMON,
+            "model_type": "qwen3",
+            "vocab_size": 151936,
+            "intermediate_size": 22016,
+            "max_position_embeddings": 32768,
+            "head_dim": 128,
+            "use_sliding_window": False,
+            "sliding_window": 4096,
+            "max_window_layers": 28,
+            "bos_token_id": None,
+            "eos_token_id": None,
+        },
+        tests={
+            "qwen3": (
+                "Qwen3Config",
+                {  # q/k RMSNorm per head; head_dim 24 (not 64 / 4); odd GQA groups (6 / 2)
+                    "num_attention_heads": 6,
+                    "num_key_value_heads": 2,
+                    "head_dim": 24,
+                    "tie_word_embeddings": True,
+                    "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+                },
+            ),
+        },
+    ),
+    Architecture(
+        "GraniteForCausalLM",
+        granite,
+        hf_defaults={
+            **HF_COMMON,
+            "model_type": "granite",
+            "intermediate_size": 11008,
+            "max_position_embeddings": 2048,
+            "embedding_multiplier": 1.0,
+            "residual_multiplier": 1.0,
+            "attention_multiplier": 1.0,
+            "logits_scaling": 1.0,
+        },
+        tests={
+            "granite": (
+                "GraniteConfig",
+                {  # every multiplier far from 1; biases on attention
+                    "embedding_multiplier": 6.0,
+                    "residual_multiplier": 0.35,
+                    "attention_multiplier": 0.05,
+                    "logits_scaling": 4.0,
+                    "attention_bias": True,
+                    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+                },
+            ),
+        },
+    ),
+    Architecture(
+        "Olmo2ForCausalLM",
+        olmo2,
+        hf_defaults={
+            **HF_COMMON,
+            "model_type": "olmo2",
+            "vocab_size": 50304,
+            "intermediate_size": 11008,
+            "max_position_embeddings": 2048,
+            "rms_norm_eps": 1e-5,
+            "bos_token_id": None,
+            "eos_token_id": 50279,
+            "pad_token_id": 1,
+        },
+        tests={
+            "olmo2": (
+                "Olmo2Config",
+                {  # norms after each block only; q/k norms over the whole projection
+                    "num_key_value_heads": 1,
+                    "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
+                },
+            ),
+        },
+    ),
 )

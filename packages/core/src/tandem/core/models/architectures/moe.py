@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tandem.core.models.architectures.common import attention, llama_like, split_qkv_gate_up
+from tandem.core.models.architectures.common import (
+    HF_COMMON,
+    attention,
+    llama_like,
+    split_qkv_gate_up,
+)
+from tandem.core.models.architectures.entry import Architecture
 from tandem.core.models.architectures.gguf_names import (
     LAYER,
     GGUFNames,
@@ -188,4 +194,121 @@ GGUF = (
     # the shared expert's gate [1, hidden]: a vector once llama.cpp's quantizer wrote it
     GGUFNames("qwen2moe", _qwen2moe_gguf, _QWEN2MOE_LAYER, one_row=("ffn_gate_inp_shexp",)),
     GGUFNames("qwen3moe", _qwen3moe_gguf, {**LAYER, **ROUTED}),
+)
+
+
+_QWEN_MOE: dict[str, Any] = {
+    **HF_COMMON,
+    "vocab_size": 151936,
+    "max_position_embeddings": 32768,
+    "use_sliding_window": False,
+    "sliding_window": 4096,
+    "norm_topk_prob": False,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "bos_token_id": None,
+    "eos_token_id": None,
+}
+
+
+# each architecture of this family: its spec, names, transformers' config defaults and
+# the tiny test configs that carry its traps (tandem.core.testing)
+ARCHITECTURES = (
+    Architecture(
+        "MixtralForCausalLM",
+        mixtral,
+        names=mixtral_names,
+        hf_defaults={
+            **HF_COMMON,
+            "model_type": "mixtral",
+            "intermediate_size": 14336,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 131072,
+            "rms_norm_eps": 1e-5,
+            "rope_theta": 1000000.0,
+            "sliding_window": None,
+            "num_local_experts": 8,
+            "num_experts_per_tok": 2,
+        },
+        tests={
+            "mixtral": (
+                "MixtralConfig",
+                {  # top-2 of 4 experts, routers of experts 0 and 1 tied; a window of 12
+                    "num_local_experts": 4,
+                    "num_experts_per_tok": 2,
+                    "intermediate_size": 64,
+                    "sliding_window": 12,
+                    "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
+                },
+            ),
+        },
+    ),
+    Architecture(
+        "Qwen2MoeForCausalLM",
+        qwen2_moe,
+        names=qwen_moe_names,
+        hf_defaults={
+            **_QWEN_MOE,
+            "model_type": "qwen2_moe",
+            "hidden_size": 2048,
+            "intermediate_size": 5632,
+            "num_hidden_layers": 24,
+            "num_attention_heads": 16,
+            "max_window_layers": 28,
+            "num_experts": 60,
+            "num_experts_per_tok": 4,
+            "moe_intermediate_size": 1408,
+            "shared_expert_intermediate_size": 5632,
+            "qkv_bias": True,
+        },
+        window_off=0,
+        tests={
+            "qwen2_moe": (
+                "Qwen2MoeConfig",
+                {  # top-2 of 6, unnormalised; a sigmoid-gated shared expert; every 2nd layer sparse
+                    "num_experts": 6,
+                    "num_experts_per_tok": 2,
+                    "moe_intermediate_size": 32,
+                    "shared_expert_intermediate_size": 48,
+                    "decoder_sparse_step": 2,
+                    "norm_topk_prob": False,
+                    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+                },
+            ),
+        },
+    ),
+    Architecture(
+        "Qwen3MoeForCausalLM",
+        qwen3_moe,
+        names=qwen_moe_names,
+        hf_defaults={
+            **_QWEN_MOE,
+            "model_type": "qwen3_moe",
+            "hidden_size": 2048,
+            "intermediate_size": 6144,
+            "num_hidden_layers": 24,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 4,
+            "num_local_experts": 128,  # transformers 5 writes this name; checkpoints num_experts
+            "num_experts_per_tok": 8,
+            "moe_intermediate_size": 768,
+        },
+        tests={
+            "qwen3_moe": (
+                "Qwen3MoeConfig",
+                {  # top-3 of 8, normalised; layer 0 dense (mlp_only_layers); per-head q/k norms
+                    "num_experts": 8,
+                    "num_experts_per_tok": 3,
+                    "moe_intermediate_size": 24,
+                    "intermediate_size": 96,
+                    "norm_topk_prob": True,
+                    "mlp_only_layers": [0],
+                    "head_dim": 24,
+                    "num_attention_heads": 6,
+                    "num_key_value_heads": 2,
+                    "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
+                },
+            ),
+        },
+    ),
 )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tandem.core.models.architectures.common import llama_like
+from tandem.core.models.architectures.common import HF_COMMON, llama_like
+from tandem.core.models.architectures.entry import Architecture
 from tandem.core.models.architectures.gguf_names import (
     LAYER,
     GGUFNames,
@@ -69,5 +70,45 @@ GGUF = (
         _phi3_gguf,
         {**LAYER, "attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"},
         ignored=("rope_factors_long.weight", "rope_factors_short.weight"),
+    ),
+)
+
+# each architecture of this family: its spec, names, transformers' config defaults and
+# the tiny test configs that carry its traps (tandem.core.testing)
+ARCHITECTURES = (
+    Architecture(
+        "Phi3ForCausalLM",
+        phi3,
+        names=phi3_names,
+        hf_defaults={
+            **HF_COMMON,
+            "model_type": "phi3",
+            "vocab_size": 32064,
+            "hidden_size": 3072,
+            "intermediate_size": 8192,
+            "max_position_embeddings": 4096,
+            "original_max_position_embeddings": 4096,
+            "rms_norm_eps": 1e-5,
+            "sliding_window": None,
+            "eos_token_id": 32000,
+            "pad_token_id": 32000,
+        },
+        tests={
+            "phi3": (
+                "Phi3Config",
+                {  # fused qkv and gate_up; 3/4 of each head rotates; longrope; a window of 10
+                    "num_key_value_heads": 2,
+                    "original_max_position_embeddings": 64,
+                    "sliding_window": 10,
+                    "rope_parameters": {
+                        "rope_type": "longrope",
+                        "rope_theta": 10000.0,
+                        "partial_rotary_factor": 0.75,
+                        "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.5],
+                        "long_factor": [1.0, 1.5, 2.5, 4.0, 6.0, 9.0],
+                    },
+                },
+            ),
+        },
     ),
 )
