@@ -1,7 +1,9 @@
 """The FastAPI application: its layers and its routes.
 
 Outside in: :class:`~tandem.core.server.front.Front` (request id, access log, last-resort
-500), :class:`~tandem.core.server.guard.Guard` (API key, body size), then the routes. A
+500), CORS when origins are allowed (a preflight needs no API key; refusals carry the
+headers too), :class:`~tandem.core.server.guard.Guard` (API key, body size), then the
+routes. A
 route reads its body (:func:`~tandem.core.server.body.read_body`) and hands it to
 :mod:`~tandem.core.server.endpoints`; what it may answer is declared for the OpenAPI
 description (:mod:`~tandem.core.server.openapi`).
@@ -12,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import PlainTextResponse
 
 from tandem.core.async_llm import AsyncLLM
@@ -64,6 +67,14 @@ def build_app(
     app.state.service = svc
     errors.install(app, svc.count_error)
     app.add_middleware(Guard, config=cfg)
+    if cfg.allowed_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(cfg.allowed_origins),
+            allow_methods=list(cfg.allowed_methods),
+            allow_headers=list(cfg.allowed_headers),
+            allow_credentials=cfg.allow_credentials,
+        )
     app.add_middleware(Front, quiet=cfg.quiet)
 
     async def body_of(request: Request, model: Any) -> Any:

@@ -34,7 +34,7 @@ NOT_YET: dict[str, Callable[[Any], bool]] = {
 class _Open(BaseModel):
     """A body part that keeps unknown fields aside (``model_extra``) instead of failing."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     def unknown(self, at: str = "") -> list[str]:
         """Every field this server does not read, as a path (``messages[0].tool_call_id``)."""

@@ -24,12 +24,13 @@ ERRORS: dict[int, str] = {
     404: "The model asked for is not served.",
     408: "The body did not arrive in time.",
     413: "The body is larger than the server takes (--max-body-bytes).",
+    415: "The body was not sent as application/json.",
     429: "Too many sequences wait for the engine; `Retry-After` says when to retry.",
     500: "The request failed inside the engine (the others go on).",
     503: "The engine is not running, or the server is stopping.",
 }
-GENERATION_ERRORS = (400, 401, 404, 408, 413, 429, 500, 503)
-BODY_ERRORS = (400, 401, 404, 408, 413, 503)
+GENERATION_ERRORS = (400, 401, 404, 408, 413, 415, 429, 500, 503)
+BODY_ERRORS = (400, 401, 404, 408, 413, 415, 503)
 
 
 def errors(*codes: int) -> dict[int | str, dict[str, Any]]:

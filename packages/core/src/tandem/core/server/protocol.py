@@ -7,7 +7,7 @@ Unknown fields and those this server cannot honour are handled by
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, PrivateAttr
 
@@ -19,6 +19,19 @@ from tandem.core.structured import StructuredOutputsParams
 from tandem.core.validate import RequestError
 
 MAX_LOGPROBS = 20
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def Int(lo: int = INT64_MIN, hi: int = INT64_MAX) -> Any:
+    """An integer field held to ``[lo, hi]``, in int64 whatever the bounds: every integer
+    of a body is checked (and documented) in that range."""
+    return Annotated[int, Field(ge=max(lo, INT64_MIN), le=min(hi, INT64_MAX))]
+
+
+TokenId = Int(0)
+
+
+LogitBias = Annotated[float, Field(ge=-100.0, le=100.0)]
 
 
 class _Body(_Open):
@@ -26,24 +39,24 @@ class _Body(_Open):
     # sampling fields left out take the model's defaults (its generation_config.json)
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
-    n: int = Field(1, ge=1, le=16)
+    n: Int(1, 16) = 1
     stream: bool = False
     stream_options: dict[str, Any] | None = None
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: Int() | None = None
     presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     user: str | None = None
     # beyond OpenAI, as vLLM's server accepts them
-    top_k: int | None = Field(None, ge=-1)
+    top_k: Int(-1) | None = None
     min_p: float | None = Field(None, ge=0.0, le=1.0)
     repetition_penalty: float | None = Field(None, gt=0.0)
-    min_tokens: int = Field(0, ge=0)
+    min_tokens: Int(0) = 0
     ignore_eos: bool = False
-    stop_token_ids: list[int] | None = None
-    prompt_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
+    stop_token_ids: list[TokenId] | None = None
+    prompt_logprobs: Int(0, MAX_LOGPROBS) | None = None
     # OpenAI's shape: token id (a JSON key, so a string) -> bias in [-100, 100]
-    logit_bias: dict[str, float] | None = None
+    logit_bias: dict[Annotated[str, Field(pattern=r"^[0-9]{1,19}$")], LogitBias] | None = None
     # output constraints: OpenAI's response_format, vLLM's structured_outputs and guided_*
     response_format: ResponseFormat | None = None
     structured_outputs: StructuredOutputsBody | None = None
@@ -96,9 +109,14 @@ class _Body(_Open):
 
 
 class CompletionRequest(_Body):
-    prompt: str | list[str] | list[int] | list[list[int]]
-    max_tokens: int | None = Field(16, ge=0)
-    logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
+    prompt: (
+        str
+        | Annotated[list[str], Field(min_length=1)]
+        | Annotated[list[TokenId], Field(min_length=1)]
+        | Annotated[list[Annotated[list[TokenId], Field(min_length=1)]], Field(min_length=1)]
+    )
+    max_tokens: Int(0) | None = 16
+    logprobs: Int(0, MAX_LOGPROBS) | None = None
     echo: bool = False
 
     @property
@@ -143,11 +161,11 @@ class ChatMessage(_Open):
 
 class ChatCompletionRequest(_Body):
     messages: list[ChatMessage] = Field(min_length=1)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
+    max_tokens: Int(1) | None = None
+    max_completion_tokens: Int(1) | None = None
     logprobs: bool = False
-    top_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
-    tools: list[ToolDef] | None = None
+    top_logprobs: Int(0, MAX_LOGPROBS) | None = None
+    tools: list[ToolDef] | None = Field(None, min_length=1)
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
     _plan: ToolPlan | None = PrivateAttr(None)  # set by make_plan(), before sampling()
