@@ -133,5 +133,5 @@ def build_app(
         body = await body_of(request, DetokenizeRequest)
         return await endpoints.detokenize_route(svc, body)
 
-    openapi.install(app, REQUEST_MODELS, cfg.model_names)
+    openapi.install(app, REQUEST_MODELS, cfg.model_names, svc.vocab_size, cfg.max_prompts)
     return app

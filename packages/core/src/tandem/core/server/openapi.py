@@ -14,12 +14,15 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
+from tandem.core.server import served_bounds
 from tandem.core.server.schemas import ErrorResponse
 
 REF = "#/components/schemas/{model}"
 
 ERRORS: dict[int, str] = {
-    400: "A malformed body or a refused field (`param` names it).",
+    400: "A malformed body or a refused field (`param` names it). A well-formed request "
+    "whose prompt and `max_tokens` do not fit the context window (which no schema can "
+    "say) has `code` `context_length_exceeded`.",
     401: "No valid API key (the server was started with --api-key).",
     404: "The model asked for is not served.",
     408: "The body did not arrive in time.",
@@ -71,8 +74,15 @@ def request_body(*models: type[BaseModel]) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
-def install(app: FastAPI, models: list[type[BaseModel]], names: tuple[str, ...]) -> None:
-    """Add the request models to ``app``'s description, ``model`` as one of ``names``."""
+def install(
+    app: FastAPI,
+    models: list[type[BaseModel]],
+    names: tuple[str, ...],
+    vocab_size: int,
+    max_prompts: int,
+) -> None:
+    """Add the request models to ``app``'s description, ``model`` as one of ``names``,
+    token ids in ``[0, vocab_size)``, at most ``max_prompts`` prompts a request."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema:
@@ -92,6 +102,7 @@ def install(app: FastAPI, models: list[type[BaseModel]], names: tuple[str, ...])
             field = body.get("properties", {}).get("model")
             if field is not None and "anyOf" in field:
                 field["anyOf"] = [{"type": "string", "enum": list(names)}, {"type": "null"}]
+        served_bounds.bind(components, vocab_size, max_prompts)
         app.openapi_schema = schema
         return schema
 

@@ -11,26 +11,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, PrivateAttr
 
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.sampling_params import REPETITION_PENALTY_RANGE, SamplingParams
+from tandem.core.server.field_types import Int, NonEmptyText, PromptList, TokenId
 from tandem.core.server.formats import ResponseFormat, StructuredOutputsBody, constraint_of
 from tandem.core.server.open_model import _Open
+from tandem.core.server.served_bounds import TOKEN_ID_KEYS
 from tandem.core.server.tools import ToolCallIn, ToolChoice, ToolDef, ToolPlan, plan_tools
 from tandem.core.structured import StructuredOutputsParams
-from tandem.core.validate import RequestError
+from tandem.core.validate import FLOAT32_TINY, RequestError
 
 MAX_LOGPROBS = 20
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-
-
-def Int(lo: int = INT64_MIN, hi: int = INT64_MAX) -> Any:
-    """An integer field held to ``[lo, hi]``, in int64 whatever the bounds: every integer
-    of a body is checked (and documented) in that range."""
-    return Annotated[int, Field(ge=max(lo, INT64_MIN), le=min(hi, INT64_MAX))]
-
-
-TokenId = Int(0)
-
-
 LogitBias = Annotated[float, Field(ge=-100.0, le=100.0)]
 
 
@@ -38,11 +28,11 @@ class _Body(_Open):
     model: str | None = None
     # sampling fields left out take the model's defaults (its generation_config.json)
     temperature: float | None = Field(None, ge=0.0, le=2.0)
-    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    top_p: float | None = Field(None, ge=FLOAT32_TINY, le=1.0)  # the sampler's float32
     n: Int(1, 16) = 1
     stream: bool = False
     stream_options: dict[str, Any] | None = None
-    stop: str | list[str] | None = None
+    stop: NonEmptyText | list[NonEmptyText] | None = None
     seed: Int() | None = None
     presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
@@ -50,19 +40,27 @@ class _Body(_Open):
     # beyond OpenAI, as vLLM's server accepts them
     top_k: Int(-1) | None = None
     min_p: float | None = Field(None, ge=0.0, le=1.0)
-    repetition_penalty: float | None = Field(None, gt=0.0)
+    repetition_penalty: float | None = Field(
+        None, ge=REPETITION_PENALTY_RANGE[0], le=REPETITION_PENALTY_RANGE[1]
+    )
     min_tokens: Int(0) = 0
     ignore_eos: bool = False
-    stop_token_ids: list[TokenId] | None = None
+    stop_token_ids: list[Int(0)] | None = None
     prompt_logprobs: Int(0, MAX_LOGPROBS) | None = None
     # OpenAI's shape: token id (a JSON key, so a string) -> bias in [-100, 100]
-    logit_bias: dict[Annotated[str, Field(pattern=r"^[0-9]{1,19}$")], LogitBias] | None = None
+    logit_bias: (
+        Annotated[
+            dict[Annotated[str, Field(pattern=r"^[0-9]{1,19}$")], LogitBias],
+            Field(json_schema_extra=TOKEN_ID_KEYS),
+        ]
+        | None
+    ) = None
     # output constraints: OpenAI's response_format, vLLM's structured_outputs and guided_*
     response_format: ResponseFormat | None = None
     structured_outputs: StructuredOutputsBody | None = None
     guided_json: dict[str, Any] | str | None = None
     guided_regex: str | None = None
-    guided_choice: list[str] | None = None
+    guided_choice: Annotated[list[NonEmptyText], Field(min_length=1)] | None = None
     guided_grammar: str | None = None
 
     def constraint(self) -> StructuredOutputsParams | None:
@@ -110,10 +108,10 @@ class _Body(_Open):
 
 class CompletionRequest(_Body):
     prompt: (
-        str
-        | Annotated[list[str], Field(min_length=1)]
+        NonEmptyText
+        | PromptList(NonEmptyText)
         | Annotated[list[TokenId], Field(min_length=1)]
-        | Annotated[list[Annotated[list[TokenId], Field(min_length=1)]], Field(min_length=1)]
+        | PromptList(Annotated[list[TokenId], Field(min_length=1)])
     )
     max_tokens: Int(0) | None = 16
     logprobs: Int(0, MAX_LOGPROBS) | None = None
