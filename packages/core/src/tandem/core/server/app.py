@@ -14,13 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import PlainTextResponse
 
 from tandem.core.async_llm import AsyncLLM
 from tandem.core.server import endpoints, errors, openapi
 from tandem.core.server.body import read_body
 from tandem.core.server.config import ServerConfig, config_for
+from tandem.core.server.cors import Cors
 from tandem.core.server.front import Front
 from tandem.core.server.guard import Guard
 from tandem.core.server.protocol import ChatCompletionRequest, CompletionRequest
@@ -68,13 +68,7 @@ def build_app(
     errors.install(app, svc.count_error)
     app.add_middleware(Guard, config=cfg)
     if cfg.allowed_origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=list(cfg.allowed_origins),
-            allow_methods=list(cfg.allowed_methods),
-            allow_headers=list(cfg.allowed_headers),
-            allow_credentials=cfg.allow_credentials,
-        )
+        app.add_middleware(Cors, config=cfg)
     app.add_middleware(Front, quiet=cfg.quiet)
 
     async def body_of(request: Request, model: Any) -> Any:

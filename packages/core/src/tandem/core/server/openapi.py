@@ -20,9 +20,12 @@ from tandem.core.server.schemas import ErrorResponse
 REF = "#/components/schemas/{model}"
 
 ERRORS: dict[int, str] = {
-    400: "A malformed body or a refused field (`param` names it). A well-formed request "
-    "whose prompt and `max_tokens` do not fit the context window (which no schema can "
-    "say) has `code` `context_length_exceeded`.",
+    400: "A malformed body or a refused field (`param` names it). A body the schema "
+    "calls valid is refused only for what no schema can say: a prompt and `max_tokens` "
+    "that do not fit the context window (`code` `context_length_exceeded`); fields that "
+    "depend on each other (`min_tokens` <= `max_tokens`, one output constraint at a "
+    "time, a `tool_choice` naming one of `tools`); a JSON schema, regex or grammar that "
+    "does not compile.",
     401: "No valid API key (the server was started with --api-key).",
     404: "The model asked for is not served.",
     408: "The body did not arrive in time.",
