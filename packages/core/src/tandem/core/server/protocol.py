@@ -50,7 +50,7 @@ class _Body(_Open):
     # OpenAI's shape: token id (a JSON key, so a string) -> bias in [-100, 100]
     logit_bias: (
         Annotated[
-            dict[Annotated[str, Field(pattern=r"^[0-9]{1,19}$")], LogitBias],
+            dict[Annotated[str, Field(pattern=r"^(0|[1-9][0-9]{0,18})$")], LogitBias],
             Field(json_schema_extra=TOKEN_ID_KEYS),
         ]
         | None
