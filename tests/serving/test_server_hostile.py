@@ -123,6 +123,25 @@ def test_integers_are_checked_in_int64_and_by_type(server_url, field, value) -> 
     assert err["param"] == field, err
 
 
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        (b'{"prompt": "\xff\xfe bad bytes", "max_tokens": 1}', None),
+        (b'{"prompt": "\\ud800 alone", "max_tokens": 1}', "prompt"),  # escaped, lone
+        ('{"prompt": "a", "temperature": 1}'.encode("utf-16"), None),  # not UTF-8
+        (b'{"prompt": "a", "max_tokens": 2e0}', None),  # 2.0: an integer, any notation
+    ],
+    ids=["invalid-utf8", "lone-surrogate", "utf16", "exponent-integer"],
+)
+def test_text_and_number_encodings_are_refused_or_read(server_url, body, param) -> None:
+    status, _, text = send(f"{server_url}/v1/completions", body)
+    if body.endswith(b"2e0}"):
+        assert status == 200 and json.loads(text)["usage"]["completion_tokens"] == 2, text
+        return
+    err = refusal(status, text, 400)
+    assert err["param"] == param, err
+
+
 def test_integers_in_range_are_taken_as_json_schema_reads_them(server_url) -> None:
     body = {"prompt": "a", "max_tokens": 1.0, "top_k": 2**63 - 1, "seed": -(2**63), "n": 2.0}
     status, _, text = send(f"{server_url}/v1/completions", json.dumps(body).encode())

@@ -120,7 +120,7 @@ BAD = [
         "guided_choice",
         "one output constraint",
     ),
-    ({"logit_bias": {"5": 101}}, "logit_bias", "[-100, 100]"),
+    ({"logit_bias": {"5": 101}}, "logit_bias", "less than or equal to 100"),
     ({"logit_bias": {"99999": 1}}, "logit_bias", "vocabulary"),
     ({"tools": TOOLS, "tool_choice": NOPE}, "tool_choice", "nope"),
     ({"tool_choice": "required"}, "tool_choice", "needs tools"),

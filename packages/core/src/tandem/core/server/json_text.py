@@ -1,10 +1,11 @@
 """A request body's JSON text read strictly: bounded depth, finite numbers, nothing else.
 
 Python's reader recurses once per nesting level, so a body nested 100,000 lists deep ends
-in a ``RecursionError``; it also takes ``NaN`` and ``Infinity`` (not JSON) and turns
-``1e400`` into ``inf``. Here each is a :class:`JsonRefused` naming what is wrong, and a
-body may nest at most :data:`MAX_DEPTH` levels (a request needs a handful; a JSON schema
-in ``response_format`` or a tool's ``parameters`` a few dozen at most).
+in a ``RecursionError``; it also takes ``NaN`` and ``Infinity`` (not JSON), turns
+``1e400`` into ``inf`` and reads UTF-16 and UTF-32 bytes. Here each is a
+:class:`JsonRefused` naming what is wrong, and a body may nest at most :data:`MAX_DEPTH`
+levels (a request needs a handful; a JSON schema in ``response_format`` or a tool's
+``parameters`` a few dozen at most).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def depth(data: Any) -> int:
 def loads(raw: bytes) -> Any:
     """``raw`` parsed as strict JSON (an empty body is ``null``); JsonRefused otherwise."""
     try:
-        data = json.loads(raw or b"null", parse_constant=_constant, parse_float=_finite)
+        text = raw.decode("utf-8") if raw else "null"  # JSON on the wire is UTF-8 (RFC 8259)
+        data = json.loads(text, parse_constant=_constant, parse_float=_finite)
     except RecursionError:
         data = None
         too_deep = True
