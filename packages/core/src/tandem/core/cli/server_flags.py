@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from typing import Any
 
 from tandem.core.cli.flags import number
 
@@ -99,7 +100,7 @@ def add_server_flags(serve: argparse.ArgumentParser) -> None:
     add_cors_flags(serve, d)
 
 
-def add_cors_flags(serve: argparse.ArgumentParser, d: object) -> None:
+def add_cors_flags(serve: argparse.ArgumentParser, d: Any) -> None:
     """vLLM's CORS flags; CORS stays off (browsers refuse cross-origin reads, and a
     preflight is a 405) unless ``--allowed-origins`` is given."""
     serve.add_argument(
