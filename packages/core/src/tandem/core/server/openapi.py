@@ -25,7 +25,7 @@ ERRORS: dict[int, str] = {
     "that do not fit the context window (`code` `context_length_exceeded`); fields that "
     "depend on each other (`min_tokens` <= `max_tokens`, one output constraint at a "
     "time, a `tool_choice` naming one of `tools`); a JSON schema, regex or grammar that "
-    "does not compile.",
+    "does not compile; a body nested more than 64 arrays and objects deep.",
     401: "No valid API key (the server was started with --api-key).",
     404: "The model asked for is not served.",
     408: "The body did not arrive in time.",
