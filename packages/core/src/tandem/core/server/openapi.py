@@ -15,6 +15,7 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
 from tandem.core.server import served_bounds
+from tandem.core.server.json_text import MAX_DEPTH
 from tandem.core.server.schemas import ErrorResponse
 
 REF = "#/components/schemas/{model}"
@@ -25,7 +26,7 @@ ERRORS: dict[int, str] = {
     "that do not fit the context window (`code` `context_length_exceeded`); fields that "
     "depend on each other (`min_tokens` <= `max_tokens`, one output constraint at a "
     "time, a `tool_choice` naming one of `tools`); a JSON schema, regex or grammar that "
-    "does not compile; a body nested more than 64 arrays and objects deep.",
+    f"does not compile; a body nested more than {MAX_DEPTH} arrays and objects deep.",
     401: "No valid API key (the server was started with --api-key).",
     404: "The model asked for is not served.",
     408: "The body did not arrive in time.",
