@@ -46,9 +46,29 @@ def test_flags_make_the_server_config(monkeypatch) -> None:
     assert _config(["--api-key", "flag"]).api_keys == ("flag",)  # the flag wins
 
 
+def test_cors_flags_take_vllm_json_lists_or_commas(monkeypatch) -> None:
+    plain = _config([])
+    assert plain.allowed_origins == () and not plain.allow_credentials  # CORS off
+    cfg = _config(
+        [
+            "--allowed-origins", '["https://a.example", "http://localhost:3000"]',
+            "--allowed-methods", "GET,POST", "--allowed-headers", '["content-type"]',
+            "--allow-credentials",
+        ]
+    )  # fmt: skip
+    assert cfg.allowed_origins == ("https://a.example", "http://localhost:3000")
+    assert cfg.allowed_methods == ("GET", "POST") and cfg.allowed_headers == ("content-type",)
+    assert cfg.allow_credentials
+    with pytest.raises(ValueError, match="allow_credentials"):
+        _config(["--allowed-origins", "*", "--allow-credentials"])
+
+
 @pytest.mark.parametrize(
     ("argv", "match"),
     [
+        (["--allowed-origins", "[1]"], "--allowed-origins: a JSON list of strings"),
+        (["--allowed-origins", "a,,b"], "--allowed-origins: an empty name"),
+        (["--allowed-methods", "[oops"], "--allowed-methods: not a JSON list"),
         (["--max-prompts", "0"], "--max-prompts must be in"),
         (["--max-body-bytes", "lots"], "--max-body-bytes must be an integer"),
         (["--timeout-keep-alive", "0"], "--timeout-keep-alive must be in"),

@@ -59,7 +59,12 @@ BAD = [
     ({"stop_token_ids": [2**64 + 5, 1]}, "stop_token_ids"),
     ({"min_tokens": 2**64}, "min_tokens"),  # beyond max_tokens=16
     ({"prompt": []}, "prompt"),
-    ({"max_tokens": 2**64}, "max_tokens"),  # does not fit max_model_len
+    ({"max_tokens": 2**64}, "max_tokens"),  # beyond int64
+    # every integer of a body is an int64, as the published schema says
+    ({"top_k": 2**63}, "top_k"),
+    ({"top_k": 2**64}, "top_k"),
+    ({"seed": 2**64}, "seed"),
+    ({"min_tokens": 2**64, "max_tokens": None}, "min_tokens"),
 ]
 
 
@@ -90,10 +95,8 @@ def test_lone_surrogate_stop_string_is_a_400(server: str) -> None:
     "fields",
     [
         {"repetition_penalty": 1e-6},  # float32(1e-6) < 1e-6: once killed the engine
-        {"top_k": 2**63},
-        {"top_k": 2**64},
-        {"seed": 2**64},
-        {"min_tokens": 2**64, "max_tokens": None},  # cut to the room left
+        {"top_k": 2**63 - 1, "seed": 2**63 - 1},  # the largest int64: no overflow further in
+        {"min_tokens": 2**63 - 1, "max_tokens": None},  # cut to the room left
         {"temperature": 2.0, "top_p": 1.2e-38, "seed": 1},
     ],
 )

@@ -73,7 +73,7 @@ def test_openapi_documents_what_is_sent(server_url) -> None:
         assert name in schemas
     completions = doc["paths"]["/v1/completions"]["post"]
     codes = set(completions["responses"])
-    assert {"200", "400", "401", "404", "413", "429", "503"} <= codes
+    assert {"200", "400", "401", "404", "413", "415", "429", "503"} <= codes
     ok = completions["responses"]["200"]["content"]
     assert {"application/json", "text/event-stream"} <= set(ok)
     assert ok["application/json"]["schema"]["$ref"].endswith("/CompletionResponse")
@@ -86,6 +86,13 @@ def test_openapi_documents_what_is_sent(server_url) -> None:
     assert len(tokenize["schema"]["anyOf"]) == 2
     model = schemas["CompletionRequest"]["properties"]["model"]
     assert {"type": "string", "enum": ["tiny"]} in model["anyOf"]
+    # bounds of the served model: token ids in its vocabulary, integers in int64
+    vocab = len(server_url.app.state.service.llm.get_tokenizer())
+    ids = schemas["DetokenizeRequest"]["properties"]["tokens"]["items"]
+    assert (ids["minimum"], ids["maximum"]) == (0, vocab - 1)
+    top_k = schemas["CompletionRequest"]["properties"]["top_k"]["anyOf"][0]
+    assert (top_k["minimum"], top_k["maximum"]) == (-1, 2**63 - 1)
+    assert "x-tandem-bound" not in text
     for path, item in doc["paths"].items():
         for op in item.values():
             assert "422" not in op["responses"], path  # refused bodies are 400s here

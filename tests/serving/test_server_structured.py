@@ -120,7 +120,7 @@ BAD = [
         "guided_choice",
         "one output constraint",
     ),
-    ({"logit_bias": {"5": 101}}, "logit_bias", "[-100, 100]"),
+    ({"logit_bias": {"5": 101}}, "logit_bias", "less than or equal to 100"),
     ({"logit_bias": {"99999": 1}}, "logit_bias", "vocabulary"),
     ({"tools": TOOLS, "tool_choice": NOPE}, "tool_choice", "nope"),
     ({"tool_choice": "required"}, "tool_choice", "needs tools"),
@@ -199,3 +199,17 @@ def test_auto_and_none_answer_text_and_a_conversation_with_calls_is_taken(client
             model=MODEL_NAME, messages=history, tools=TOOLS[1:], tool_choice=choice, max_tokens=5
         ).choices[0]
         assert got.message.role == "assistant" and not got.message.tool_calls
+
+
+def test_a_constraint_ends_the_output_before_min_tokens(client) -> None:
+    """The choice is complete after one token: only a stop token is allowed, which
+    min_tokens bans; the constraint wins (once a 500: no token left to draw)."""
+    for seed in (0, 1):
+        got = client.completions.create(
+            model=MODEL_NAME,
+            prompt="a",
+            max_tokens=20,
+            seed=seed,
+            extra_body={"min_tokens": 20, "guided_choice": ["x"]},
+        )
+        assert got.choices[0].text == "x" and got.choices[0].finish_reason == "stop"

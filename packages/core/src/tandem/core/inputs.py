@@ -20,7 +20,12 @@ from tandem.core.context_limit import model_context_limit, prompt_too_long
 from tandem.core.engine_request import EngineRequest, OutputKind, SamplingSpec, StopRules
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.structured.spec import GrammarSpec
-from tandem.core.validate import RequestError, RequestTypeError, check_text
+from tandem.core.validate import (
+    ContextLengthExceeded,
+    RequestError,
+    RequestTypeError,
+    check_text,
+)
 
 SEED_MODULUS = 1 << 63  # sampling seeds live in [0, 2**63); a given seed wraps into it
 LOGGER = logging.getLogger("tandem")
@@ -109,7 +114,7 @@ class InputProcessor:
                 f"{len(ids)} tokens and max_model_len={self.max_model_len} leaves room for {room}"
             )
             if strict:
-                raise RequestError("max_tokens", why)
+                raise ContextLengthExceeded("max_tokens", why)
             LOGGER.warning("%s; generating at most %d tokens", why, room)
         return EngineRequest(
             request_id=request_id,
@@ -165,7 +170,7 @@ class InputProcessor:
                 f"{where}: token id {outside[0]} is outside the vocabulary [0, {self.vocab_size})",
             )
         if len(ids) >= self.max_model_len:
-            raise RequestError(
+            raise ContextLengthExceeded(
                 "prompt", prompt_too_long(where, len(ids), self.max_model_len, self.model_limit)
             )
         return text, ids

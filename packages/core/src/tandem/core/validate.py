@@ -39,6 +39,11 @@ class RequestTypeError(RequestError, TypeError):
     """A refused input of the wrong type (catchable as ``TypeError`` too)."""
 
 
+class ContextLengthExceeded(RequestError):
+    """A prompt, with the tokens asked for, longer than the context window (the OpenAI
+    API's ``context_length_exceeded``): well formed, but too long for this model."""
+
+
 def type_name(value: Any) -> str:
     return type(value).__name__
 

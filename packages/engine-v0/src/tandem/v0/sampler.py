@@ -1,7 +1,9 @@
 """The v0 sampler: logits of one position per sequence -> one token each.
 
 Order of work per row: ``min_tokens`` masks the stop ids, a grammar (structured
-output) masks every token it refuses, ``logit_bias`` is added, penalties, then either
+output) masks every token it refuses (when it allows only stop ids, the output is
+complete and they stay: the constraint ends the output before ``min_tokens``),
+``logit_bias`` is added, penalties, then either
 argmax (greedy, temperature 0) or temperature, top-k, top-p, min-p and a seeded draw
 through :func:`tandem.kernels.sampling.sample_seeded` keyed by ``(seed, counter)``,
 where the counter is the index of the output token being sampled. A draw therefore
@@ -164,7 +166,10 @@ class Sampler:
             x = apply_mask(x, mask)
         for b, row in enumerate(rows):
             if row.masks:
+                kept = x[b].clone() if mask is not None and row.grammar is not None else None
                 x[b, list(row.banned)] = float("-inf")
+                if kept is not None and not torch.isfinite(x[b].amax()):
+                    x[b] = kept  # the constraint ends the output: min_tokens yields
             if row.spec.logit_bias:
                 ids = torch.tensor(list(row.spec.logit_bias), dtype=torch.int64, device=x.device)
                 bias = _column(list(row.spec.logit_bias.values()), x.dtype, x.device)

@@ -129,6 +129,10 @@ def server_config(args: argparse.Namespace, names: str | tuple[str, ...]) -> Any
         body_timeout=args.timeout_body,
         quiet=args.quiet,
         tool_call_parser=args.tool_call_parser,
+        allowed_origins=tuple(args.allowed_origins),
+        allowed_methods=tuple(args.allowed_methods),
+        allowed_headers=tuple(args.allowed_headers),
+        allow_credentials=args.allow_credentials,
     )
 
 

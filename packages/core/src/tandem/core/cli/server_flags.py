@@ -3,8 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import json
+from collections.abc import Callable
+from typing import Any
 
 from tandem.core.cli.flags import number
+
+
+def name_list(flag: str) -> Callable[[str], tuple[str, ...]]:
+    """An argparse ``type=`` for a list of names: a JSON list (vLLM's form,
+    ``'["https://a.example"]'``) or comma-separated (``https://a.example,https://b.example``)."""
+
+    def parse(raw: str) -> tuple[str, ...]:
+        text = raw.strip()
+        if text.startswith("["):
+            try:
+                values = json.loads(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{flag}: not a JSON list: {raw!r}") from None
+            if not all(isinstance(v, str) for v in values):
+                raise argparse.ArgumentTypeError(f"{flag}: a JSON list of strings, got {raw!r}")
+        else:
+            values = text.split(",")
+        names = tuple(v.strip() for v in values)
+        if not names or not all(names):
+            raise argparse.ArgumentTypeError(f"{flag}: an empty name in {raw!r}")
+        return names
+
+    return parse
 
 
 def add_server_flags(serve: argparse.ArgumentParser) -> None:
@@ -71,3 +97,31 @@ def add_server_flags(serve: argparse.ArgumentParser) -> None:
         f"(default: {d.tool_call_parser}: <tool_call>{{...}}</tool_call>)",
     )
     serve.add_argument("--quiet", action="store_true", help="no access log line per request")
+    add_cors_flags(serve, d)
+
+
+def add_cors_flags(serve: argparse.ArgumentParser, d: Any) -> None:
+    """vLLM's CORS flags; CORS stays off (browsers refuse cross-origin reads, and a
+    preflight is a 405) unless ``--allowed-origins`` is given."""
+    serve.add_argument(
+        "--allowed-origins",
+        type=name_list("--allowed-origins"),
+        default=(),
+        metavar="ORIGINS",
+        help="web origins whose pages may call this server from a browser (CORS), as a JSON "
+        "list or comma-separated, '*' for any (default: none, CORS off)",
+    )
+    for flag, what in (("--allowed-methods", "methods"), ("--allowed-headers", "request headers")):
+        serve.add_argument(
+            flag,
+            type=name_list(flag),
+            default=getattr(d, flag[2:].replace("-", "_")),
+            metavar="NAMES",
+            help=f"with --allowed-origins: the {what} a cross-origin request may use (default: *)",
+        )
+    serve.add_argument(
+        "--allow-credentials",
+        action="store_true",
+        help="with --allowed-origins: let browsers send cookies and credentials cross-origin "
+        "(not with '*')",
+    )

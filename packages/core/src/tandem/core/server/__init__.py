@@ -6,7 +6,9 @@ tool calls), streamed as server-sent events with ``"stream": true``; ``POST /tok
 and ``/detokenize`` (vLLM's shapes); ``GET /health`` and ``GET /metrics`` (Prometheus
 text). Both generation routes take ``logit_bias`` and output constraints
 (``response_format``, vLLM's ``structured_outputs``). Every error is an OpenAI-style
-error naming the field; a client that goes away aborts its requests. ``ServerConfig``
+error naming the field; a client that goes away aborts its requests. Bodies are JSON
+(``application/json``, else a 415) read strictly, as ``/openapi.json`` describes them;
+browsers of other origins are let in only under ``allowed_origins`` (CORS). ``ServerConfig``
 holds the API keys, limits and manners.
 """
 

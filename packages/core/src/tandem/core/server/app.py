@@ -1,7 +1,9 @@
 """The FastAPI application: its layers and its routes.
 
 Outside in: :class:`~tandem.core.server.front.Front` (request id, access log, last-resort
-500), :class:`~tandem.core.server.guard.Guard` (API key, body size), then the routes. A
+500), CORS when origins are allowed (a preflight needs no API key; refusals carry the
+headers too), :class:`~tandem.core.server.guard.Guard` (API key, body size), then the
+routes. A
 route reads its body (:func:`~tandem.core.server.body.read_body`) and hands it to
 :mod:`~tandem.core.server.endpoints`; what it may answer is declared for the OpenAPI
 description (:mod:`~tandem.core.server.openapi`).
@@ -18,6 +20,7 @@ from tandem.core.async_llm import AsyncLLM
 from tandem.core.server import endpoints, errors, openapi
 from tandem.core.server.body import read_body
 from tandem.core.server.config import ServerConfig, config_for
+from tandem.core.server.cors import Cors
 from tandem.core.server.front import Front
 from tandem.core.server.guard import Guard
 from tandem.core.server.protocol import ChatCompletionRequest, CompletionRequest
@@ -64,6 +67,8 @@ def build_app(
     app.state.service = svc
     errors.install(app, svc.count_error)
     app.add_middleware(Guard, config=cfg)
+    if cfg.allowed_origins:
+        app.add_middleware(Cors, config=cfg)
     app.add_middleware(Front, quiet=cfg.quiet)
 
     async def body_of(request: Request, model: Any) -> Any:
@@ -122,5 +127,5 @@ def build_app(
         body = await body_of(request, DetokenizeRequest)
         return await endpoints.detokenize_route(svc, body)
 
-    openapi.install(app, REQUEST_MODELS, cfg.model_names)
+    openapi.install(app, REQUEST_MODELS, cfg.model_names, svc.vocab_size, cfg.max_prompts)
     return app

@@ -1,7 +1,11 @@
 """Reading a request body: JSON into its pydantic model, off the loop when it is large.
 
-A body over :data:`INLINE_BYTES` is parsed by a worker thread, so that a large one does
-not stall the other connections. A malformed body or a bad field is an
+Only ``application/json`` is read: any other ``Content-Type`` (or none) is a 415 before
+the body is read, so that a web page cannot make a browser POST a completion as a
+"simple" cross-origin request (``text/plain``, form data), which needs no preflight. A
+body over :data:`INLINE_BYTES` is parsed by a worker thread, so that a large one does
+not stall the other connections. A malformed body (see
+:mod:`~tandem.core.server.json_text`) or a bad field is an
 :class:`~tandem.core.server.errors.ApiError` (400) naming the field. Fields the server
 does not know are ignored, named once in the log and in the ``X-Tandem-Ignored-Fields``
 header, or refused under ``strict``.
@@ -19,12 +23,14 @@ from fastapi import Request
 from pydantic import ValidationError
 
 from tandem.core.server.errors import ApiError, validation_message
+from tandem.core.server.json_text import JsonRefused, loads
 from tandem.core.server.protocol import _Open
 from tandem.core.server.workers import Workers
 from tandem.core.validate import RequestError
 
 LOGGER = logging.getLogger("tandem")
 INLINE_BYTES = 64 * 1024
+JSON_TYPE = "application/json"
 SHOWN = 20  # unknown field names told, at most
 _PLAIN = re.compile(r"[\w.\-\[\]]+", re.ASCII)
 
@@ -52,8 +58,8 @@ def parse(raw: bytes, model: type[M] | Callable[[Any], type[M]]) -> M:
     whole body).
     """
     try:
-        data = json.loads(raw or b"null")
-    except (ValueError, UnicodeDecodeError) as exc:
+        data = loads(raw)
+    except JsonRefused as exc:
         raise ApiError(400, f"the body is not valid JSON: {exc}") from None
     chosen = model if isinstance(model, type) else model(data)
     try:
@@ -63,6 +69,15 @@ def parse(raw: bytes, model: type[M] | Callable[[Any], type[M]]) -> M:
         raise ApiError(400, message, _root(field)) from None
 
 
+def check_json_type(content_type: str | None) -> None:
+    """ApiError 415 unless ``content_type`` is ``application/json`` (parameters such as
+    ``charset`` aside)."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media != JSON_TYPE:
+        told = f"Content-Type {content_type[:100]!r}" if content_type else "no Content-Type"
+        raise ApiError(415, f"the body must be sent as {JSON_TYPE}, got {told}")
+
+
 async def read_body(
     request: Request,
     model: type[M] | Callable[[Any], type[M]],
@@ -70,6 +85,7 @@ async def read_body(
     strict: bool,
 ) -> M:
     """The request's body as ``model``, its unknown fields recorded (or refused)."""
+    check_json_type(request.headers.get("content-type"))
     raw = await request.body()
     if len(raw) > INLINE_BYTES:
         body = await workers.run(parse, raw, model)

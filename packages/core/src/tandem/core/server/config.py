@@ -4,7 +4,8 @@ The defaults keep one careless or hostile client from taking the server: a reque
 carry at most ``max_prompts`` prompts and ``max_sequences`` sequences (prompts x ``n``),
 the bodies at most ``max_body_bytes``; at most ``max_waiting`` sequences wait for the
 engine, all clients together (a 429 past that); ``engine_window`` sequences are inside
-the engine at once, handed out round-robin between clients.
+the engine at once, handed out round-robin between clients. Cross-origin requests from
+browsers are refused (no CORS headers) unless ``allowed_origins`` names the origins let in.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ class ServerConfig:
     retry_after: int = 1  # seconds a 429 asks the client to wait
     quiet: bool = False  # no access log lines
     tool_call_parser: str = "hermes"  # how tool calls are read from text (tool_choice auto)
+    # CORS (vLLM's names): off unless origins are given; the others apply only then
+    allowed_origins: tuple[str, ...] = ()
+    allowed_methods: tuple[str, ...] = ("*",)
+    allowed_headers: tuple[str, ...] = ("*",)
+    allow_credentials: bool = False
 
     def __post_init__(self) -> None:
         names = self.model_names
@@ -65,8 +71,24 @@ class ServerConfig:
                 f"tool_call_parser must be one of {', '.join(sorted(PARSERS))}, "
                 f"got {self.tool_call_parser!r}",
             )
+        self._check_cors()
         if not self.body_timeout > 0:
             raise RequestError("body_timeout", f"body_timeout must be > 0, got {self.body_timeout}")
+
+    def _check_cors(self) -> None:
+        for field in ("allowed_origins", "allowed_methods", "allowed_headers"):
+            values = getattr(self, field)
+            if isinstance(values, str):
+                raise RequestTypeError(field, f"{field} must be a tuple of strings, got {values!r}")
+            for i, value in enumerate(values):
+                if not isinstance(value, str) or not value.strip():
+                    raise RequestError(f"{field}[{i}]", f"{field}[{i}] is empty: {value!r}")
+        if self.allow_credentials and "*" in self.allowed_origins:
+            raise RequestError(
+                "allow_credentials",
+                "allow_credentials with allowed_origins '*' would let every web page act with "
+                "a browser's credentials; name the origins instead",
+            )
 
     @property
     def name(self) -> str:

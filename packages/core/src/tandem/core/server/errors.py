@@ -18,10 +18,11 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tandem.core.outputs import error_text, mask_paths
-from tandem.core.validate import RequestError
+from tandem.core.validate import ContextLengthExceeded, RequestError
 
 LOGGER = logging.getLogger("tandem")
 
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"  # the OpenAI API's code
 # the OpenAI error ``type`` of each status this server sends
 KINDS = {
     400: "invalid_request_error",
@@ -30,6 +31,7 @@ KINDS = {
     405: "invalid_request_error",
     408: "invalid_request_error",
     413: "invalid_request_error",
+    415: "invalid_request_error",
     429: "rate_limit_error",
     499: "invalid_request_error",
     500: "server_error",
@@ -38,10 +40,10 @@ KINDS = {
 
 
 def error_body(
-    message: str, param: str | None, kind: str = "invalid_request_error"
+    message: str, param: str | None, kind: str = "invalid_request_error", code: str | None = None
 ) -> dict[str, Any]:
     """An OpenAI-style error object."""
-    return {"error": {"message": message, "type": kind, "param": param, "code": None}}
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 def kind_of(status: int) -> str:
@@ -53,11 +55,12 @@ def error_response(
     message: str,
     param: str | None = None,
     headers: Mapping[str, str] | None = None,
+    code: str | None = None,
 ) -> JSONResponse:
     if status >= 500:
         message = scrub(message)
     return JSONResponse(
-        error_body(message, param, kind_of(status)), status_code=status, headers=headers
+        error_body(message, param, kind_of(status), code), status_code=status, headers=headers
     )
 
 
@@ -70,21 +73,25 @@ class ApiError(Exception):
         message: str,
         param: str | None = None,
         headers: Mapping[str, str] | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
         self.headers = dict(headers or {})
+        self.code = code
 
     @classmethod
     def refused(cls, exc: Exception, fallback: str | None = None) -> ApiError:
-        """A 400 for a refused input: ``param`` is the ``RequestError``'s root field."""
+        """A 400 for a refused input: ``param`` is the ``RequestError``'s root field;
+        ``code`` is ``context_length_exceeded`` for a request too long for the model."""
         param = exc.root if isinstance(exc, RequestError) and exc.root else fallback
-        return cls(400, str(exc), param)
+        code = CONTEXT_LENGTH_EXCEEDED if isinstance(exc, ContextLengthExceeded) else None
+        return cls(400, str(exc), param, code=code)
 
     def response(self) -> JSONResponse:
-        return error_response(self.status, self.message, self.param, self.headers)
+        return error_response(self.status, self.message, self.param, self.headers, self.code)
 
 
 scrub = mask_paths  # ``/home/x/model.py`` -> ``<path>``

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from tandem.core.server.field_types import NonEmptyText
 from tandem.core.server.open_model import _Open
 from tandem.core.structured import StructuredOutputsParams
 from tandem.core.validate import RequestError
@@ -43,7 +44,7 @@ class StructuredOutputsBody(_Open):
     json_: dict[str, Any] | str | None = Field(None, alias="json")
     json_object: bool | None = None
     regex: str | None = None
-    choice: list[str] | None = None
+    choice: list[NonEmptyText] | None = Field(None, min_length=1)
     grammar: str | None = None
 
 

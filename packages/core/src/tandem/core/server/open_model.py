@@ -32,9 +32,10 @@ NOT_YET: dict[str, Callable[[Any], bool]] = {
 
 
 class _Open(BaseModel):
-    """A body part that keeps unknown fields aside (``model_extra``) instead of failing."""
+    """A body part that keeps unknown fields aside (``model_extra``) instead of failing,
+    and reads its fields strictly, as its published schema says (no ``"5"`` for 5)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     def unknown(self, at: str = "") -> list[str]:
         """Every field this server does not read, as a path (``messages[0].tool_call_id``)."""

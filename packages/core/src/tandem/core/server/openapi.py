@@ -14,22 +14,30 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
+from tandem.core.server import served_bounds
+from tandem.core.server.json_text import MAX_DEPTH
 from tandem.core.server.schemas import ErrorResponse
 
 REF = "#/components/schemas/{model}"
 
 ERRORS: dict[int, str] = {
-    400: "A malformed body or a refused field (`param` names it).",
+    400: "A malformed body or a refused field (`param` names it). A body the schema "
+    "calls valid is refused only for what no schema can say: a prompt and `max_tokens` "
+    "that do not fit the context window (`code` `context_length_exceeded`); fields that "
+    "depend on each other (`min_tokens` <= `max_tokens`, one output constraint at a "
+    "time, a `tool_choice` naming one of `tools`); a JSON schema, regex or grammar that "
+    f"does not compile; a body nested more than {MAX_DEPTH} arrays and objects deep.",
     401: "No valid API key (the server was started with --api-key).",
     404: "The model asked for is not served.",
     408: "The body did not arrive in time.",
     413: "The body is larger than the server takes (--max-body-bytes).",
+    415: "The body was not sent as application/json.",
     429: "Too many sequences wait for the engine; `Retry-After` says when to retry.",
     500: "The request failed inside the engine (the others go on).",
     503: "The engine is not running, or the server is stopping.",
 }
-GENERATION_ERRORS = (400, 401, 404, 408, 413, 429, 500, 503)
-BODY_ERRORS = (400, 401, 404, 408, 413, 503)
+GENERATION_ERRORS = (400, 401, 404, 408, 413, 415, 429, 500, 503)
+BODY_ERRORS = (400, 401, 404, 408, 413, 415, 503)
 
 
 def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -70,8 +78,15 @@ def request_body(*models: type[BaseModel]) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
-def install(app: FastAPI, models: list[type[BaseModel]], names: tuple[str, ...]) -> None:
-    """Add the request models to ``app``'s description, ``model`` as one of ``names``."""
+def install(
+    app: FastAPI,
+    models: list[type[BaseModel]],
+    names: tuple[str, ...],
+    vocab_size: int,
+    max_prompts: int,
+) -> None:
+    """Add the request models to ``app``'s description, ``model`` as one of ``names``,
+    token ids in ``[0, vocab_size)``, at most ``max_prompts`` prompts a request."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema:
@@ -91,6 +106,7 @@ def install(app: FastAPI, models: list[type[BaseModel]], names: tuple[str, ...])
             field = body.get("properties", {}).get("model")
             if field is not None and "anyOf" in field:
                 field["anyOf"] = [{"type": "string", "enum": list(names)}, {"type": "null"}]
+        served_bounds.bind(components, vocab_size, max_prompts)
         app.openapi_schema = schema
         return schema
 

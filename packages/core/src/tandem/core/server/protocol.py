@@ -7,49 +7,60 @@ Unknown fields and those this server cannot honour are handled by
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, PrivateAttr
 
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.sampling_params import REPETITION_PENALTY_RANGE, SamplingParams
+from tandem.core.server.field_types import Int, NonEmptyText, PromptList, TokenId
 from tandem.core.server.formats import ResponseFormat, StructuredOutputsBody, constraint_of
 from tandem.core.server.open_model import _Open
+from tandem.core.server.served_bounds import TOKEN_ID_KEYS
 from tandem.core.server.tools import ToolCallIn, ToolChoice, ToolDef, ToolPlan, plan_tools
 from tandem.core.structured import StructuredOutputsParams
-from tandem.core.validate import RequestError
+from tandem.core.validate import FLOAT32_TINY, RequestError
 
 MAX_LOGPROBS = 20
+LogitBias = Annotated[float, Field(ge=-100.0, le=100.0)]
 
 
 class _Body(_Open):
     model: str | None = None
     # sampling fields left out take the model's defaults (its generation_config.json)
     temperature: float | None = Field(None, ge=0.0, le=2.0)
-    top_p: float | None = Field(None, gt=0.0, le=1.0)
-    n: int = Field(1, ge=1, le=16)
+    top_p: float | None = Field(None, ge=FLOAT32_TINY, le=1.0)  # the sampler's float32
+    n: Int(1, 16) = 1
     stream: bool = False
     stream_options: dict[str, Any] | None = None
-    stop: str | list[str] | None = None
-    seed: int | None = None
+    stop: NonEmptyText | list[NonEmptyText] | None = None
+    seed: Int() | None = None
     presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
     user: str | None = None
     # beyond OpenAI, as vLLM's server accepts them
-    top_k: int | None = Field(None, ge=-1)
+    top_k: Int(-1) | None = None
     min_p: float | None = Field(None, ge=0.0, le=1.0)
-    repetition_penalty: float | None = Field(None, gt=0.0)
-    min_tokens: int = Field(0, ge=0)
+    repetition_penalty: float | None = Field(
+        None, ge=REPETITION_PENALTY_RANGE[0], le=REPETITION_PENALTY_RANGE[1]
+    )
+    min_tokens: Int(0) = 0
     ignore_eos: bool = False
-    stop_token_ids: list[int] | None = None
-    prompt_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
+    stop_token_ids: list[Int(0)] | None = None
+    prompt_logprobs: Int(0, MAX_LOGPROBS) | None = None
     # OpenAI's shape: token id (a JSON key, so a string) -> bias in [-100, 100]
-    logit_bias: dict[str, float] | None = None
+    logit_bias: (
+        Annotated[
+            dict[Annotated[str, Field(pattern=r"^(0|[1-9][0-9]{0,18})$")], LogitBias],
+            Field(json_schema_extra=TOKEN_ID_KEYS),
+        ]
+        | None
+    ) = None
     # output constraints: OpenAI's response_format, vLLM's structured_outputs and guided_*
     response_format: ResponseFormat | None = None
     structured_outputs: StructuredOutputsBody | None = None
     guided_json: dict[str, Any] | str | None = None
     guided_regex: str | None = None
-    guided_choice: list[str] | None = None
+    guided_choice: Annotated[list[NonEmptyText], Field(min_length=1)] | None = None
     guided_grammar: str | None = None
 
     def constraint(self) -> StructuredOutputsParams | None:
@@ -96,9 +107,14 @@ class _Body(_Open):
 
 
 class CompletionRequest(_Body):
-    prompt: str | list[str] | list[int] | list[list[int]]
-    max_tokens: int | None = Field(16, ge=0)
-    logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
+    prompt: (
+        NonEmptyText
+        | PromptList(NonEmptyText)
+        | Annotated[list[TokenId], Field(min_length=1)]
+        | PromptList(Annotated[list[TokenId], Field(min_length=1)])
+    )
+    max_tokens: Int(0) | None = 16
+    logprobs: Int(0, MAX_LOGPROBS) | None = None
     echo: bool = False
 
     @property
@@ -143,11 +159,11 @@ class ChatMessage(_Open):
 
 class ChatCompletionRequest(_Body):
     messages: list[ChatMessage] = Field(min_length=1)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
+    max_tokens: Int(1) | None = None
+    max_completion_tokens: Int(1) | None = None
     logprobs: bool = False
-    top_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
-    tools: list[ToolDef] | None = None
+    top_logprobs: Int(0, MAX_LOGPROBS) | None = None
+    tools: list[ToolDef] | None = Field(None, min_length=1)
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
     _plan: ToolPlan | None = PrivateAttr(None)  # set by make_plan(), before sampling()

@@ -17,15 +17,16 @@ from typing import Any
 from pydantic import Field
 
 from tandem.core.context_limit import longer_context
+from tandem.core.server.field_types import NonEmptyText, TokenId
 from tandem.core.server.protocol import ChatMessage, _Open
-from tandem.core.validate import RequestError
+from tandem.core.validate import ContextLengthExceeded, RequestError
 
 SLACK = 4  # room for normalizers that fold several characters into one
 
 
 class TokenizeCompletionRequest(_Open):
     model: str | None = None
-    prompt: str
+    prompt: NonEmptyText
     add_special_tokens: bool = True
     return_token_strs: bool = False
 
@@ -39,7 +40,7 @@ class TokenizeChatRequest(_Open):
 
 class DetokenizeRequest(_Open):
     model: str | None = None
-    tokens: list[int]
+    tokens: list[TokenId]
 
 
 def tokenize_body(raw: Any) -> type[_Open]:
@@ -87,7 +88,7 @@ class PromptBound:
     def check(self, text: str, field: str) -> None:
         """RequestError naming ``field`` when ``text`` cannot fit, before tokenizing."""
         if self.chars is not None and len(text) > self.chars:
-            raise RequestError(
+            raise ContextLengthExceeded(
                 field,
                 f"{field} has {len(text)} characters: more than max_model_len="
                 f"{self.max_model_len} tokens can hold ({self.chars} characters at most; "

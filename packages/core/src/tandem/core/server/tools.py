@@ -28,7 +28,7 @@ ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
 
 class FunctionDef(_Open):
-    name: str
+    name: str = Field(pattern=f"^{NAME.pattern}$")
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None

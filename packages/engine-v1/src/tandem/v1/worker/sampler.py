@@ -121,13 +121,19 @@ def _sample(logits: Tensor, batch: InputBatch, sb: SamplingBatch) -> SamplerOutp
 
 def process(logits: Tensor, batch: InputBatch, sb: SamplingBatch) -> Tensor:
     """The logits a row draws from, before temperature: the min-tokens mask, grammar
-    mask, logit bias and penalties applied. logits: [B, V] float32."""
+    mask, logit bias and penalties applied. A row whose grammar allows only what
+    min_tokens bans (the constrained output is complete) keeps the grammar's tokens.
+    logits: [B, V] float32."""
     x = logits
     rows = sb.rows
     if sb.mask_rows.numel():
         x = x.index_put((sb.mask_rows, sb.mask_tokens), torch.tensor(float("-inf")))
     if sb.grammar is not None:
+        unbanned = apply_mask(logits, sb.grammar) if sb.mask_rows.numel() else None
         x = apply_mask(x, sb.grammar)
+        if unbanned is not None:  # the constraint ends the output: min_tokens yields
+            dead = ~torch.isfinite(x.amax(dim=-1, keepdim=True))  # [B, 1]
+            x = torch.where(dead, unbanned, x)
     if sb.bias_rows.numel():
         bias = sb.bias_values.to(x.device)
         x = x.index_put((sb.bias_rows.to(x.device), sb.bias_tokens.to(x.device)), bias, True)
