@@ -17,10 +17,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-HEADER = Path(__file__).with_name("tandem_kernels.h")
+from tandem.kernels.native import builder
+
+HEADER = Path(__file__).with_name(builder.HEADER)
 API = "TANDEM_API"
 
 # value types (by value); every pointer is c_void_p but a struct pointer, POINTER(struct)
@@ -184,17 +187,28 @@ def constant(name: str) -> int:
     return constants[name]
 
 
-@functools.cache
+# One class per struct for the life of the process (not a cache: ctypes tells struct types
+# apart by identity, so a second class of the same struct would refuse the first's values).
+_STRUCTS: dict[str, type[ctypes.Structure]] = {}
+_STRUCTS_LOCK = threading.RLock()
+
+
 def struct(name: str) -> type[ctypes.Structure]:
     """The ctypes Structure of the header's ``typedef struct {...} name``."""
-    fields = contract().structs.get(name)
-    if fields is None:
-        raise KeyError(f"{name} is not a struct of {HEADER.name}: {sorted(contract().structs)}")
-    layout = []
-    for f in fields:
-        t = _value_type(f.ctype)
-        layout.append((f.name, t * f.length if f.length is not None else t))
-    return type(name, (ctypes.Structure,), {"_fields_": layout, "__doc__": f"C {name}"})
+    with _STRUCTS_LOCK:
+        if name in _STRUCTS:
+            return _STRUCTS[name]
+        fields = contract().structs.get(name)
+        if fields is None:
+            known = sorted(contract().structs)
+            raise KeyError(f"{name} is not a struct of {HEADER.name}: {known}")
+        layout = []
+        for f in fields:
+            t = _value_type(f.ctype)
+            layout.append((f.name, t * f.length if f.length is not None else t))
+        cls = type(name, (ctypes.Structure,), {"_fields_": layout, "__doc__": f"C {name}"})
+        _STRUCTS[name] = cls
+        return cls
 
 
 def _value_type(ctype: CType) -> type:
@@ -211,10 +225,13 @@ def prototype(fn: Function) -> tuple[type | None, list[type]]:
     return restype, [_value_type(t) for _, t in fn.params]
 
 
-def bind(lib: ctypes.CDLL, names: tuple[str, ...] | None = None) -> ctypes.CDLL:
+def bind(
+    lib: ctypes.CDLL, names: tuple[str, ...] | None = None, source: Contract | None = None
+) -> ctypes.CDLL:
     """``lib`` with each function of the contract (or of ``names``) bound to its prototype
-    as an attribute of that name; AttributeError where the library lacks one."""
-    functions = contract().functions
+    as an attribute of that name; AttributeError where the library lacks one. ``source``:
+    another contract's prototypes (a test's), with the header's structs."""
+    functions = (source or contract()).functions
     for name in functions if names is None else names:
         fn = functions[name]
         restype, argtypes = prototype(fn)
