@@ -163,6 +163,8 @@ def test_a_call_of_a_drifted_arity_raises(built) -> None:
         ("typedef struct { float *a, *b; } s;", "one a line"),
         ("typedef struct { half a; } s;", "unknown type"),
         ("#define TANDEM_X 1.5", "not an integer"),
+        ("#ifdef X\nTANDEM_API int f(int a);\n#endif", "no conditional"),
+        ("TANDEM_API int f(struct_t *a);", "unknown type"),
         ("TANDEM_API int f(int);", "needs a type and a name"),
         ("int f(int a);", "TANDEM_API prototype"),
         ("TANDEM_API float *f(int a);", "return type"),

@@ -101,13 +101,14 @@ def parse(text: str) -> Contract:
         if not line.lstrip().startswith("#"):
             body.append(line)
             continue
+        directive = re.match(r"\s*#\s*(\w*)", line).group(1)  # type: ignore[union-attr]
+        if directive not in ("define", "ifndef", "endif", "include"):
+            raise ContractError(f"#{directive}: the contract has no conditional declarations")
         m = _DEFINE.match(line)
-        if m and m.group(1).startswith("TANDEM_") and m.group(2):
-            value = m.group(2)
-            if re.fullmatch(r"-?\d+", value):
-                constants[m.group(1)] = int(value)
-            elif m.group(1) != API:
-                raise ContractError(f"#define {m.group(1)}: not an integer constant: {value!r}")
+        if m and m.group(2) and m.group(1) != API:
+            if not re.fullmatch(r"-?\d+", m.group(2)):
+                raise ContractError(f"#define {m.group(1)}: not an integer: {m.group(2)!r}")
+            constants[m.group(1)] = int(m.group(2))
     code = " ".join(body)
     structs: dict[str, tuple[Field, ...]] = {}
     for m in _STRUCT.finditer(code):
