@@ -45,14 +45,17 @@ def step_args(
     """The C ``tandem_step``: seq_lens int32 [B], tables int32 [B, M], cu_seqlens int32
     [B + 1], positions and slots int64 [T], cos_sin fp32 [P, D], all contiguous (those a
     kernel does not read may be None)."""
-
-    def ptr(t: Tensor | None) -> int | None:
-        return None if t is None else t.data_ptr()
-
     return Step(
-        ptr(positions), ptr(cos_sin), ptr(slots), seq_lens.data_ptr(), tables.data_ptr(),
-        ptr(cu_seqlens), tokens, seq_lens.shape[0], tables.shape[1],
-    )  # fmt: skip
+        None if positions is None else positions.data_ptr(),
+        None if cos_sin is None else cos_sin.data_ptr(),
+        None if slots is None else slots.data_ptr(),
+        seq_lens.data_ptr(),
+        tables.data_ptr(),
+        None if cu_seqlens is None else cu_seqlens.data_ptr(),
+        tokens,
+        seq_lens.shape[0],
+        tables.shape[1],
+    )
 
 
 def paged_decode(
