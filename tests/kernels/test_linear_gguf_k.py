@@ -45,18 +45,16 @@ def test_a_stack_of_formats_is_its_parts_side_by_side() -> None:
 def test_narrower_builds_match_the_reference(tmp_path, isa) -> None:
     """The kernels built without AVX2 / FMA / F16C (the scalar loops of every format), and
     without AVX-512 (the AVX2 loops, where this machine would take AVX-512's)."""
-    from tandem.kernels.native import builder
+    from tandem.kernels.native import builder, contract
 
     here = Path(builder.__file__).parent
     lib_path = tmp_path / "narrow.so"
-    flags = [*builder.FLAGS, *isa]
+    flags = [*builder.FLAGS, *builder.CONTRACT_FLAGS, *isa]
     sources = [str(here / name) for name in builder.SOURCES if "gguf" in name]
     cmd = [builder.find_compiler(), *flags, *sources, "-o", str(lib_path)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=120)
-    lib = ctypes.CDLL(str(lib_path))
-    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
-    lib.tandem_linear_gguf.argtypes = [ctypes.c_int, ptr, i64, i64, ptr, i64, ptr]
-    lib.tandem_linear_gguf_f32.argtypes = lib.tandem_linear_gguf.argtypes
+    names = ("tandem_linear_gguf", "tandem_linear_gguf_f32", "tandem_linear_gguf_simd")
+    lib = contract.bind(ctypes.CDLL(str(lib_path)), names)
     assert lib.tandem_linear_gguf_simd() == (len(isa) == 1)
     g = torch.Generator().manual_seed(1)
     for qtype in sorted(FORMATS):

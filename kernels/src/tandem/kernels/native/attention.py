@@ -14,7 +14,48 @@ import torch
 from torch import Tensor
 
 from tandem.kernels.decode_inputs import AttentionLayer, DecodeStep
+from tandem.kernels.native.contract import struct
 from tandem.kernels.native.loader import library
+
+Attention = struct("tandem_attention")
+Step = struct("tandem_step")
+
+
+def attention_args(
+    k_cache: Tensor, v_cache: Tensor, heads: int, scale: float, window: int, softcap: float
+) -> ctypes.Structure:
+    """The C ``tandem_attention`` of a layer: its caches [N, S, KVH, D], ``heads`` query
+    heads and its score settings."""
+    _, block_size, kv_heads, head_dim = k_cache.shape
+    return Attention(
+        k_cache.data_ptr(), v_cache.data_ptr(), heads, kv_heads, head_dim, block_size,
+        int(window), float(scale), float(softcap),
+    )  # fmt: skip
+
+
+def step_args(
+    seq_lens: Tensor,
+    tables: Tensor,
+    tokens: int,
+    cu_seqlens: Tensor | None = None,
+    positions: Tensor | None = None,
+    cos_sin: Tensor | None = None,
+    slots: Tensor | None = None,
+) -> ctypes.Structure:
+    """The C ``tandem_step``: seq_lens int32 [B], tables int32 [B, M], cu_seqlens int32
+    [B + 1], positions and slots int64 [T], cos_sin fp32 [P, D], all contiguous (those a
+    kernel does not read may be None)."""
+    return Step(
+        None if positions is None else positions.data_ptr(),
+        None if cos_sin is None else cos_sin.data_ptr(),
+        None if slots is None else slots.data_ptr(),
+        seq_lens.data_ptr(),
+        tables.data_ptr(),
+        None if cu_seqlens is None else cu_seqlens.data_ptr(),
+        tokens,
+        seq_lens.shape[0],
+        tables.shape[1],
+    )
 
 
 def paged_decode(
@@ -36,18 +77,18 @@ def paged_decode(
     lib = _library_for(q, k_cache, v_cache)
     if lib is None:
         return None
-    B, H, D = q.shape
+    B, H = q.shape[:2]
     if B == 0:
         return torch.empty_like(q)
     q = q.contiguous()
     lens = seq_lens.to(torch.int32).contiguous()
     tables = block_tables.to(torch.int32).contiguous()
     out = torch.empty_like(q)
+    attn = attention_args(k_cache, v_cache, H, scale, window, softcap)
+    step = step_args(lens, tables, B)
     rc = lib.tandem_paged_decode_f32(
-        q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), lens.data_ptr(),
-        tables.data_ptr(), B, H, k_cache.shape[2], D, k_cache.shape[1], tables.shape[1],
-        float(scale), int(window), float(softcap), out.data_ptr(),
-    )  # fmt: skip
+        ctypes.byref(attn), ctypes.byref(step), q.data_ptr(), out.data_ptr()
+    )
     return out if rc == 0 else None
 
 
@@ -69,7 +110,7 @@ def paged_prefill(
     lib = _library_for(q, k_cache, v_cache)
     if lib is None:
         return None
-    T, H, D = q.shape
+    T, H = q.shape[:2]
     if T == 0:
         return torch.empty_like(q)
     q = q.contiguous()
@@ -77,11 +118,11 @@ def paged_prefill(
     lens = seq_lens.to(torch.int32).contiguous()
     tables = block_tables.to(torch.int32).contiguous()
     out = torch.empty_like(q)
+    attn = attention_args(k_cache, v_cache, H, scale, window, softcap)
+    step = step_args(lens, tables, T, cu_seqlens=cu)
     rc = lib.tandem_paged_prefill_f32(
-        q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), cu.data_ptr(), lens.data_ptr(),
-        tables.data_ptr(), lens.shape[0], T, H, k_cache.shape[2], D, k_cache.shape[1],
-        tables.shape[1], float(scale), int(window), float(softcap), out.data_ptr(),
-    )  # fmt: skip
+        ctypes.byref(attn), ctypes.byref(step), q.data_ptr(), out.data_ptr()
+    )
     return out if rc == 0 else None
 
 
@@ -119,18 +160,19 @@ def rope_decode(
     B, D = qkv.shape[0], k_cache.shape[3]
     if lib is None or qkv.dim() != 2 or qkv.stride(1) != 1 or qkv.shape[1] != (H + 2 * KVH) * D:
         return None
+    if k_cache.shape[2] != KVH:
+        return None
     cos_sin = step.cos_sin
     if not _plain_f32(cos_sin) or cos_sin.shape[1] != D or B == 0:
         return None
     pos, slots = _as(step.positions, torch.int64), _as(step.slot_mapping, torch.int64)
     lens, tables = _as(step.seq_lens, torch.int32), _as(step.block_tables, torch.int32)
     out = qkv.new_empty(B, H, D)  # qkv: fp32 on the CPU, checked above
+    attn = attention_args(k_cache, v_cache, H, layer.scale, layer.window, layer.softcap)
+    args = step_args(lens, tables, B, positions=pos, cos_sin=cos_sin, slots=slots)
     rc = lib.tandem_rope_decode_f32(
-        qkv.data_ptr(), qkv.stride(0), pos.data_ptr(), cos_sin.data_ptr(), slots.data_ptr(),
-        k_cache.data_ptr(), v_cache.data_ptr(), lens.data_ptr(), tables.data_ptr(), B, H, KVH,
-        D, k_cache.shape[1], tables.shape[1], float(layer.scale), int(layer.window),
-        float(layer.softcap), out.data_ptr(),
-    )  # fmt: skip
+        ctypes.byref(attn), ctypes.byref(args), qkv.data_ptr(), qkv.stride(0), out.data_ptr()
+    )
     return out if rc == 0 else None
 
 

@@ -37,7 +37,8 @@ SOURCES = (
     "linear_gguf_f32.c",
     "decode_stack.c",
 )
-HEADERS = ("fastmath.h", "gguf_common.h", "linear_f32_avx2.h")
+HEADER = "tandem_kernels.h"  # the contract: every export, struct and shared constant
+HEADERS = (HEADER, "fastmath.h", "gguf_common.h", "linear_f32_avx2.h")
 FLAGS = (
     "-O3",
     "-march=native",
@@ -51,6 +52,9 @@ FLAGS = (
     "-fassociative-math",
     "-fno-signed-zeros",
 )
+# What holds the sources to the header: only its TANDEM_API functions are exported, and a
+# global function without a declaration before it (a header's) does not compile.
+CONTRACT_FLAGS = ("-fvisibility=hidden", "-Werror=missing-prototypes")
 
 
 class BuildError(RuntimeError):
@@ -90,7 +94,8 @@ def library_path(compiler: str) -> Path:
     for name in (*SOURCES, *HEADERS):
         digest.update((here / name).read_bytes())
     stat = os.stat(compiler)
-    for part in (*FLAGS, os.path.realpath(compiler), str(stat.st_mtime_ns), _cpu_flags()):
+    parts = (*FLAGS, *CONTRACT_FLAGS, os.path.realpath(compiler), str(stat.st_mtime_ns))
+    for part in (*parts, _cpu_flags()):
         digest.update(part.encode())
     return cache_dir() / f"tandem_kernels-{digest.hexdigest()[:16]}.so"
 
@@ -105,7 +110,7 @@ def build() -> Path:
     here = Path(__file__).parent
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
-    cmd = [compiler, *FLAGS, *(str(here / s) for s in SOURCES), "-o", tmp]
+    cmd = [compiler, *FLAGS, *CONTRACT_FLAGS, *(str(here / s) for s in SOURCES), "-o", tmp]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
         if proc.returncode != 0:

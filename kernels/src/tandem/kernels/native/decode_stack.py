@@ -16,39 +16,17 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from tandem.kernels.native.attention import attention_args, step_args
+from tandem.kernels.native.contract import constant, struct
 from tandem.kernels.native.loader import library
 
-MAX_PARTS = 3
-GGUF, F32 = 0, 1  # Lin.kind
-
-
-class Lin(ctypes.Structure):
-    _fields_ = [
-        ("kind", ctypes.c_int64),
-        ("parts", ctypes.c_int64),
-        ("qtype", ctypes.c_int64 * MAX_PARTS),
-        ("rows", ctypes.c_int64 * MAX_PARTS),
-        ("w", ctypes.c_void_p * MAX_PARTS),
-        ("bias", ctypes.c_void_p),
-        ("n", ctypes.c_int64),
-        ("k", ctypes.c_int64),
-    ]
-
-
-class Layer(ctypes.Structure):
-    _fields_ = [
-        ("in_norm", ctypes.c_void_p),
-        ("post_norm", ctypes.c_void_p),
-        ("qkv", Lin),
-        ("o", Lin),
-        ("gate_up", Lin),
-        ("down", Lin),
-        ("k_cache", ctypes.c_void_p),
-        ("v_cache", ctypes.c_void_p),
-        ("window", ctypes.c_int64),
-        ("softcap", ctypes.c_float),
-        ("scale", ctypes.c_float),
-    ]
+MAX_PARTS = constant("TANDEM_MAX_PARTS")
+GGUF, F32 = constant("TANDEM_LINEAR_GGUF"), constant("TANDEM_LINEAR_F32")  # LinSpec.kind
+Lin, Layer, StackShape = (
+    struct("tandem_linear"),
+    struct("tandem_layer"),
+    struct("tandem_stack_shape"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +82,11 @@ class StackTable:
             for name in ("qkv", "o", "gate_up", "down"):
                 setattr(row, name, _lin(spec[name]))
                 self._max_part = max(self._max_part, *spec[name].rows, 1)
-            row.k_cache, row.v_cache = spec["k_cache"].data_ptr(), spec["v_cache"].data_ptr()
-            row.window, row.softcap, row.scale = spec["window"], spec["softcap"], spec["scale"]
+            row.attention = attention_args(
+                spec["k_cache"], spec["v_cache"], shape.heads, spec["scale"], spec["window"],
+                spec["softcap"],
+            )  # fmt: skip
+        self._shape = StackShape(shape.hidden, shape.intermediate, self._max_part, shape.eps)
         self._scratch = torch.empty(0)
 
     def scratch_floats(self, tokens: int, offsets: bool = False) -> int:
@@ -126,7 +107,6 @@ class StackTable:
         slots: Tensor,
         seq_lens: Tensor,
         tables: Tensor,
-        block_size: int,
         cu_seqlens: Tensor | None = None,
     ) -> tuple[Tensor, Tensor] | None:
         """x: [T, C] fp32 contiguous (the embeddings; overwritten) -> (x, residual) after
@@ -138,18 +118,15 @@ class StackTable:
         lib = library()
         if lib is None:
             return None
-        s, t = self.shape, x.shape[0]
+        t = x.shape[0]
         need = self.scratch_floats(t, cu_seqlens is not None)
         if self._scratch.numel() < need:
             self._scratch = torch.empty(need, dtype=torch.float32)
         res = torch.empty_like(x)
-        cu = None if cu_seqlens is None else cu_seqlens.data_ptr()
+        step = step_args(seq_lens, tables, t, cu_seqlens, positions, cos_sin, slots)
         rc = lib.tandem_decode_stack_f32(
-            ctypes.addressof(self._table), len(self._table), x.data_ptr(), res.data_ptr(), t,
-            s.hidden, s.heads, s.kv_heads, s.head_dim, s.intermediate, s.eps,
-            positions.data_ptr(), cos_sin.data_ptr(), slots.data_ptr(), cu, seq_lens.shape[0],
-            seq_lens.data_ptr(), tables.data_ptr(), block_size, tables.shape[1], self._max_part,
-            self._scratch.data_ptr(),
+            self._table, len(self._table), ctypes.byref(self._shape), ctypes.byref(step),
+            x.data_ptr(), res.data_ptr(), self._scratch.data_ptr(),
         )  # fmt: skip
         if rc != 0:
             raise RuntimeError(f"decode stack: a kernel refused layer {-rc - 1}'s call")

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "tandem_kernels.h"
 #include "fastmath.h"
 
 /* out = (x + residual) / sqrt(mean((x + residual)^2) + eps) * weight, and

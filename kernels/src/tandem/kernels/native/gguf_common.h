@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "tandem_kernels.h"
+
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #define GGUF_SIMD 1
@@ -137,10 +139,6 @@ static inline __attribute__((always_inline)) void bytes_to_f32(__m256i q, int sg
     }
 }
 #endif
-
-/* Bytes per block of ``type`` (a K-quant's super-block, an F16 / BF16 value), -1 if
- * unknown (linear_gguf.c) */
-int64_t tandem_gguf_block_bytes(int type);
 
 /* One weight row of K values in its blocks of ``type`` -> out[0..K-1] fp32 (gguf_decode.c) */
 __attribute__((visibility("hidden"))) void tandem_gguf_decode_row(int type, const uint8_t *w,

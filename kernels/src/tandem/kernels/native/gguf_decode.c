@@ -7,6 +7,7 @@
  * of the same meaning elsewhere. Q2_K / Q3_K rows are decoded in gguf_k23.c, F16 / BF16
  * rows widened in gguf_half.c; tandem_gguf_decode_row takes every format.
  */
+#include "tandem_kernels.h"
 #include "gguf_common.h"
 
 #if GGUF_SIMD

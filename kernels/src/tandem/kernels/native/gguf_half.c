@@ -23,6 +23,7 @@
  * Prefill (linear_gguf_f32.c) widens bands of rows with tandem_gguf_half_decode_row and
  * runs its fp32 tiles, with x not rounded either.
  */
+#include "tandem_kernels.h"
 #include "gguf_common.h"
 
 #define RB 4 /* rows of x at most */

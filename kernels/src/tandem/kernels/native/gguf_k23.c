@@ -22,6 +22,7 @@
  * their sub-block's c (|c| <= 32: sums well inside int32), one fp32 multiply-add a block,
  * and the offsets of eight blocks take two 8-lane multiply-adds per row of x.
  */
+#include "tandem_kernels.h"
 #include "gguf_common.h"
 
 /* c_j and o_j of the 16 sub-blocks of a super-block */

@@ -13,11 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tandem_kernels.h"
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
 #define MR 8   /* rows of x per tile */
-#define NR 32  /* output channels per tile: two 16-lane blocks */
+#define NR TANDEM_PACK_CHANNELS /* output channels per tile: two 16-lane blocks */
 #define MB 128 /* rows of x per block: a thread's share of x stays in L2 with the panel */
 
 typedef struct {

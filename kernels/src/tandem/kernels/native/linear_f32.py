@@ -14,9 +14,10 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from tandem.kernels.native.contract import constant
 from tandem.kernels.native.loader import library
 
-BLOCK_N = 32  # output channels per micro-kernel tile (two 16-lane blocks)
+BLOCK_N = constant("TANDEM_PACK_CHANNELS")  # N is padded to a multiple of this
 
 
 class PackedF32(NamedTuple):

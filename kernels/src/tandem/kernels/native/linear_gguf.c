@@ -29,6 +29,7 @@
 #include <omp.h>
 #include <stdlib.h>
 
+#include "tandem_kernels.h"
 #include "gguf_common.h"
 
 #define RB 4   /* rows of x per weight block */

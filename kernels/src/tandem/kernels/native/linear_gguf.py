@@ -23,12 +23,12 @@ import torch
 from torch import Tensor
 
 from tandem.kernels.gguf_blocks import FORMATS
+from tandem.kernels.native.contract import constant
 from tandem.kernels.native.loader import library
 
-# Rows of x from which the fp32-tile kernel runs: it costs the same for 1..16 rows (one
-# panel of x), and overtakes the int8 one at 12-13 rows (2048 x 2048, one thread: 16 rows
-# 1.1-1.5x, 8 rows 0.55-0.75x; benchmarks/linear.py --gguf --ms 8,16).
-PREFILL_ROWS = 16
+# Rows of x from which the fp32-tile kernel runs (the header says why; the decode stack
+# routes by the same constant).
+PREFILL_ROWS = constant("TANDEM_GGUF_TILE_ROWS")
 
 
 def simd() -> bool:

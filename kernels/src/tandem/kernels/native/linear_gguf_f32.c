@@ -22,6 +22,7 @@
  */
 #include <stdlib.h>
 
+#include "tandem_kernels.h"
 #include "gguf_common.h"
 
 #define MP 16                  /* rows of x per panel */

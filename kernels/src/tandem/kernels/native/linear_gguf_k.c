@@ -19,6 +19,7 @@
  * -32 offset is paid once per super-block from x's block sums (xh: the first 16 values',
  * xs - xh: the last 16's), as Q4_K pays its mins.
  */
+#include "tandem_kernels.h"
 #include "gguf_common.h"
 
 #if GGUF_SIMD

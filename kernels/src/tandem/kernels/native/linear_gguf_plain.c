@@ -1,6 +1,7 @@
 /* The 32-value block rows of linear_gguf.c in plain C, for machines without AVX2 / FMA /
  * F16C (linear_gguf_rows.c has the vector loops): the same integer sums, block by block,
  * x read through the paired layout of the 4/5-bit blocks (gguf_common.h). */
+#include "tandem_kernels.h"
 #include "gguf_common.h"
 
 #if !GGUF_SIMD

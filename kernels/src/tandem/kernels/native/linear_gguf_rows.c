@@ -19,6 +19,7 @@
  * a row's result does not depend on its batch. Blocks past a multiple of four take the
  * same sums one pair or block at a time. Without AVX2, linear_gguf_plain.c.
  */
+#include "tandem_kernels.h"
 #include "gguf_common.h"
 
 #if GGUF_SIMD

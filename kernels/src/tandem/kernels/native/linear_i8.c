@@ -19,15 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-int64_t tandem_quantize_rows_u8(const float *x, int64_t M, int64_t K, float rel, uint8_t *q,
-                                int64_t ldq, int flip, float *scale, int32_t *zero,
-                                float *bound, int32_t *count);
+#include "tandem_kernels.h"
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #include <immintrin.h>
 
 #define MR 8  /* rows of x per micro-kernel */
-#define NR 32 /* output channels per micro-kernel: two 16-lane blocks */
+#define NR TANDEM_PACK_CHANNELS /* output channels per micro-kernel: two 16-lane blocks */
 #define MB 256 /* rows of x per cache block (its bytes stay in L2 across a row of tiles) */
 
 typedef struct {

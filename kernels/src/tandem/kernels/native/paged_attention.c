@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "tandem_kernels.h"
 #include "fastmath.h"
 
 /* A vector of one register's floats (16 with AVX-512, 8 elsewhere), loaded and stored
@@ -335,16 +336,20 @@ static void decode_rows(const float *q, const float *k_cache, const float *v_cac
     }
 }
 
-/* Returns 0, or -1 when the sizes are beyond the stack bounds above (nothing written). */
-int tandem_paged_decode_f32(const float *q, const float *k_cache, const float *v_cache,
-                            const int32_t *seq_lens, const int32_t *block_tables, int64_t B,
-                            int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t M,
-                            float scale, int64_t window, float softcap, float *out)
+/* The stack bounds above, and a whole number of query heads per KV head. */
+static inline int attention_ok(const tandem_attention *a)
 {
-    if (!bounds_ok(H, KVH, D, S))
+    return bounds_ok(a->heads, a->kv_heads, a->head_dim, a->block_size);
+}
+
+int tandem_paged_decode_f32(const tandem_attention *a, const tandem_step *st, const float *q,
+                            float *out)
+{
+    if (!attention_ok(a))
         return -1;
-    decode_rows(q, k_cache, v_cache, seq_lens, block_tables, B, H, KVH, D, S, M, scale, window,
-                softcap, out);
+    decode_rows(q, a->k_cache, a->v_cache, st->seq_lens, st->block_tables, st->seqs, a->heads,
+                a->kv_heads, a->head_dim, a->block_size, st->table_width, a->scale, a->window,
+                a->softcap, out);
     return 0;
 }
 
@@ -366,60 +371,56 @@ static inline void rope_heads(const float *x, const float *cs, int64_t n, int64_
 }
 
 /* One decode step of a layer's attention, fused: for each of the B sequences (one new
- * token each) its row of the q | k | v projection (qkv [B, (H + 2 KVH) * D], rows
- * row_stride floats apart) gets rope at positions[b] (cos_sin [P, D]: cos | sin halves),
- * its k and v rows go to the caches at slots[b] (a negative slot is skipped), and its
- * query attends over its seq_lens[b] cached tokens into out [B, H, D]. Positions, slots,
- * lengths and tables must be validated. Returns 0, or -1 as the decode entry does. */
-int tandem_rope_decode_f32(const float *qkv, int64_t row_stride, const int64_t *positions,
-                           const float *cos_sin, const int64_t *slots, float *k_cache,
-                           float *v_cache, const int32_t *seq_lens, const int32_t *block_tables,
-                           int64_t B, int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t M,
-                           float scale, int64_t window, float softcap, float *out)
+ * token each) its row of the q | k | v projection gets rope at its position, its k and v
+ * rows go to the caches at its slot (a negative slot is skipped), and its query attends
+ * over its seq_lens[b] cached tokens. */
+int tandem_rope_decode_f32(const tandem_attention *a, const tandem_step *st, const float *qkv,
+                           int64_t row_stride, float *out)
 {
-    if (!bounds_ok(H, KVH, D, S) || D % 2)
+    const int64_t B = st->seqs, H = a->heads, KVH = a->kv_heads, D = a->head_dim;
+    if (!attention_ok(a) || D % 2)
         return -1;
     const int64_t row = KVH * D;
     for (int64_t b = 0; b < B; b++) { /* every new K/V row before any query reads the cache */
-        const float *x = qkv + b * row_stride, *cs = cos_sin + positions[b] * D;
+        const float *x = qkv + b * row_stride, *cs = st->cos_sin + st->positions[b] * D;
+        const int64_t slot = st->slots[b];
         rope_heads(x, cs, H, D, out + b * H * D);
-        if (slots[b] < 0)
+        if (slot < 0)
             continue;
-        rope_heads(x + H * D, cs, KVH, D, k_cache + slots[b] * row);
-        memcpy(v_cache + slots[b] * row, x + (H + KVH) * D, row * sizeof(float));
+        rope_heads(x + H * D, cs, KVH, D, a->k_cache + slot * row);
+        memcpy(a->v_cache + slot * row, x + (H + KVH) * D, row * sizeof(float));
     }
-    decode_rows(out, k_cache, v_cache, seq_lens, block_tables, B, H, KVH, D, S, M, scale, window,
-                softcap, out);
+    decode_rows(out, a->k_cache, a->v_cache, st->seq_lens, st->block_tables, B, H, KVH, D,
+                a->block_size, st->table_width, a->scale, a->window, a->softcap, out);
     return 0;
 }
 
 /* Varlen causal prefill over the cache (the new tokens' K/V already written): token i
- * of sequence b, one of its last q_len = cu_seqlens_q[b + 1] - cu_seqlens_q[b] tokens,
+ * of sequence b, one of its last q_len = cu_seqlens[b + 1] - cu_seqlens[b] tokens,
  * attends to its first seq_lens[b] - q_len + i + 1 tokens (the last `window` of them
- * where window > 0). q, out [T, H, D].
- * Returns 0, or -1 as the decode entry does. */
-int tandem_paged_prefill_f32(const float *q, const float *k_cache, const float *v_cache,
-                             const int32_t *cu_seqlens_q, const int32_t *seq_lens,
-                             const int32_t *block_tables, int64_t B, int64_t T, int64_t H,
-                             int64_t KVH, int64_t D, int64_t S, int64_t M, float scale,
-                             int64_t window, float softcap, float *out)
+ * where window > 0). */
+int tandem_paged_prefill_f32(const tandem_attention *a, const tandem_step *st, const float *q,
+                             float *out)
 {
-    if (!bounds_ok(H, KVH, D, S))
+    if (!attention_ok(a))
         return -1;
+    const int32_t *cu = st->cu_seqlens, *seq_lens = st->seq_lens;
+    const int64_t B = st->seqs, T = st->tokens, M = st->table_width;
+    const int64_t H = a->heads, KVH = a->kv_heads, D = a->head_dim, S = a->block_size;
 #pragma omp parallel for schedule(static, 8)
     for (int64_t t = 0; t < T; t++) {
         int64_t lo = 0, hi = B - 1; /* the sequence owning token t: a binary search */
         while (lo < hi) {
             const int64_t mid = (lo + hi + 1) / 2;
-            if (cu_seqlens_q[mid] <= t)
+            if (cu[mid] <= t)
                 lo = mid;
             else
                 hi = mid - 1;
         }
-        const int64_t past = seq_lens[lo] - (cu_seqlens_q[lo + 1] - cu_seqlens_q[lo]);
-        const int64_t len = past + (t - cu_seqlens_q[lo]) + 1;
-        attend(q + t * H * D, k_cache, v_cache, window_start(len, window), len,
-               block_tables + lo * M, -1, H, KVH, D, S, scale, softcap, out + t * H * D);
+        const int64_t past = seq_lens[lo] - (cu[lo + 1] - cu[lo]);
+        const int64_t len = past + (t - cu[lo]) + 1;
+        attend(q + t * H * D, a->k_cache, a->v_cache, window_start(len, a->window), len,
+               st->block_tables + lo * M, -1, H, KVH, D, S, a->scale, a->softcap, out + t * H * D);
     }
     return 0;
 }

@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "tandem_kernels.h"
+
 /* x: [M, K] fp32 -> q: [M, ldq] bytes u ^ flip (flip 0: unsigned u, 0x80: the int8
  * u - 128), columns K..ldq-1 holding the zero point; scale, zero: [M] (zero is the u8
  * zero point); bound: [M] rel * rms(row), the entries above it in absolute value being

@@ -140,8 +140,7 @@ class DecodeStack:
         check_rope_decode(qkv, first.attn.layer, step, k_cache, v_cache, cu)
         s = step
         return table.run(
-            x, s.positions, s.cos_sin, s.slot_mapping, s.seq_lens, s.block_tables,
-            k_cache.shape[1], cu,
+            x, s.positions, s.cos_sin, s.slot_mapping, s.seq_lens, s.block_tables, cu
         )  # fmt: skip
 
     def _table_for(self, kv_caches: list[KVCache]) -> native.StackTable | None:

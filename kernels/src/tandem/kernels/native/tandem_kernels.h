@@ -1,0 +1,158 @@
+/* The contract of the native kernels: every function the library exports, every struct
+ * they take and every constant both sides rely on. Each .c file includes it, so the
+ * compiler holds the definitions to these declarations; the library is built with hidden
+ * visibility, so these functions (marked TANDEM_API) are all it exports. The Python
+ * bindings are generated from this file (tandem.kernels.native.contract), so keep to the
+ * plain forms that parser reads: one `#define NAME number` per constant, one field per
+ * line in a struct (`type name;` or `type name[CONSTANT];`), one TANDEM_API prototype per
+ * function, and pointers, int, int32_t, int64_t, float and the structs below as types.
+ *
+ * Layouts: caches [N, S, KVH, D] (N blocks of S tokens); block tables [B, M] int32, row b
+ * listing sequence b's blocks in order; rope tables [P, D], the cos half then the sin half.
+ */
+#ifndef TANDEM_KERNELS_H
+#define TANDEM_KERNELS_H
+
+#include <stdint.h>
+
+#define TANDEM_API __attribute__((visibility("default")))
+
+/* Rows of x from which a GGUF linear layer runs the fp32-tile kernel (linear_gguf_f32.c)
+ * instead of the int8-row one (linear_gguf.c): the tiles cost the same for 1..16 rows (one
+ * panel of x) and overtake the rows at 12-13 (2048 x 2048, one thread: 16 rows 1.1-1.5x,
+ * 8 rows 0.55-0.75x; benchmarks/linear.py --gguf --ms 8,16). */
+#define TANDEM_GGUF_TILE_ROWS 16
+/* Output channels of a packed fp32 or int8 weight are padded to a multiple of this (a
+ * micro-kernel tile: two 16-lane blocks). */
+#define TANDEM_PACK_CHANNELS 32
+/* Parts a decode-stack linear layer may stack along its output (a fused projection whose
+ * parts have different GGUF formats). */
+#define TANDEM_MAX_PARTS 3
+/* tandem_linear.kind */
+#define TANDEM_LINEAR_GGUF 0
+#define TANDEM_LINEAR_F32 1
+
+/* One layer's attention over its paged KV cache. */
+typedef struct {
+    float *k_cache;     /* [N, S, KVH, D] */
+    float *v_cache;     /* [N, S, KVH, D] */
+    int64_t heads;      /* H query heads; query head j reads KV head j / (H / KVH) */
+    int64_t kv_heads;   /* KVH, dividing H */
+    int64_t head_dim;   /* D */
+    int64_t block_size; /* S tokens a cache block */
+    int64_t window;     /* > 0: a query sees only its last `window` keys; 0: all */
+    float scale;        /* of the scores */
+    float softcap;      /* > 0: a score s becomes softcap * tanh(s / softcap); 0: none */
+} tandem_attention;
+
+/* A step's new tokens and their sequences: B sequences of one token each (cu_seqlens NULL,
+ * T == B), or T tokens laid out as a prefill. Entries a call does not read may be NULL. */
+typedef struct {
+    const int64_t *positions;    /* [T] each token's position (its rope row) */
+    const float *cos_sin;        /* [P, D] rope table */
+    const int64_t *slots;        /* [T] block * S + offset; < 0: nothing written */
+    const int32_t *seq_lens;     /* [B] tokens of each sequence, its new ones included */
+    const int32_t *block_tables; /* [B, M] */
+    const int32_t *cu_seqlens;   /* [B + 1] the sequences' token offsets, or NULL */
+    int64_t tokens;              /* T */
+    int64_t seqs;                /* B */
+    int64_t table_width;         /* M */
+} tandem_step;
+
+/* A linear layer of the decode stack: GGUF parts, or one fp32 weight packed for
+ * tandem_linear_f32; each with an optional fp32 bias. */
+typedef struct {
+    int64_t kind;                     /* TANDEM_LINEAR_GGUF or TANDEM_LINEAR_F32 */
+    int64_t parts;                    /* GGUF: 1..TANDEM_MAX_PARTS */
+    int64_t qtype[TANDEM_MAX_PARTS];  /* GGUF: each part's block format */
+    int64_t rows[TANDEM_MAX_PARTS];   /* GGUF: each part's output channels */
+    const void *w[TANDEM_MAX_PARTS];  /* GGUF: each part's blocks; fp32: the packed panels */
+    const float *bias;                /* [n] or NULL */
+    int64_t n;                        /* output channels */
+    int64_t k;                        /* input channels */
+} tandem_linear;
+
+/* One pre-norm decoder layer of the decode stack. */
+typedef struct {
+    const float *in_norm;   /* [C] */
+    const float *post_norm; /* [C] */
+    tandem_linear qkv;
+    tandem_linear o;
+    tandem_linear gate_up;
+    tandem_linear down;
+    tandem_attention attention;
+} tandem_layer;
+
+/* The decode stack's sizes besides the attention's. */
+typedef struct {
+    int64_t hidden;       /* C */
+    int64_t intermediate; /* I */
+    int64_t max_part;     /* the most output channels of one GGUF part */
+    float eps;            /* of the RMS norms */
+} tandem_stack_shape;
+
+/* paged_attention.c: q, out [B, H, D]. Validated steps only (C trusts them). These three
+ * return 0, or -1 when the sizes are beyond the kernel's stack bounds (nothing written). */
+TANDEM_API int tandem_paged_decode_f32(const tandem_attention *attention,
+                                       const tandem_step *step, const float *q, float *out);
+/* The step's T tokens (cu_seqlens set; K/V already written) over their causal prefixes:
+ * q, out [T, H, D]. */
+TANDEM_API int tandem_paged_prefill_f32(const tandem_attention *attention,
+                                        const tandem_step *step, const float *q, float *out);
+/* Rope on a step of decodes' q and k (qkv [B, (H + 2 KVH) * D], rows row_stride floats
+ * apart), k and v into the caches, then the queries over them into out [B, H, D]. */
+TANDEM_API int tandem_rope_decode_f32(const tandem_attention *attention, const tandem_step *step,
+                                      const float *qkv, int64_t row_stride, float *out);
+TANDEM_API void tandem_write_kv_f32(const float *k, int64_t k_stride, const float *v,
+                                    int64_t v_stride, const int64_t *slots, int64_t T,
+                                    int64_t row, float *k_cache, float *v_cache);
+
+/* decode_stack.c: x, res [T, C] (updated in place). Returns 0, or -(layer + 1). */
+TANDEM_API int64_t tandem_decode_stack_f32(const tandem_layer *layers, int64_t count,
+                                           const tandem_stack_shape *shape,
+                                           const tandem_step *step, float *x, float *res,
+                                           float *scratch);
+
+/* elementwise.c */
+TANDEM_API void tandem_add_rms_norm_f32(const float *x, const float *residual,
+                                        const float *weight, float eps, int64_t T, int64_t C,
+                                        float *out, float *summed);
+TANDEM_API void tandem_silu_and_mul_f32(const float *x, int64_t T, int64_t I, float *out);
+TANDEM_API void tandem_rotary_f32(const int64_t *positions, const float *x, int64_t row_stride,
+                                  const float *cos_sin, int64_t T, int64_t H, int64_t D,
+                                  float *out);
+TANDEM_API int64_t tandem_greedy_f32(const float *x, int64_t B, int64_t V, int64_t *tokens,
+                                     float *logprob);
+
+/* quantize.c */
+TANDEM_API int64_t tandem_quantize_rows_u8(const float *x, int64_t M, int64_t K, float rel,
+                                           uint8_t *q, int64_t ldq, int flip, float *scale,
+                                           int32_t *zero, float *bound, int32_t *count);
+TANDEM_API void tandem_rescale_i32(const int32_t *acc, int64_t M, int64_t N,
+                                   const int32_t *row_zero, const int32_t *col_sum,
+                                   const float *row_scale, const float *col_scale,
+                                   const float *bias, float *out);
+
+/* linear_i8.c: returns the outliers' count, -1 without scratch memory, -2 unavailable */
+TANDEM_API int64_t tandem_linear_i8(const float *x, int64_t M, int64_t K, const int8_t *packed,
+                                    const int32_t *wsum, const float *ws, const float *bias,
+                                    int64_t N, int64_t Kp, float rel, float *out);
+TANDEM_API int tandem_linear_i8_available(void);
+
+/* linear_f32.c: returns 0, -1 without scratch memory, -2 unavailable */
+TANDEM_API int tandem_linear_f32(const float *x, int64_t M, int64_t K, const float *packed,
+                                 const float *bias, int64_t N, float *out);
+TANDEM_API int tandem_linear_f32_available(void);
+
+/* GGUF block weights (linear_gguf.c, linear_gguf_f32.c, gguf_decode.c): w [N, row bytes] */
+/* bytes per block of `type` (a K-quant's super-block, an F16 / BF16 value); -1: unknown */
+TANDEM_API int64_t tandem_gguf_block_bytes(int type);
+TANDEM_API int tandem_linear_gguf_simd(void);
+TANDEM_API int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K,
+                                  const uint8_t *w, int64_t N, float *out);
+TANDEM_API int tandem_linear_gguf_f32(int type, const float *x, int64_t M, int64_t K,
+                                      const uint8_t *w, int64_t N, float *out);
+TANDEM_API void tandem_gguf_decode_rows(int type, const uint8_t *w, int64_t row_bytes,
+                                        const int64_t *index, int64_t n, int64_t K, float *out);
+
+#endif
