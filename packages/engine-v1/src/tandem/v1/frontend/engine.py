@@ -90,7 +90,6 @@ class LLMEngine:
             raise TypeError(f"engine_args must be an EngineArgs, got {type(engine_args).__name__}")
         if not isinstance(multiprocess, bool):
             raise TypeError(f"multiprocess must be a bool, got {multiprocess!r}")
-        engine_args.validate()
         _check_parallel(engine_args.parallel_config(), multiprocess)
         if not multiprocess or not os.path.isfile(os.path.join(engine_args.model, "config.json")):
             # no children to overlap (or a model dir that create_config will refuse)
