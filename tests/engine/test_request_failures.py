@@ -16,6 +16,7 @@ import pytest
 from tandem.core.inputs import EngineRequest
 from tandem.core.outputs import RequestOutput
 from tandem.core.sampling_params import SamplingParams
+from tandem.core.testing import inputs_of
 
 pytestmark = pytest.mark.engines("v0", "v1")
 
@@ -30,7 +31,7 @@ POISONS = {
 
 
 def request(engine: Any, rid: str, prompt: list[int], params: SamplingParams) -> EngineRequest:
-    return engine.inputs.process(rid, prompt, params)
+    return inputs_of(engine).process(rid, prompt, params)
 
 
 def poisoned(engine: Any, rid: str, prompt: list[int], **spec: Any) -> EngineRequest:

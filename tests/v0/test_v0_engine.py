@@ -6,7 +6,7 @@ import torch
 
 from tandem.core.config import EngineArgs
 from tandem.core.sampling_params import SamplingParams
-from tandem.core.testing import run_to_completion
+from tandem.core.testing import add_request, run_to_completion
 from tandem.v0 import LLMEngine
 from tandem.v0.sampler import Sampler
 
@@ -42,7 +42,7 @@ def test_stats_mirror_scheduler_and_block_manager(tiny_model) -> None:
     with LLMEngine.from_engine_args(args) as eng:
         long = SamplingParams(temperature=0.0, ignore_eos=True, max_tokens=20)
         for i, prompt in enumerate(PROMPTS):
-            eng.add_request(f"r{i}", prompt, long)
+            add_request(eng, f"r{i}", prompt, long)
         saw_preemption = False
         while eng.has_unfinished_requests():
             eng.step()
