@@ -2,6 +2,8 @@
 
 The poisoned requests are built past the front door (an ``EngineRequest`` whose sampling
 spec holds a value the kernels refuse), as a request would look if a check were missing.
+Engines do not check a request again, so what refuses it is the kernel or the float32
+tensor the value is written to; either way the request fails alone.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ def test_a_poisoned_sample_fails_alone_in_its_batch(shared_engine, poison: str) 
     ]
     done = finish(eng, batch)
     assert_failed(done["bad"])
-    assert done["bad"].error.startswith("ValueError: ")
+    assert re.match(r"(ValueError|RuntimeError): ", done["bad"].error), done["bad"].error
     assert done["a2"].outputs[0].token_ids == alone["a"].outputs[0].token_ids
     assert done["b2"].outputs[0].token_ids == alone["b"].outputs[0].token_ids
     for got, ref in zip(done["b2"].outputs[0].logprobs, alone["b"].outputs[0].logprobs):
