@@ -32,6 +32,7 @@ from tandem.core.kv_window import kv_window, local_layers, peak_blocks
 from tandem.core.model_config import ModelConfig
 from tandem.core.models.architectures import build_spec
 from tandem.core.models.spec import ModelSpec
+from tandem.core.testing import add_request
 
 BF16 = 2
 
@@ -118,7 +119,7 @@ def _watch(name: str, path: Path, block: int, window: int, tokens: int) -> str:
     try:
         grouped = engine.config.cache.grouped
         params = SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True)
-        engine.add_request("r", [1, 5, 9, 13], params)
+        add_request(engine, "r", [1, 5, 9, 13], params)
         peak = 0
         while engine.has_unfinished_requests():
             engine.step()

@@ -129,13 +129,14 @@ def _stream(engine: Any, prompt: list[int], params: Any, final: bool = False) ->
     """A factory of one request's new token ids, step by step (delta outputs), or all at
     once at the end (``final``: what ``LLM.generate`` asks for)."""
     from tandem.core.inputs import OutputKind
+    from tandem.core.testing import inputs_of
 
     count = iter(range(1 << 30))
     kind = OutputKind.FINAL_ONLY if final else OutputKind.DELTA
 
     def tokens() -> Any:
         rid = f"s{next(count)}"
-        req = engine.inputs.process(rid, prompt, params, "prompt", False, kind)
+        req = inputs_of(engine).process(rid, prompt, params, "prompt", False, kind)
         engine.add(req)
         while engine.has_unfinished_requests():
             for out in engine.step():

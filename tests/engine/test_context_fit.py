@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tandem.core.sampling_params import SamplingParams
-from tandem.core.testing import make_model
+from tandem.core.testing import add_request, make_model
 
 # the tiny Llama with a long context: 512 bytes of K and V per token in float32 (2 layers,
 # 2 KV heads of 16), 8192 per block of 16 tokens
@@ -50,7 +50,7 @@ def test_a_context_that_does_not_fit_shrinks_with_one_warning(
         assert flag in text
     # the prompt-length checks use the chosen context
     with pytest.raises(ValueError, match=r"320 tokens; it must be shorter than max_model_len=320"):
-        eng.add_request("long", list(range(1, 321)), GREEDY)
+        add_request(eng, "long", list(range(1, 321)), GREEDY)
     prompt = [1, *range(20, 320)]  # 301 tokens: 19 left
     [out] = run(eng, [prompt], SamplingParams(temperature=0.0, max_tokens=40, ignore_eos=True))
     got = out.outputs[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tandem.core.sampling_params import SamplingParams
+from tandem.core.testing import add_request
 from tandem.core.validate import RequestError
 
 PROMPT = [1, 40, 41, 42]
@@ -41,6 +42,6 @@ def test_bad_bias_is_refused_by_name(bias, field, words) -> None:
 
 def test_ids_past_the_vocabulary_are_refused(shared_engine) -> None:
     with pytest.raises(RequestError) as info:
-        shared_engine.add_request("lb", PROMPT, SamplingParams(logit_bias={512: 1.0}))
+        add_request(shared_engine, "lb", PROMPT, SamplingParams(logit_bias={512: 1.0}))
     assert info.value.field == "logit_bias" and "[0, 512)" in str(info.value)
     assert not shared_engine.has_unfinished_requests()

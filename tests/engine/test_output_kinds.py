@@ -9,6 +9,7 @@ import pytest
 from tandem.core.inputs import OutputKind
 from tandem.core.outputs import RequestOutput
 from tandem.core.sampling_params import SamplingParams
+from tandem.core.testing import inputs_of
 
 pytestmark = pytest.mark.engines("v0", "v1")
 
@@ -18,7 +19,7 @@ KINDS = (OutputKind.CUMULATIVE, OutputKind.DELTA, OutputKind.FINAL_ONLY)
 def stream(engine: Any, prompt: list[int], params: SamplingParams, kind: OutputKind) -> list:
     """Every output of one request of ``kind``, in order."""
     rid = f"k{int(kind)}"
-    engine.add(engine.inputs.process(rid, prompt, params, output_kind=kind))
+    engine.add(inputs_of(engine).process(rid, prompt, params, output_kind=kind))
     outs: list[RequestOutput] = []
     while engine.has_unfinished_requests():
         outs += [o for o in engine.step() if o.request_id == rid]

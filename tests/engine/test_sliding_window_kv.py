@@ -12,7 +12,7 @@ import pytest
 
 from tandem.core.kv_window import peak_blocks
 from tandem.core.sampling_params import SamplingParams
-from tandem.core.testing import make_model, run_to_completion
+from tandem.core.testing import add_request, make_model, run_to_completion
 
 # every layer slides: Mistral's window of 8; Qwen2's of 6 from layer 0 on
 CASES: dict[str, tuple[str, dict[str, Any], int]] = {
@@ -26,7 +26,7 @@ OTHER = [1, *range(300, 320)]
 
 def generate_watching_blocks(eng: Any, rid: str, prompt: list[int], new: int) -> tuple[Any, int]:
     """Run one request to its end; (its output, the most blocks in use after a step)."""
-    eng.add_request(rid, prompt, SamplingParams(temperature=0.0, max_tokens=new, ignore_eos=True))
+    add_request(eng, rid, prompt, SamplingParams(temperature=0.0, max_tokens=new, ignore_eos=True))
     most, out = 0, None
     while eng.has_unfinished_requests():
         for o in eng.step():

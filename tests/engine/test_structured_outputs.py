@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.structured import StructuredOutputsParams as SO
+from tandem.core.testing import add_request
 from tandem.core.validate import RequestError
 
 PROMPT = [1, 40, 41, 42]
@@ -104,7 +105,7 @@ def test_greedy_constrained_matches_in_a_mixed_batch(shared_engine, run) -> None
 )
 def test_bad_constraints_are_refused_by_name(shared_engine, so, field, words) -> None:
     with pytest.raises(RequestError) as info:
-        shared_engine.add_request("bad", PROMPT, SamplingParams(structured_outputs=SO(**so)))
+        add_request(shared_engine, "bad", PROMPT, SamplingParams(structured_outputs=SO(**so)))
     assert info.value.field == field and words in str(info.value), info.value
     assert ".cc:" not in str(info.value)  # the grammar engine's source lines are cut
     assert not shared_engine.has_unfinished_requests()

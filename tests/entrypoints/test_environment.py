@@ -29,6 +29,7 @@ from tandem.core.attention_backend import (
 from tandem.core.config import EngineArgs
 from tandem.core.llm import LLM
 from tandem.core.sampling_params import SamplingParams
+from tandem.core.testing import add_request
 
 ENGINE_VAR = "TANDEM_ENGINE"
 BACKEND_VAR = "TANDEM_ATTENTION_BACKEND"
@@ -185,7 +186,7 @@ def _run_in_process(model: Path, engine: str) -> str | None:
     select_attention_backend.cache_clear()  # the model's selection runs, not a cached one
     eng = _in_process_engine(model, engine)
     try:
-        eng.add_request("env-0", "hello", SHORT)
+        add_request(eng, "env-0", "hello", SHORT)
         while eng.has_unfinished_requests():
             eng.step()
         return _model_backend(eng, engine)

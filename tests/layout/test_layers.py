@@ -212,12 +212,38 @@ def test_layer_direction(
     assert not bad, f"{why}:\n" + "\n".join(bad)
 
 
+# where user input is checked: the front door's modules (SamplingParams, the field checks,
+# the input processor that makes an EngineRequest, the prompt forms, the engine opener)
+FRONT_DOOR_CHECKS = (
+    "tandem.core.front_door",
+    "tandem.core.inputs",
+    "tandem.core.prompts",
+    "tandem.core.sampling_params",
+    "tandem.core.validate",
+)
+
+
 def test_the_engines_take_requests_from_core() -> None:
-    """One request contract: neither engine checks or tokenizes a prompt itself."""
+    """One request contract: neither engine checks or tokenizes a prompt itself; each
+    takes the front door's ``EngineRequest`` as it is."""
     for module in ("tandem.v0.engine", "tandem.v1.frontend.engine"):
-        assert "tandem.core.inputs" in imports(module)[0], module
+        assert "tandem.core.engine_request" in imports(module)[0], module
         source = MODULES[module].read_text()
         assert ".encode(" not in source, f"{module} tokenizes on its own"
+
+
+def test_engines_do_not_import_the_checks() -> None:
+    """Every check of user input lives at the front door: no module of either engine
+    imports one of the modules that make them (a check copied into an engine would
+    need one of them, for its limits or its error types)."""
+    engines = [m for m in MODULES if _within(m, "tandem.v0") or _within(m, "tandem.v1")]
+    bad = [
+        f"{module} imports {target}"
+        for module in engines
+        for target in sorted(imports(module)[2])
+        if target in FRONT_DOOR_CHECKS
+    ]
+    assert engines and not bad, "\n".join(bad)
 
 
 @pytest.mark.parametrize("package", sorted(SOURCES))

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tandem.core import SamplingParams
+from tandem.core.testing import add_request
 
 pytestmark = [pytest.mark.reliability, pytest.mark.engines("v0", "v1")]
 
@@ -23,7 +24,7 @@ def test_abort_mid_flight_frees_blocks(served: Any) -> None:
         ids = [f"a{round_}-{i}" for i in range(6)]
         for rid in ids:
             prompt = [rng.randrange(1, 500) for _ in range(rng.randint(1, 40))]
-            engine.add_request(rid, prompt, LONG)
+            add_request(engine, rid, prompt, LONG)
         for _ in range(rng.randint(1, 4)):
             engine.step()
         for _ in range(50):  # engine v1 may not have scheduled them yet

@@ -20,7 +20,7 @@ from relhelpers import PROBE_IDS, PROBE_TOKENS, probe_params
 
 from tandem.core.config import EngineArgs
 from tandem.core.engines import load_engine_class
-from tandem.core.testing import run_to_completion
+from tandem.core.testing import add_request, run_to_completion
 
 pytestmark = [pytest.mark.reliability, pytest.mark.engines("v0", "v1")]
 
@@ -115,7 +115,7 @@ def test_engine_args(tiny_model: Path, engine: str) -> None:
             room = eng.config.model.max_model_len - len(PROBE_IDS)
             if room < 1:  # a context shortened below the probe refuses it by name
                 with pytest.raises(ValueError, match="max_model_len"):
-                    eng.add_request("probe", list(PROBE_IDS), probe_params())
+                    add_request(eng, "probe", list(PROBE_IDS), probe_params())
                 tried.append(True)
                 return
             done = run_to_completion(eng, [("probe", list(PROBE_IDS), probe_params())])

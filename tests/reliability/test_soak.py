@@ -18,7 +18,7 @@ from relhelpers import PROBE_IDS, engine_pids, probe_params, rss
 from tandem.core import SamplingParams
 from tandem.core.config import EngineArgs
 from tandem.core.engines import load_engine_class
-from tandem.core.testing import run_to_completion
+from tandem.core.testing import add_request, run_to_completion
 
 pytestmark = [pytest.mark.reliability, pytest.mark.engines("v0", "v1")]
 
@@ -38,7 +38,7 @@ def soak(engine: Any, requests: int, seed: int) -> dict[str, int]:
             prompt = [rng.randrange(1, 500) for _ in range(rng.randint(1, 12))]
             temp = rng.choice([0.0, 0.8])
             params = SamplingParams(temperature=temp, max_tokens=rng.randint(1, 4), seed=added)
-            engine.add_request(rid, prompt, params)
+            add_request(engine, rid, prompt, params)
             live.add(rid)
             added += 1
         for out in engine.step():

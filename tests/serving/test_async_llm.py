@@ -129,7 +129,7 @@ def test_an_engine_that_dies_while_idle_is_noticed(tiny_model) -> None:
     from tandem.v1 import EngineDeadError
 
     with AsyncLLM(tiny_model, engine="v1", max_model_len=64) as llm:
-        core = llm.llm.engine.client.pids["core"]
+        core = llm.engine.client.pids["core"]
         psutil.Process(core).kill()
         assert llm.stopped.wait(15), "the death of the core process went unnoticed"
         assert isinstance(llm.failure, EngineDeadError) and not llm.is_alive

@@ -6,7 +6,7 @@ import torch
 
 from tandem.core.config import EngineArgs
 from tandem.core.sampling_params import SamplingParams
-from tandem.core.testing import run_to_completion
+from tandem.core.testing import add_request, run_to_completion
 from tandem.v0 import LLMEngine
 from tandem.v0.sampler import Sampler
 
@@ -42,7 +42,7 @@ def test_stats_mirror_scheduler_and_block_manager(tiny_model) -> None:
     with LLMEngine.from_engine_args(args) as eng:
         long = SamplingParams(temperature=0.0, ignore_eos=True, max_tokens=20)
         for i, prompt in enumerate(PROMPTS):
-            eng.add_request(f"r{i}", prompt, long)
+            add_request(eng, f"r{i}", prompt, long)
         saw_preemption = False
         while eng.has_unfinished_requests():
             eng.step()
@@ -55,3 +55,20 @@ def test_stats_mirror_scheduler_and_block_manager(tiny_model) -> None:
             assert stats.num_cached_prompt_tokens == 0
             saw_preemption |= bool(sched.preempted)
         assert saw_preemption and eng.stats().num_free_kv_blocks == 8
+
+
+def test_a_request_is_checked_against_the_cache_once(tiny_model, monkeypatch) -> None:
+    """One check per request, however many samples it has, before any is queued."""
+    args = EngineArgs(model=str(tiny_model), max_model_len=32, block_size=4, num_kv_blocks=8)
+    with LLMEngine.from_engine_args(args) as eng:
+        calls = []
+        original = eng.scheduler.check_fits
+
+        def counted(num_prompt_tokens: int, max_tokens: int) -> None:
+            calls.append((num_prompt_tokens, max_tokens))
+            original(num_prompt_tokens, max_tokens)
+
+        monkeypatch.setattr(eng.scheduler, "check_fits", counted)
+        three = SamplingParams(n=3, temperature=1.0, ignore_eos=True, max_tokens=4)
+        done = run_to_completion(eng, [("a", PROMPTS[0], three)])
+        assert calls == [(4, 4)] and len(done["a"].outputs) == 3

@@ -87,7 +87,7 @@ def test_token_budget_chunks_prefill() -> None:
 
 
 def test_token_budget_without_chunking_waits() -> None:
-    sched = make_scheduler(tokens=8, chunked=False)
+    sched = make_scheduler(tokens=8, max_len=8, chunked=False)
     sched.add(make_seq(0, 6, 2))
     sched.add(make_seq(1, 6, 1))
     out = run_step(sched)
@@ -133,23 +133,29 @@ def test_preempted_goes_before_waiting() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "prompt", "max_tokens", "match"),
     [
-        ({}, 60, 8, "exceeds max_model_len=64"),
         ({"blocks": 2, "size": 4}, 6, 4, "KV cache has only 2 blocks"),
-        ({"tokens": 8, "chunked": False}, 6, 4, "max_num_batched_tokens=8"),
     ],
 )
 def test_request_that_can_never_fit_is_rejected(kwargs, prompt, max_tokens, match) -> None:
     sched = make_scheduler(**kwargs)
     with pytest.raises(ValueError, match=match):
-        sched.add(make_seq(0, prompt, max_tokens))
+        sched.check_fits(prompt, max_tokens)
     assert not sched.has_unfinished()
+
+
+def test_unchunked_budget_must_hold_a_whole_context() -> None:
+    """Without chunked prefill a recompute is one prefill of up to max_model_len - 1
+    tokens: a budget below max_model_len is refused when the scheduler is made (the
+    config refuses it first), so no request can meet it later."""
+    with pytest.raises(ValueError, match=r"max_num_batched_tokens must be >= max_model_len=64"):
+        make_scheduler(tokens=8, chunked=False)
 
 
 def test_a_window_bounds_what_a_request_needs() -> None:
     """A 60-token request in a cache of 4 blocks of 4: too many without a window, enough
     with one of 6 (its window and a chunk of 4 tokens span 3 blocks at most)."""
     with pytest.raises(ValueError, match="KV cache has only 4 blocks"):
-        make_scheduler(blocks=4, tokens=4).add(make_seq(0, 30, 30))
+        make_scheduler(blocks=4, tokens=4).check_fits(30, 30)
     sched = Scheduler(BlockManager(4, 4, window=6), 8, 4, 64, True)
     seq = make_seq(0, 30, 30)
     sched.add(seq)
@@ -187,10 +193,13 @@ def test_scheduler_invariants(blocks, size, max_seqs, budget, chunked, reqs, win
     null entries are exactly the blocks behind its window, the rest at most a window and
     a step."""
     bm = BlockManager(blocks, size, window)
-    sched = Scheduler(bm, max_seqs, budget, 64, chunked)
+    max_len = 64 if chunked else budget  # unchunked: a step holds a whole context
+    sched = Scheduler(bm, max_seqs, budget, max_len, chunked)
     pending = []
     for i, (plen, mt, delay) in enumerate(reqs):
         seq = make_seq(i, plen, mt)
+        if plen + mt > max_len:
+            continue  # the input processor cuts max_tokens to the room left
         try:
             sched.check_fits(plen, mt)
         except ValueError:

@@ -14,6 +14,7 @@ from tp_support import Engine, Footprint, greedy, tokens
 
 from tandem.core.config import EngineArgs
 from tandem.core.sampling_params import SamplingParams
+from tandem.core.testing import add_request
 from tandem.v1 import LLMEngine
 
 LONG = SamplingParams(temperature=0, max_tokens=300, ignore_eos=True)
@@ -40,7 +41,7 @@ def test_two_replicas_serve_and_survive_the_loss_of_one(tiny_dir: Path) -> None:
         core1 = client.pids["data-parallel replica 1 core"]
         os.kill(core1, signal.SIGSTOP)
         for i in range(4):
-            engine.add_request(f"r{i}", [5 + i, 6, 7], LONG)
+            add_request(engine, f"r{i}", [5 + i, 6, 7], LONG)
         assert client.loads() == [2, 2]
         os.kill(core1, signal.SIGKILL)
         done: dict[str, Any] = {}
@@ -57,7 +58,7 @@ def test_two_replicas_serve_and_survive_the_loss_of_one(tiny_dir: Path) -> None:
         assert list(client.lost) == [1] and not engine.is_dead
 
         engine.check_health()  # one replica left: the engine still serves
-        engine.add_request("after", [9, 9], SamplingParams(max_tokens=3, ignore_eos=True))
+        add_request(engine, "after", [9, 9], SamplingParams(max_tokens=3, ignore_eos=True))
         assert client.loads() == [1, -1]
         while engine.has_unfinished_requests():
             outs = engine.step()

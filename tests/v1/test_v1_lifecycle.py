@@ -16,6 +16,7 @@ import pytest
 from proc_watch import wait_gone
 
 from tandem.core.sampling_params import SamplingParams
+from tandem.core.testing import add_request
 from tandem.v1 import EngineDeadError, LLMEngine
 from tandem.v1.errors import EngineStartupError
 
@@ -42,7 +43,7 @@ def test_shutdown_leaves_nothing(make_args: Any) -> None:
     assert not children() & set(pids.values())
     assert psutil.Process().num_fds() == before_fds
     with pytest.raises(RuntimeError, match="shut down"):
-        engine.add_request("x", [1, 2], GREEDY)
+        add_request(engine, "x", [1, 2], GREEDY)
 
 
 def test_dropped_engine_is_finalized(make_args: Any) -> None:
@@ -56,7 +57,7 @@ def test_dropped_engine_is_finalized(make_args: Any) -> None:
 @pytest.mark.parametrize("role", ["core", "detokenizer"])
 def test_killed_child_raises_engine_dead_error(role: str, make_args: Any) -> None:
     with LLMEngine.from_engine_args(make_args()) as engine:
-        engine.add_request("a", [5, 6, 7], GREEDY)
+        add_request(engine, "a", [5, 6, 7], GREEDY)
         engine.step()
         os.kill(engine.client.pids[role], signal.SIGKILL)
         start = time.monotonic()
@@ -66,11 +67,11 @@ def test_killed_child_raises_engine_dead_error(role: str, make_args: Any) -> Non
         assert time.monotonic() - start < 5
         assert engine.is_dead
         with pytest.raises(EngineDeadError, match="unusable"):
-            engine.add_request("b", [1], GREEDY)
+            add_request(engine, "b", [1], GREEDY)
         other = [pid for r, pid in engine.client.pids.items() if r != role]
         assert all(gone(pid) for pid in other)
     with LLMEngine.from_engine_args(make_args()) as fresh:  # a new engine works
-        fresh.add_request("c", [5, 6], SamplingParams(max_tokens=2))
+        add_request(fresh, "c", [5, 6], SamplingParams(max_tokens=2))
         while fresh.has_unfinished_requests():
             fresh.step()
 
@@ -134,7 +135,7 @@ def test_create_shutdown_cycles_do_not_grow(cycles: int, make_args: Any) -> None
 
     def cycle() -> None:
         with LLMEngine.from_engine_args(args) as engine:
-            engine.add_request("a", [5, 6], SamplingParams(max_tokens=1))
+            add_request(engine, "a", [5, 6], SamplingParams(max_tokens=1))
             while engine.has_unfinished_requests():
                 engine.step()
 

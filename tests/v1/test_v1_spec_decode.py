@@ -14,7 +14,7 @@ from v1_support import sample
 
 from tandem.core.inputs import OutputKind
 from tandem.core.sampling_params import SamplingParams
-from tandem.core.testing import run_to_completion
+from tandem.core.testing import add_request, inputs_of, run_to_completion
 from tandem.v1 import LLMEngine
 from tandem.v1.core.kv_cache_manager import KVCacheManager
 from tandem.v1.core.scheduler import Scheduler
@@ -194,7 +194,7 @@ def test_outputs_of_accepted_lists_streamed_and_final(
 
     def go(**kw: Any) -> tuple[list[int], str, Any]:
         with LLMEngine.from_engine_args(make_args(**kw)) as engine:
-            engine.add(engine.inputs.process("s", [A] * 6, params, output_kind=kind))
+            engine.add(inputs_of(engine).process("s", [A] * 6, params, output_kind=kind))
             ids, text, outs = [], "", []
             while engine.has_unfinished_requests():
                 outs += engine.step()
@@ -242,7 +242,7 @@ def test_abort_while_drafts_are_verified_frees_every_block(make_args: Any) -> No
         ref = run_to_completion(engine, reqs[3:])["free"].outputs[0].token_ids
     with LLMEngine.from_engine_args(make_args(speculative_config=NGRAM)) as engine:
         for rid, prompt, params in reqs[:1] + reqs[3:]:
-            engine.add_request(rid, prompt, params)
+            add_request(engine, rid, prompt, params)
         outs = []
         while engine.stats().num_draft_tokens == 0:
             outs += engine.step()

@@ -14,6 +14,7 @@ from tp_support import Engine, Footprint
 
 from tandem.core.config import EngineArgs
 from tandem.core.sampling_params import SamplingParams
+from tandem.core.testing import add_request
 from tandem.v1 import EngineDeadError, LLMEngine
 
 LONG = SamplingParams(temperature=0, max_tokens=400, ignore_eos=True)
@@ -33,7 +34,7 @@ def test_a_killed_rank_ends_generate_naming_it(rank: int, tiny_dir: Any) -> None
     with LLMEngine.from_engine_args(_args(tiny_dir)) as engine:
         seen = Engine.seen(engine)
         assert seen.ports, "the rendezvous store and gloo listen on TCP ports"
-        engine.add_request("a", [5, 6, 7], LONG)
+        add_request(engine, "a", [5, 6, 7], LONG)
         engine.step()
         os.kill(_rank(engine, rank), signal.SIGKILL)
         start = time.monotonic()
@@ -64,7 +65,7 @@ def test_create_shutdown_cycles_leave_nothing(tiny_dir: Any) -> None:
     for _ in range(2):
         engine = LLMEngine.from_engine_args(_args(tiny_dir))
         seen = Engine.seen(engine)
-        engine.add_request("a", [5, 6], SamplingParams(max_tokens=2))
+        add_request(engine, "a", [5, 6], SamplingParams(max_tokens=2))
         while engine.has_unfinished_requests():
             engine.step()
         engine.shutdown()

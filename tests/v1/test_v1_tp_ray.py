@@ -15,6 +15,7 @@ from tp_support import greedy, tokens
 
 from tandem.core.config import EngineArgs
 from tandem.core.sampling_params import SamplingParams
+from tandem.core.testing import add_request
 from tandem.v1 import EngineDeadError, LLMEngine
 
 
@@ -53,7 +54,7 @@ def test_two_ranks_on_a_two_node_ray_cluster(tiny_dir: Path) -> None:
             assert len(set(executor.nodes)) == 2, "one rank per node"
             assert tokens(greedy(engine)) == want
             long = SamplingParams(temperature=0, max_tokens=400, ignore_eos=True)
-            engine.add_request("a", [5, 6, 7], long)
+            add_request(engine, "a", [5, 6, 7], long)
             engine.step()
             os.kill(executor.pids["tensor-parallel rank 1"], signal.SIGKILL)
             with pytest.raises(EngineDeadError, match=r"tensor-parallel rank 1 .*died"):

@@ -31,7 +31,7 @@ def test_the_server_answers_the_openai_client(tiny_dir: Path) -> None:
     with LLM(tiny_dir, engine="v1", max_model_len=128) as llm:
         want = llm.generate("a b c", greedy, use_tqdm=False)[0].outputs[0].text
     with AsyncLLM(tiny_dir, engine="v1", max_model_len=128, tensor_parallel_size=2) as llm:
-        assert len([n for n in llm.llm.engine.client.pids if "rank" in n]) == 2
+        assert len([n for n in llm.engine.client.pids if "rank" in n]) == 2
         with (
             running_server(llm, "tiny") as url,  # type: ignore[arg-type]
             openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0) as client,

@@ -2,10 +2,13 @@
 
 One thread owns the engine (engines are not thread-safe): it takes commands (add,
 abort, stats) from a queue, steps the engine while it has work, and hands each
-``RequestOutput`` to the asyncio queue of the request it belongs to. Requests are
-checked and tokenized in the caller, before anything is queued, so bad input raises at
-once. A consumer that stops iterating (a cancelled task, a client gone) aborts its
-request, which frees its KV blocks.
+``RequestOutput`` to the asyncio queue of the request it belongs to. It stands on the
+engine itself (:func:`tandem.core.front_door.open_engine`), as ``LLM`` does. Requests
+are checked and tokenized in the caller by the front door's input processor, and a
+request id already running is refused there, before anything is queued, so bad input
+raises at once and the engine takes only checked requests. A consumer that stops
+iterating (a cancelled task, a client gone) aborts its request, which frees its KV
+blocks.
 """
 
 from __future__ import annotations
@@ -18,18 +21,22 @@ import queue
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from tandem.core.engines import Engine
-from tandem.core.inputs import EngineRequest, OutputKind
-from tandem.core.llm import LLM
+from tandem.core.front_door import open_engine
+from tandem.core.inputs import EngineRequest, InputProcessor, OutputKind
 from tandem.core.loop_calls import post, settle
 from tandem.core.outputs import RequestOutput, error_text
 from tandem.core.sampling_params import SamplingParams
 from tandem.core.stats import EngineStats
 from tandem.core.tokenizer import Tokenizer
+from tandem.core.validate import RequestError
+
+if TYPE_CHECKING:
+    from tandem.core.config import EngineConfig
 
 LOGGER = logging.getLogger("tandem")
 IDLE_CHECK_S = 1.0  # how often an idle engine thread checks that its engine lives
@@ -65,12 +72,19 @@ class AsyncLLM:
     def __init__(
         self, model: str | os.PathLike[str], engine: str | None = None, **engine_args: Any
     ) -> None:
-        self.llm = LLM(model, engine=engine, **engine_args)
-        self.engine_name = self.llm.engine_name
+        opened = open_engine(model, engine, **engine_args)
+        self.engine_name = opened.name
+        self.engine_args = opened.engine_args
+        # the ids a server of this model answers to (the first announced)
+        self.model_names: tuple[str, ...] = opened.model_names
+        self.engine: Engine = opened.engine  # stepped by the engine thread only
+        self.config: EngineConfig = self.engine.config
+        self.inputs: InputProcessor = opened.inputs  # every request is checked here, once
         self._commands: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self._sinks: dict[str, _Sink] = {}  # touched by the engine thread only
         self._ids = itertools.count()
-        self._lock = threading.Lock()  # the input processor's seed generator
+        self._lock = threading.Lock()  # the input processor's seed generator, _running
+        self._running: set[str] = set()  # ids of the requests between generate and its end
         self._failure: BaseException | None = None
         self._closed = False
         self.stopped = threading.Event()  # set once the engine thread has ended
@@ -80,19 +94,15 @@ class AsyncLLM:
     # -- the caller's side ----------------------------------------------------------
     @property
     def max_model_len(self) -> int:
-        return self.llm.max_model_len
-
-    @property
-    def model_names(self) -> tuple[str, ...]:
-        """The ids a server of this model answers to (see :attr:`LLM.model_names`)."""
-        return self.llm.model_names
+        return int(self.config.model.max_model_len)
 
     def get_tokenizer(self) -> Tokenizer:
-        return self.llm.get_tokenizer()
+        return self.engine.tokenizer
 
     def default_sampling_params(self) -> SamplingParams:
-        """The model's own defaults (see :meth:`LLM.default_sampling_params`)."""
-        return self.llm.default_sampling_params()
+        """What a request without params gets: the model's own defaults (its
+        ``generation_config.json``, read as ``transformers`` reads it)."""
+        return self.inputs.defaults.clone()
 
     @property
     def failure(self) -> BaseException | None:
@@ -113,7 +123,7 @@ class AsyncLLM:
         self._check_usable()
         rid = request_id if request_id is not None else f"async-{next(self._ids)}"
         with self._lock:
-            return self.llm.engine.inputs.process(rid, prompt, params, where, strict, output_kind)
+            return self.inputs.process(rid, prompt, params, where, strict, output_kind)
 
     async def generate(
         self,
@@ -128,7 +138,8 @@ class AsyncLLM:
         Each output is cumulative (as ``LLM.generate`` returns), or with ``delta=True``
         holds only what is new since the previous one; ``final_only=True`` yields the
         finished output alone. The engine makes the kind asked for, so a stream costs
-        O(tokens). Leaving the loop early (break, cancellation) aborts the request.
+        O(tokens). Leaving the loop early (break, cancellation) aborts the request. A
+        ``request_id`` already running is a ``RequestError`` (field ``request_id``).
         """
         if delta and final_only:
             raise TypeError("generate: delta and final_only exclude each other")
@@ -145,10 +156,15 @@ class AsyncLLM:
                 request = msgspec.structs.replace(request, output_kind=kind)
         else:
             request = self.process(prompt, params, request_id, output_kind=kind)
+        rid = request.request_id
+        with self._lock:
+            if rid in self._running:
+                raise RequestError("request_id", f"request_id {rid!r} is already running")
+            self._running.add(rid)
         sink = _Sink(asyncio.Queue(), asyncio.get_running_loop())
-        self._send("add", request, sink)
         finished = False
         try:
+            self._send("add", request, sink)
             while True:
                 item = await sink.queue.get()
                 if isinstance(item, BaseException):
@@ -159,7 +175,9 @@ class AsyncLLM:
                     return
         finally:
             if not finished and not self._closed:
-                self._commands.put(("abort", request.request_id))
+                self._commands.put(("abort", rid))  # queued before any later add of rid
+            with self._lock:
+                self._running.discard(rid)
 
     async def stats(self) -> EngineStats:
         """The engine's counts now (asked in the engine's thread)."""
@@ -189,7 +207,7 @@ class AsyncLLM:
         self._closed = True
         self._commands.put(("stop",))
         self._thread.join(timeout=60)
-        self.llm.shutdown()
+        self.engine.shutdown()
 
     def __enter__(self) -> AsyncLLM:
         return self
@@ -199,7 +217,7 @@ class AsyncLLM:
 
     # -- the engine thread -------------------------------------------------------------
     def _run(self) -> None:
-        engine: Engine = self.llm.engine
+        engine = self.engine
         try:
             while True:
                 busy = engine.has_unfinished_requests()

@@ -1,7 +1,7 @@
 """``EngineArgs`` (what a user passes), and the resolved configs both engines run on
 (defined in :mod:`tandem.core.engine_config`, importable from here).
 
-``EngineArgs.create_config()`` validates every field, reads the model directory
+``EngineArgs`` checks every field when it is made; ``create_config()`` reads the model directory
 (``config.json``, weights, ``generation_config.json``) and resolves the defaults that
 depend on it (max_model_len, dtype, device, token budget). The KV cache's size depends
 on the memory left once the weights are loaded, which only the engine knows
@@ -73,8 +73,12 @@ DEFAULT_BATCHED_TOKENS = 2048
 QUANTIZATIONS = (None, "int8", "gguf")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class EngineArgs:
+    """What a user asks of an engine; every field is checked once, when it is made
+    (frozen, so nothing can change it afterwards: ``dataclasses.replace`` makes a
+    checked copy)."""
+
     model: str
     tokenizer: str | None = None
     dtype: str = "auto"
@@ -201,7 +205,6 @@ class EngineArgs:
         from tandem.core.device import resolve_device
         from tandem.core.model_config import SUPPORTED_ARCHITECTURES, load_model_config
 
-        self.validate()
         device = resolve_device(self.device)
         model = load_model_config(
             self.model,

@@ -29,6 +29,20 @@ class OutputKind(enum.IntEnum):
     FINAL_ONLY = 2
 
 
+NEUTRAL_PENALTIES = (0.0, 0.0, 1.0)  # presence, frequency, repetition: each one's "off"
+
+
+def is_greedy(temperature: float) -> bool:
+    """Whether a sample picks the most likely token. ``SamplingParams`` stores every
+    temperature below its ``GREEDY_EPS`` as exactly 0, so this is the one comparison."""
+    return temperature == 0.0
+
+
+def has_penalties(presence: float, frequency: float, repetition: float) -> bool:
+    """Whether any penalty changes the logits (each one away from its neutral value)."""
+    return (presence, frequency, repetition) != NEUTRAL_PENALTIES
+
+
 class SamplingSpec(msgspec.Struct, array_like=True, frozen=True):
     """What the sampler reads. ``seed`` is always set; top-k counts fit the vocabulary."""
 
@@ -47,12 +61,11 @@ class SamplingSpec(msgspec.Struct, array_like=True, frozen=True):
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0.0
+        return is_greedy(self.temperature)
 
     @property
     def has_penalties(self) -> bool:
-        penalties = (self.presence_penalty, self.frequency_penalty, self.repetition_penalty)
-        return penalties != (0.0, 0.0, 1.0)  # each one's neutral value
+        return has_penalties(self.presence_penalty, self.frequency_penalty, self.repetition_penalty)
 
 
 class StopRules(msgspec.Struct, array_like=True, frozen=True):

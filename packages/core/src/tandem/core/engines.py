@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from tandem.core.config import EngineArgs, EngineConfig
-    from tandem.core.inputs import EngineRequest, InputProcessor
+    from tandem.core.engine_request import EngineRequest
     from tandem.core.outputs import RequestOutput
-    from tandem.core.sampling_params import SamplingParams
     from tandem.core.stats import EngineStats
     from tandem.core.tokenizer import Tokenizer
 
@@ -29,26 +28,23 @@ DEFAULT_ORDER = ("v1", "v0")
 class Engine(Protocol):
     """The interface both engine generations satisfy (checked by tests and by mypy).
 
-    An engine takes requests already checked by its ``inputs`` (one
-    :class:`~tandem.core.inputs.EngineRequest` each), advances them one ``step`` at a
-    time and hands back :class:`~tandem.core.outputs.RequestOutput`s in the kind each
-    request asked for. A request that fails inside a step ends with
-    ``finish_reason="error"``; the engine goes on with the others. ``is_dead`` turns true
-    only when the engine itself can serve nothing more (a child process died).
+    An engine takes requests the front door already checked (one
+    :class:`~tandem.core.engine_request.EngineRequest` each, made by the front door's
+    :class:`~tandem.core.inputs.InputProcessor`; its id is not one already running) and
+    trusts them; it advances them one ``step`` at a time and hands back
+    :class:`~tandem.core.outputs.RequestOutput` objects in the kind each request asked
+    for. A request that fails inside a step ends with ``finish_reason="error"``; the
+    engine goes on with the others. ``is_dead`` turns true only when the engine itself
+    can serve nothing more (a child process died).
     """
 
     config: EngineConfig
     tokenizer: Tokenizer
-    inputs: InputProcessor
 
     @classmethod
     def from_engine_args(cls, engine_args: EngineArgs) -> Engine: ...
 
     def add(self, request: EngineRequest) -> None: ...
-
-    def add_request(
-        self, request_id: str, prompt: str | list[int], params: SamplingParams | None = None
-    ) -> None: ...
 
     def step(self) -> list[RequestOutput]: ...
 
@@ -72,7 +68,6 @@ class Engine(Protocol):
 ENGINE_METHODS = (
     "from_engine_args",
     "add",
-    "add_request",
     "step",
     "abort_request",
     "has_unfinished_requests",

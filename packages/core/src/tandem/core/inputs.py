@@ -1,11 +1,13 @@
 """The request contract: (request id, prompt, SamplingParams) -> one checked ``EngineRequest``.
 
-The front door (and an engine's own ``add_request``) turns a prompt and its params into
-an :class:`EngineRequest` here, once: the prompt is tokenized, every id is checked against
+The front door (``LLM``, ``AsyncLLM`` and the server through it) owns one
+:class:`InputProcessor` per engine and turns a prompt and its params into an
+:class:`EngineRequest` here, once: the prompt is tokenized, every id is checked against
 the vocabulary, ``max_tokens`` is clamped to the room ``max_model_len`` leaves, a seed is
 drawn when none is given, and the stop rules (EOS, stop ids, stop strings, the ids banned
-under ``min_tokens``) are resolved. Engines consume the struct as it is: they neither
-re-validate nor re-tokenize. The struct and its parts are defined in
+under ``min_tokens``) are resolved. The values themselves were checked when the
+``SamplingParams`` was made. Engines never import this module: they consume the struct
+as it is, and neither re-validate nor re-tokenize. The struct and its parts are defined in
 :mod:`tandem.core.engine_request` and imported from here as well.
 """
 

@@ -1,9 +1,10 @@
 """The front door: ``LLM(model=DIR, engine=None | "v0" | "v1", **engine_args)``.
 
 The engine is chosen when an ``LLM`` is constructed (``engine`` if given, else the
-``TANDEM_ENGINE`` env var, else the default) and found through the ``tandem.engines``
-entry points, so nothing about the choice is frozen at import time. Every input of
-:meth:`LLM.generate` is validated before the first request reaches the engine.
+``TANDEM_ENGINE`` env var, else the default; see :mod:`tandem.core.front_door`), so
+nothing about the choice is frozen at import time. Every input of :meth:`LLM.generate`
+is checked by the front door's input processor before the first request reaches the
+engine; the engine takes the checked requests as they are.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from tandem.core.engines import Engine, load_engine_class, resolve_engine_name
-from tandem.core.inputs import OutputKind
-from tandem.core.named_models import resolve_model, served_names
+from tandem.core.engines import Engine
+from tandem.core.front_door import open_engine
+from tandem.core.inputs import InputProcessor, OutputKind
 from tandem.core.outputs import RequestOutput
 from tandem.core.prompts import normalize_params, normalize_prompts, one_conversation
 from tandem.core.sampling_params import SamplingParams
@@ -42,25 +43,18 @@ class LLM:
     def __init__(
         self, model: str | os.PathLike[str], engine: str | None = None, **engine_args: Any
     ) -> None:
-        from tandem.core.config import EngineArgs
-
-        if not isinstance(model, (str, os.PathLike)):
-            raise RequestTypeError(
-                "model",
-                f"model must be a directory path, a .gguf file or a model name (str), "
-                f"got {type(model).__name__}",
-            )
         self._closed = True  # until the engine exists, shutdown() has nothing to do
-        self.engine_name: str = resolve_engine_name(engine)
-        self.engine_class: type[Engine] = load_engine_class(self.engine_name)
-        path = resolve_model(model)
+        opened = open_engine(model, engine, **engine_args)
+        self.engine_name: str = opened.name
+        self.engine_class: type[Engine] = opened.engine_class
         # the ids a server of this model answers to, the first announced
-        self.model_names: tuple[str, ...] = served_names(model, path)
-        self.engine_args = EngineArgs.from_kwargs(path, **engine_args)
-        self.engine: Engine = self.engine_class.from_engine_args(self.engine_args)
+        self.model_names: tuple[str, ...] = opened.model_names
+        self.engine_args = opened.engine_args
+        self.engine: Engine = opened.engine
+        self.inputs: InputProcessor = opened.inputs  # every request is checked here, once
         self._closed = False
         self.config: EngineConfig = self.engine.config
-        self._ids = itertools.count()
+        self._ids = itertools.count()  # request ids: unique, so never one already running
 
     # properties ----------------------------------------------------------------------
     def get_tokenizer(self) -> Tokenizer:
@@ -73,7 +67,7 @@ class LLM:
     def default_sampling_params(self) -> SamplingParams:
         """What a request without ``sampling_params`` gets: the model's own defaults
         (its ``generation_config.json``, read as ``transformers`` reads it)."""
-        return self.engine.inputs.defaults.clone()
+        return self.inputs.defaults.clone()
 
     # generation ----------------------------------------------------------------------
     def generate(
@@ -92,9 +86,9 @@ class LLM:
         """
         self._check_open()
         items = normalize_prompts(prompts)
-        params = normalize_params(sampling_params, len(items), self.engine.inputs.defaults)
+        params = normalize_params(sampling_params, len(items), self.inputs.defaults)
         # each prompt is checked and tokenized once, here, before any reaches the engine
-        requests = self.engine.inputs.process_all(
+        requests = self.inputs.process_all(
             [
                 (f"gen-{next(self._ids)}", item, p, f"prompt {i}")
                 for i, (item, p) in enumerate(zip(items, params))
@@ -122,9 +116,9 @@ class LLM:
         item = normalize_prompts(prompt)
         if len(item) != 1:
             raise RequestError("prompt", f"stream takes one prompt, got {len(item)}")
-        params = normalize_params(sampling_params, 1, self.engine.inputs.defaults)[0]
+        params = normalize_params(sampling_params, 1, self.inputs.defaults)[0]
         rid = f"gen-{next(self._ids)}"
-        req = self.engine.inputs.process(rid, item[0], params, "prompt", False, OutputKind.DELTA)
+        req = self.inputs.process(rid, item[0], params, "prompt", False, OutputKind.DELTA)
         self.engine.add(req)
         finished = False
         try:

@@ -70,10 +70,12 @@ def one_conversation(messages: Any) -> bool:
 def normalize_params(
     params: Any, count: int, defaults: SamplingParams | None = None
 ) -> list[SamplingParams]:
-    """One SamplingParams per prompt: ``defaults`` (the model's), one shared, or a list."""
+    """One SamplingParams per prompt: ``defaults`` (the model's), one shared, or a list.
+
+    Each was checked when it was made; none is copied (a copy would check it again), as
+    nothing on the way to the engine changes one."""
     if params is None:
-        base = defaults if defaults is not None else SamplingParams()
-        return [base.clone() for _ in range(count)]
+        return [defaults if defaults is not None else SamplingParams()] * count
     if isinstance(params, SamplingParams):
         return [params] * count
     if isinstance(params, (list, tuple)):

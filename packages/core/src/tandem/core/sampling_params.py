@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tandem.core.engine_request import has_penalties, is_greedy
 from tandem.core.structured.params import StructuredOutputsParams
 from tandem.core.validate import (
     FLOAT32_MAX,
@@ -116,7 +117,7 @@ class SamplingParams:
     @property
     def greedy(self) -> bool:
         """Whether the request picks the most likely token (temperature 0)."""
-        return self.temperature < GREEDY_EPS
+        return is_greedy(self.temperature)
 
     @property
     def stop_strings(self) -> list[str]:
@@ -125,11 +126,7 @@ class SamplingParams:
 
     @property
     def has_penalties(self) -> bool:
-        return (
-            self.presence_penalty != 0.0
-            or self.frequency_penalty != 0.0
-            or self.repetition_penalty != 1.0
-        )
+        return has_penalties(self.presence_penalty, self.frequency_penalty, self.repetition_penalty)
 
     @classmethod
     def from_generation_config(cls, gen: Mapping[str, Any]) -> SamplingParams:

@@ -1,9 +1,9 @@
 """``LLMEngine``: the synchronous v0 engine, running entirely in the caller's process.
 
 ``step()`` = schedule -> one forward pass -> sample -> detokenize / check stops ->
-outputs of the requests that made progress. Every input of :meth:`add_request` is
-checked before the request touches any queue, so a rejected request leaves the engine
-exactly as it was.
+outputs of the requests that made progress. It takes requests the front door checked
+(:mod:`tandem.core.inputs`); a request the KV cache could never hold is refused before
+it touches any queue, so it leaves the engine exactly as it was.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import itertools
 from typing import Any
 
 from tandem.core.context_fit import warn_shortened
-from tandem.core.inputs import EngineRequest, InputProcessor
+from tandem.core.engine_request import EngineRequest
 from tandem.core.kv_cache import allocate_kv_caches
 from tandem.core.memory import available_memory
 from tandem.core.outputs import RequestOutput, error_text
-from tandem.core.sampling_params import SamplingParams
 from tandem.core.stats import EngineStats
 from tandem.core.structured.compiler import LazyGrammars
 from tandem.core.tokenizer import Tokenizer, load_tokenizer
@@ -91,7 +90,6 @@ class LLMEngine:
             sc.max_model_len,
             sc.enable_chunked_prefill,
         )
-        self.inputs = InputProcessor.for_config(config, self.tokenizer)
         self.outputs = OutputProcessor(self.tokenizer)
         self.requests: dict[str, Request] = {}
         self._refused: list[Request] = []  # failed on arrival: reported by the next step
@@ -118,19 +116,12 @@ class LLMEngine:
         return cls(engine_args.create_config(), **components)
 
     # requests ------------------------------------------------------------------------
-    def add_request(
-        self, request_id: str, prompt: str | list[int], params: SamplingParams | None = None
-    ) -> None:
-        """Check, tokenize and queue a request; raises ValueError/TypeError (and queues
-        nothing) on bad input."""
-        self._check_open()
-        self._check_new(request_id)
-        self.add(self.inputs.process(request_id, prompt, params))
-
     def add(self, request: EngineRequest) -> None:
-        """Queue a request already checked by :class:`~tandem.core.inputs.InputProcessor`."""
+        """Queue a request the front door checked (:class:`~tandem.core.inputs.InputProcessor`;
+        its id is not one already running). Only the KV cache's size is checked here:
+        a request it could never hold raises ValueError and nothing is queued."""
         self._check_open()
-        self._check_new(request.request_id)
+        assert request.request_id not in self.requests, request.request_id
         ids, max_tokens = request.prompt_token_ids, request.stop.max_tokens
         self.scheduler.check_fits(len(ids), max_tokens)
         base = request.sampling.seed
@@ -157,10 +148,6 @@ class LLMEngine:
             return
         for seq in seqs:
             self.scheduler.add(seq)
-
-    def _check_new(self, request_id: Any) -> None:
-        if isinstance(request_id, str) and request_id in self.requests:
-            raise ValueError(f"request_id {request_id!r} is already in use")
 
     def abort_request(self, request_id: str | list[str]) -> None:
         """Drop requests (unknown or finished ids are ignored)."""

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tandem.core.inputs import OutputKind
+from tandem.core.engine_request import OutputKind
 from tandem.core.logprobs import LogprobDict, TopEntry, entry
 from tandem.core.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from tandem.core.stopping import SampleText, token_stop

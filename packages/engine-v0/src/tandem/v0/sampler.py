@@ -29,12 +29,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from tandem.core.inputs import SamplingSpec
+from tandem.core.engine_request import SamplingSpec
 from tandem.core.logprobs import TopEntry, entries, top_logprobs
 from tandem.core.outputs import error_text
 from tandem.core.structured.bitmask import GrammarMask, apply_mask, build_mask
 from tandem.core.structured.state import GrammarState
-from tandem.core.validate import FLOAT32_MAX
 from tandem.kernels.sampling import apply_penalties, choose_tokens, greedy_with_logprob
 
 
@@ -70,22 +69,6 @@ class SampleResult:
 
 
 INVALID = "ValueError: the sampler got no valid distribution (NaN or infinite logits)"
-FLOATS = (
-    "temperature",
-    "top_p",
-    "min_p",
-    "presence_penalty",
-    "frequency_penalty",
-    "repetition_penalty",
-)
-
-
-def check_units(spec: SamplingSpec) -> None:
-    """Raise ValueError when a parameter is no float32 the kernels can take."""
-    for name in FLOATS:
-        value = getattr(spec, name)
-        if math.isnan(value) or (math.isfinite(value) and abs(value) > FLOAT32_MAX):
-            raise ValueError(f"{name}={value!r} is not a float32 the sampler can use")
 
 
 def _column(values: list[float] | list[int], dtype: torch.dtype, device: torch.device) -> Tensor:
@@ -132,8 +115,6 @@ class Sampler:
 
     def _sample(self, logits: Tensor, rows: Sequence[SamplingRow]) -> list[SampleResult]:
         # logits: [B, V] float32
-        for row in rows:
-            check_units(row.spec)
         if all(_plain_greedy(row) for row in rows):
             return _greedy(logits)
         raw = logits.log_softmax(dim=-1)  # [B, V]
@@ -155,8 +136,6 @@ class Sampler:
     def process(self, logits: Tensor, rows: Sequence[SamplingRow]) -> Tensor:
         """The logits [B, V] the draw starts from: bans, logit_bias and penalties applied
         (no grammar: speculative verification, which uses it, skips grammar rows)."""
-        for row in rows:
-            check_units(row.spec)
         return self._process(logits.float().clone(), rows, None)
 
     def _process(self, x: Tensor, rows: Sequence[SamplingRow], mask: GrammarMask | None) -> Tensor:

@@ -73,6 +73,12 @@ class Scheduler:
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if not enable_chunked_prefill and max_num_batched_tokens < max_model_len:
+            raise ValueError(
+                f"max_num_batched_tokens must be >= max_model_len={max_model_len} when "
+                f"chunked prefill is off (a whole prompt runs in one step), "
+                f"got {max_num_batched_tokens}"
+            )
         self.block_manager = block_manager
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
@@ -86,13 +92,16 @@ class Scheduler:
 
     # admission ----------------------------------------------------------------------
     def check_fits(self, num_prompt_tokens: int, max_tokens: int) -> None:
-        """Raise ValueError when a request of this size could never be scheduled."""
+        """Raise ValueError when a request of this size could never be scheduled: its
+        KV blocks exceed the cache. The engine calls it once per request, before any
+        sample is queued; ``add`` trusts it.
+
+        The rest is already true of a checked request: the input processor cuts
+        ``max_tokens`` to the room ``max_model_len`` leaves, and without chunked prefill
+        the config keeps ``max_num_batched_tokens >= max_model_len``, so a recompute
+        after preemption (a prefill of up to ``total - 1`` tokens) fits one step."""
         total = num_prompt_tokens + max_tokens
-        if total > self.max_model_len:
-            raise ValueError(
-                f"prompt ({num_prompt_tokens} tokens) + max_tokens ({max_tokens}) = {total} "
-                f"exceeds max_model_len={self.max_model_len}"
-            )
+        assert total <= self.max_model_len, (total, self.max_model_len)
         bm = self.block_manager
         # a recompute after preemption computes up to total - 1 tokens in one step
         step = min(total, self.max_num_batched_tokens) if self.chunked else total
@@ -103,16 +112,9 @@ class Scheduler:
                 f"{max_tokens}) = {need} KV blocks of {bm.block_size}, but the KV cache has only "
                 f"{have} blocks; lower max_tokens or raise num_kv_blocks"
             )
-        # a recompute after preemption is a prefill of up to total - 1 tokens
-        if not self.chunked and total - 1 > self.max_num_batched_tokens:
-            raise ValueError(
-                f"request needs prefills of up to {total - 1} tokens but "
-                f"max_num_batched_tokens={self.max_num_batched_tokens} and chunked prefill is "
-                f"off; lower max_tokens, raise max_num_batched_tokens or enable chunked prefill"
-            )
 
     def add(self, seq: Sequence) -> None:
-        self.check_fits(seq.num_prompt_tokens, seq.max_tokens)
+        """Queue ``seq`` (of a request that passed :meth:`check_fits`)."""
         seq.arrival = self._arrivals
         self._arrivals += 1
         seq.status = SequenceStatus.WAITING

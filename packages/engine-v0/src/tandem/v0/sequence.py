@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tandem.core.inputs import EngineRequest
+from tandem.core.engine_request import EngineRequest
 from tandem.core.stopping import SampleText
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from dataclasses import replace
 import torch
 from torch import Tensor
 
-from tandem.core.inputs import SamplingSpec
+from tandem.core.engine_request import SamplingSpec
 from tandem.core.logprobs import entries, top_logprobs
 from tandem.core.outputs import error_text
 from tandem.core.speculative.verify import verify_greedy, verify_sampled, verify_seed

@@ -22,12 +22,12 @@ from __future__ import annotations
 import msgspec
 
 from tandem.core.child_failure import ChildError
-from tandem.core.inputs import EngineRequest
+from tandem.core.engine_request import EngineRequest
 from tandem.core.logprobs import LogprobDict, TopEntry
 
 
 class AddRequest(msgspec.Struct, tag="add", array_like=True, frozen=True):
-    """A request as the front door checked it (``tandem.core.inputs``), sent unchanged."""
+    """A request as the front door checked it (``tandem.core.engine_request``), sent unchanged."""
 
     request: EngineRequest
 

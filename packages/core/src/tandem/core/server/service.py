@@ -53,11 +53,11 @@ class Service:
         self.active = 0  # HTTP requests being answered (generation running)
         self.inboxes: set[Inbox] = set()  # of the requests generating now
         self.loop: asyncio.AbstractEventLoop | None = None
-        most = llm.llm.engine_args.max_num_seqs
+        most = llm.engine_args.max_num_seqs
         window = config.engine_window or min(DEFAULT_WINDOW, most)
         self.admission = Admission(window, config.waiting_room)
         self.workers = Workers()
-        limit = model_context_limit(llm.llm.config.model.hf_config)
+        limit = model_context_limit(llm.config.model.hf_config)
         self.bound = PromptBound(llm.get_tokenizer(), llm.max_model_len, limit)
         # the ids both the tokenizer and the model know (the published schema's range)
         self.vocab_size = min(len(llm.get_tokenizer()), llm.llm.config.model.vocab_size)

@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from tandem.core.testing.requests import add_request
+
 # fp32 logits of two correct implementations agree to ~1e-5; a smaller gap is a tie
 TIE_TOLERANCE = 1e-4
 
@@ -98,7 +100,7 @@ class HFReference:
 def run_to_completion(engine: Any, requests: list[tuple[str, Any, Any]]) -> dict[str, Any]:
     """Add every ``(request_id, prompt, params)``, step until all finish; final output per id."""
     for rid, prompt, params in requests:
-        engine.add_request(rid, prompt, params)
+        add_request(engine, rid, prompt, params)
     done: dict[str, Any] = {}
     while engine.has_unfinished_requests():
         for out in engine.step():

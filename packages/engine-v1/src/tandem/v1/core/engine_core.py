@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tandem.core.inputs import EngineRequest
+from tandem.core.engine_request import EngineRequest
 from tandem.core.outputs import error_text
 from tandem.kernels.sampling import derive_seed
 from tandem.v1 import messages as m
@@ -88,8 +88,7 @@ class EngineCore:
         """Queue the request's n samples (it was checked by the front door); a request
         the core cannot take fails alone: an ``"error"`` output per sample."""
         rid = request.request_id
-        if rid in self.scheduler.samples:
-            raise ValueError(f"request_id {rid!r} is already running")
+        assert rid not in self.scheduler.samples, rid  # the front door's check
         try:
             samples = [
                 Request(

@@ -60,8 +60,7 @@ class Scheduler:
 
     # -- queue changes -------------------------------------------------------------
     def add(self, req: Request) -> None:
-        if req.key in self.requests:
-            raise ValueError(f"request {req.key!r} is already in the scheduler")
+        assert req.key not in self.requests, req.key  # ids are unique at the front door
         self.requests[req.key] = req
         self.samples.setdefault(req.request_id, []).append(req)
         self.waiting.append(req)

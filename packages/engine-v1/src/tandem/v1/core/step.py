@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tandem.core.inputs import SamplingSpec
+from tandem.core.engine_request import SamplingSpec
 from tandem.core.logprobs import TopEntry
 
 

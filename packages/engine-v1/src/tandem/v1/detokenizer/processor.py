@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tandem.core.inputs import OutputKind
+from tandem.core.engine_request import OutputKind
 from tandem.core.logprobs import LogprobDict, TopEntry, entry
 from tandem.core.outputs import error_text
 from tandem.core.stopping import SampleText
@@ -84,8 +84,7 @@ class OutputProcessor:
         """Track a request; when its text cannot be set up, the request fails here: the
         Result that says so is returned (and the core must not get the request)."""
         r = req.request
-        if r.request_id in self.requests:
-            raise ValueError(f"request_id {r.request_id!r} is already running")
+        assert r.request_id not in self.requests, r.request_id  # the front door's check
         wants = r.sampling.logprobs is not None
         try:
             texts = [

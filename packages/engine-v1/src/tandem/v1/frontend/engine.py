@@ -1,6 +1,6 @@
 """``tandem.v1.LLMEngine``: the same interface as engine v0, served by child processes.
 
-``add_request`` validates in this process and sends; ``step`` returns every output
+``add`` sends a request the front door checked; ``step`` returns every output
 that arrived (waiting for at least one while requests are unfinished). A dead child
 turns into :class:`EngineDeadError` within a fraction of a second, and every later call
 says the engine is unusable.
@@ -9,13 +9,12 @@ says the engine is unusable.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tandem.core import envs
 from tandem.core.context_fit import warn_shortened
-from tandem.core.inputs import EngineRequest, InputProcessor
+from tandem.core.engine_request import EngineRequest
 from tandem.core.outputs import RequestOutput
-from tandem.core.sampling_params import SamplingParams
 from tandem.core.stats import EngineStats
 from tandem.core.tokenizer import load_tokenizer
 from tandem.v1 import messages as m
@@ -72,13 +71,12 @@ class LLMEngine:
 
     def _adopt_kv_cache(self, model_len: int) -> None:
         """Take the KV cache the core sized (a context shorter than the model's
-        ``model_len`` where the whole did not fit: said here, once) and check prompts
-        against its context."""
+        ``model_len`` where the whole did not fit: said here, once); the front door
+        checks prompts against the context the config then says."""
         config = self.config
         config.adopt_kv_cache(*self.client.kv_cache())
         if config.model.max_model_len != model_len:
             warn_shortened(config, model_len)
-        self.inputs = InputProcessor.for_config(config, self.tokenizer)
 
     @classmethod
     def from_engine_args(cls, engine_args: EngineArgs, multiprocess: bool = True) -> LLMEngine:
@@ -90,7 +88,6 @@ class LLMEngine:
             raise TypeError(f"engine_args must be an EngineArgs, got {type(engine_args).__name__}")
         if not isinstance(multiprocess, bool):
             raise TypeError(f"multiprocess must be a bool, got {multiprocess!r}")
-        engine_args.validate()
         _check_parallel(engine_args.parallel_config(), multiprocess)
         if not multiprocess or not os.path.isfile(os.path.join(engine_args.model, "config.json")):
             # no children to overlap (or a model dir that create_config will refuse)
@@ -108,24 +105,13 @@ class LLMEngine:
         if self._closed:
             raise RuntimeError("this engine was shut down; create a new one")
 
-    def add_request(
-        self, request_id: str, prompt: str | list[int], params: SamplingParams | None = None
-    ) -> None:
-        """Check and tokenize a request here, in the caller's process, then send it."""
-        self._usable()
-        self._check_new(request_id)
-        self.add(self.inputs.process(request_id, prompt, params))
-
     def add(self, request: EngineRequest) -> None:
-        """Send a request already checked by :class:`~tandem.core.inputs.InputProcessor`."""
+        """Send a request the front door checked (:class:`~tandem.core.inputs.InputProcessor`;
+        its id is not one already running): the children trust it as it is."""
         self._usable()
-        self._check_new(request.request_id)
+        assert request.request_id not in self._streams, request.request_id
         self.client.send(m.AddRequest(request))
         self._streams[request.request_id] = RequestStream.start(request)
-
-    def _check_new(self, request_id: Any) -> None:
-        if isinstance(request_id, str) and request_id in self._streams:
-            raise ValueError(f"request_id {request_id!r} is already running")
 
     def abort_request(self, request_id: str | list[str]) -> None:
         ids = [request_id] if isinstance(request_id, str) else list(request_id)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from tandem.core.inputs import EngineRequest, OutputKind
+from tandem.core.engine_request import EngineRequest, OutputKind
 from tandem.core.logprobs import LogprobDict
 from tandem.core.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from tandem.v1 import messages as m

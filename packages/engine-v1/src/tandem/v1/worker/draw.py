@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tandem.core.inputs import SamplingSpec
+from tandem.core.engine_request import SamplingSpec
 from tandem.core.logprobs import TopEntry, entries, top_logprobs
 from tandem.core.outputs import error_text
 from tandem.core.parallel.group import CollectiveError

@@ -10,38 +10,18 @@ instead of per-request Python.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-from tandem.core.inputs import SamplingSpec
-from tandem.core.validate import FLOAT32_MAX
+from tandem.core.engine_request import SamplingSpec
 from tandem.v1.core.step import NewRequest
 
 if TYPE_CHECKING:
     from tandem.core.structured.compiler import Grammars
     from tandem.core.structured.state import GrammarState
-
-FLOATS = (
-    "temperature",
-    "top_p",
-    "min_p",
-    "presence_penalty",
-    "frequency_penalty",
-    "repetition_penalty",
-)
-
-
-def check_units(spec: SamplingSpec) -> None:
-    """Raise ValueError when a parameter is no float32 the kernels can take (engine v0's
-    sampler refuses the same, with the same message)."""
-    for name in FLOATS:
-        value = getattr(spec, name)
-        if math.isnan(value) or (math.isfinite(value) and abs(value) > FLOAT32_MAX):
-            raise ValueError(f"{name}={value!r} is not a float32 the sampler can use")
 
 
 class InputBatch:
@@ -89,7 +69,6 @@ class InputBatch:
         return row
 
     def _fill(self, row: int, new: NewRequest) -> None:
-        check_units(new.sampling)
         tokens = torch.tensor(new.token_ids, dtype=torch.int64)
         self.token_ids[row, : len(tokens)] = tokens
         self.num_tokens[row] = len(tokens)
