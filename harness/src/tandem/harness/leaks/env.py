@@ -113,7 +113,8 @@ def _put_back(name: str, value: str | None) -> Callable[[], None]:
 
 
 class EnvCheck:
-    """Env vars; names in ``ignore`` are not compared by value (a write is still told)."""
+    """Env vars, every one of them, the engine variable too: a test's change is named and
+    undone. Names in ``ignore`` (pytest's own ``PYTEST_CURRENT_TEST``) are not compared."""
 
     def __init__(self, prefixes: tuple[str, ...], ignore: frozenset[str] = frozenset()) -> None:
         self.ignore = ignore
@@ -141,7 +142,7 @@ class EnvCheck:
                 else:
                     text = f"env var {name} was changed from {old!r} to {new!r}{by}"
                 out.append(Leak(text, _put_back(name, old)))
-            elif write is not None and write.value is not None and new == write.value:
+            elif old == new is not None and write is not None and write.value == new:
                 out.append(
                     Leak(
                         f"env var {name} was written{by} (= {new!r}) and never restored; "
