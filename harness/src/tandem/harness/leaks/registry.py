@@ -39,14 +39,13 @@ def kinds(
     prefixes = settings.watch_prefixes
     checks: list[AnyCheck] = [EnvCheck(prefixes, ignore_env), PatchCheck()]
     if prefixes:
-        checks.append(AttributeCheck(WATCHER))
+        # the children are asked before the process check ends the ones still running
+        checks += [AttributeCheck(WATCHER), ChildProbeCheck(OWN, prefixes, scratch)]
     checks += [ProcessCheck(), ThreadCheck()]
     # distributed runtimes first: taking one down closes its sockets and segments
     checks += [ProcessGroupCheck(), RayCheck(), SocketCheck(), ShmCheck()]
     if settings.ops_namespace:
         checks.append(OpCheck(settings.ops_namespace))
-    if prefixes:
-        checks.append(ChildProbeCheck(OWN, prefixes, scratch))
     return checks
 
 
