@@ -15,9 +15,9 @@ import pytest
 
 from ..isolation import cuda
 from ..leaks import imports, ops
-from . import markers, options, roles, seeds
+from . import markers, options, roles, seeds, skips
 from .fixtures import engine, engine_impl, isolated_env, scoped_ops
-from .state import PRELOAD_PROBLEMS, RUN, RunState
+from .state import IMPORT_SKIPS, PRELOAD_PROBLEMS, RUN, SKIP_SUMMARY, RunState
 
 __all__ = ["engine", "engine_impl", "isolated_env", "scoped_ops"]
 
@@ -76,6 +76,11 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     if options.requested(config):
         roles.activate(config)
+    fail_skips, allowed = options.fail_import_skips(config)
+    if fail_skips:
+        config.pluginmanager.register(skips.ImportSkipRole(allowed), IMPORT_SKIPS)
+        if not roles.xdist_worker(config):
+            config.pluginmanager.register(skips.SkipSummary(), SKIP_SUMMARY)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
