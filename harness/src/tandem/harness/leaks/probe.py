@@ -169,6 +169,7 @@ class Probe:
 
     def _forked(self) -> None:
         """A forked child: the listener and its thread were the parent's (left untouched)."""
+        self.lock = _thread.allocate_lock()  # the parent's thread may have held it
         sock, self.listener = self.listener, None
         if sock:
             sock.close()  # type: ignore[attr-defined] - this process's copy only
