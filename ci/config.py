@@ -153,6 +153,7 @@ def _settings(raw: Any, source: str) -> Settings:
         gpu_runner=check.words(raw, "gpu_runner", ("self-hosted", "gpu")),
         install_timeout=check.seconds(raw, "install_timeout", 900),
         parallel=check.count(raw, "parallel", 1),
+        pytest_args=check.words(raw, "pytest_args"),
     )
 
 

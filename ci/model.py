@@ -26,6 +26,7 @@ class Settings:
     gpu_runner: tuple[str, ...] = ("self-hosted", "gpu")
     install_timeout: int = 900
     parallel: int = 1  # jobs `python -m ci run` runs at once unless --parallel says otherwise
+    pytest_args: tuple[str, ...] = ()  # given to every pytest job, before its step's own
 
 
 @dataclass(slots=True, frozen=True)
@@ -78,7 +79,8 @@ class Job:
         if self.step.is_pytest:
             engine = [bind(a, self.engine) for a in settings.engine_args] if self.engine else []
             step = self.step
-            return [python, "-m", "pytest", *step.tests, *step.pytest_args, *engine, *extra]
+            args = (*settings.pytest_args, *step.pytest_args)
+            return [python, "-m", "pytest", *step.tests, *args, *engine, *extra]
         words = [bind(w, self.engine) for w in shlex.split(self.step.command)]
         if words and words[0] in ("python", "python3"):
             words[0] = python

@@ -35,6 +35,25 @@ def test_pytest_argv_has_paths_args_then_engine() -> None:
     assert "-p" not in argv
 
 
+def test_settings_pytest_args_reach_every_pytest_job_before_its_own() -> None:
+    settings_ = Settings(
+        python=("3.11",), install="-", engines=("v1",), always=(), pytest_args=("--strict",)
+    )
+    step = Step("engine", tests=("tests/engine",), pytest_args=("-m", "x"), engines=("v1",))
+    argv = Job(step, "v1").argv(settings_, "py")
+    assert argv == ["py", "-m", "pytest", "tests/engine", "--strict", "-m", "x", "--engines", "v1"]
+    assert Job(Step("lint", command="ruff check .")).argv(settings_, "py") == ["ruff", "check", "."]
+
+
+def test_the_pipeline_fails_skips_for_missing_imports() -> None:
+    """CI runs every pytest job with the harness option: no test skips for a missing import."""
+    pipeline = load(Path(__file__).resolve().parents[2] / "ci" / "pipeline.toml")
+    assert "--harness-fail-import-skips" in pipeline.settings.pytest_args
+    for job in pipeline.jobs():
+        if job.step.is_pytest:
+            assert "--harness-fail-import-skips" in job.argv(pipeline.settings)
+
+
 def test_command_argv_uses_given_interpreter_and_binds_engine() -> None:
     step = Step("bench", command="python bench.py --engine {engine}", engines=("v0",))
     assert Job(step, "v0").argv(SETTINGS, "/venv/python") == [

@@ -42,6 +42,20 @@ ENGINE = """
 """
 
 
+# a worker that serves requests, as an engine's worker process does; asked to, it swaps a
+# function of a watched module while it runs, importing nothing
+WORKER = """
+    import sys
+    import demo.core
+
+    def main():
+        for line in sys.stdin:
+            if line.strip() == "swap":
+                demo.core.choose_tokens = lambda: "default"
+            print(demo.core.choose_tokens(), flush=True)
+"""
+
+
 @pytest.fixture
 def pkg(suite: pytest.Pytester) -> pytest.Pytester:
     suite.mkpydir("demo")
@@ -51,6 +65,7 @@ def pkg(suite: pytest.Pytester) -> pytest.Pytester:
             "demo/runner": RUNNER,
             "demo/sets_env": SETS_ENV,
             "demo/engine": ENGINE,
+            "demo/worker": WORKER,
         }
     )
     return suite
@@ -127,3 +142,72 @@ def test_a_sitecustomize_of_the_project_still_runs(pkg: pytest.Pytester) -> None
     """
     )
     run(pkg).assert_outcomes(passed=1)
+
+
+SERVING = """
+    import subprocess, sys
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def worker():
+        code = "import demo.worker; demo.worker.main()"
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        yield proc
+        proc.stdin.close()
+        assert proc.wait(30) == 0
+
+    def ask(proc, line):
+        proc.stdin.write(line + "\\n")
+        proc.stdin.flush()
+        return proc.stdout.readline().strip()
+
+    def test_ready(worker):
+        assert ask(worker, "run") == "real"
+
+    def test_swaps(worker):
+        assert ask(worker, "swap") == "default"
+
+    def test_after(worker):
+        assert ask(worker, "run") == "real"  # put back in the worker by the harness
+"""
+
+
+@pytest.mark.parametrize("level", ["none", "engine"])
+def test_a_live_worker_swapping_without_importing_is_checked_at_the_test_end(
+    pkg: pytest.Pytester, level: str
+) -> None:
+    pkg.makepyfile(test_serving=SERVING)
+    result = run(pkg, "--isolate", level)
+    result.assert_outcomes(passed=3, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_swaps*",
+            "*Python child process * (*import demo.worker; demo.worker.main()): "
+            "demo.core.choose_tokens was replaced by <function *<lambda> at *> (a patch that was "
+            "never undone?) (seen when the harness checked at a test's start or end)*",
+        ]
+    )
+    assert "test_ready" not in result.stdout.str().split("short test summary")[-1]
+
+
+def test_a_child_swapping_without_importing_is_checked_at_its_exit(pkg: pytest.Pytester) -> None:
+    pkg.makepyfile(
+        test_exit="""
+        import subprocess, sys
+
+        def test_child_swaps():
+            code = "import demo.core; demo.core.Sampler = dict"
+            subprocess.run([sys.executable, "-c", code], check=True)
+    """
+    )
+    result = run(pkg)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*Python child process * (*import demo.core; demo.core.Sampler = dict): "
+            "demo.core.Sampler was replaced by <class 'dict'> (a patch that was never undone?) "
+            "(at its exit)*",
+        ]
+    )

@@ -193,7 +193,6 @@ def test_cuda_guard_names_the_first_init(monkeypatch: pytest.MonkeyPatch) -> Non
 
     fake_cuda = types.SimpleNamespace(_lazy_init=lazy_init, is_initialized=lambda: state["init"])
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=fake_cuda))
-    monkeypatch.setattr(cuda, "_FIRST_INIT", [])
     cuda.record()
     cuda.guard()  # not initialised: fine
 

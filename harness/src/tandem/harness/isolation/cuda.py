@@ -1,6 +1,8 @@
 """Fork safety: a process that initialised CUDA must not fork; say where it was initialised.
 
-torch is never imported here: it is used only when it is already in ``sys.modules``.
+torch is never imported here: it is used only when it is already in ``sys.modules``. The
+stack of the first initialisation is kept by the wrapper that saw it (``first_init``), so
+no table of this module outlives the torch it describes.
 """
 
 from __future__ import annotations
@@ -8,8 +10,6 @@ from __future__ import annotations
 import sys
 import traceback
 from typing import Any
-
-_FIRST_INIT: list[str] = []
 
 
 class ForkUnsafe(RuntimeError):
@@ -24,13 +24,24 @@ def record() -> None:
     if init is None or getattr(init, "_harness_wrapped", False):
         return
 
+    first: list[str] = []
+
     def lazy_init(*args: Any, **kwargs: Any) -> Any:
-        if not _FIRST_INIT:
-            _FIRST_INIT.append("".join(traceback.format_stack()[:-1]))
+        if not first:
+            first.append("".join(traceback.format_stack()[:-1]))
         return init(*args, **kwargs)
 
     lazy_init._harness_wrapped = True  # type: ignore[attr-defined]
+    lazy_init.first_init = first  # type: ignore[attr-defined]
     cuda._lazy_init = lazy_init  # type: ignore[union-attr]
+
+
+def first_init() -> str | None:
+    """The stack of the first CUDA initialisation seen by ``record``'s wrapper, if any."""
+    torch = sys.modules.get("torch")
+    init = getattr(getattr(torch, "cuda", None), "_lazy_init", None)
+    first = getattr(init, "first_init", None)
+    return first[0] if first else None
 
 
 def initialised() -> bool:
@@ -47,11 +58,7 @@ def guard() -> None:
     """Raise if this process initialised CUDA (forking it would hand children a broken CUDA)."""
     if not initialised():
         return
-    where = (
-        _FIRST_INIT[0]
-        if _FIRST_INIT
-        else "(not recorded: CUDA was initialised before the harness loaded)\n"
-    )
+    where = first_init() or "(not recorded: CUDA was initialised before the harness loaded)\n"
     raise ForkUnsafe(
         "tandem-harness: CUDA was initialised in the process that forks test children; "
         "forking it is unsafe. Use --harness-start spawn (or harness_start_method = spawn), "

@@ -19,20 +19,18 @@ from .watcher import MISSING, CleanState, ImportWatcher, put_back
 Key = tuple[str, str]  # (module, attribute)
 Dirty = dict[Key, Any]  # attributes not in their clean state -> the object they hold now
 
-_NAMES: dict[tuple[str, ...], tuple[int, list[str]]] = {}
-
 
 def watched(watcher: ImportWatcher) -> list[tuple[str, types.ModuleType]]:
     """Loaded modules the watcher watches (the name scan reruns only when imports happened)."""
     if not watcher.prefixes:
         return []
     count = len(sys.modules)
-    cached = _NAMES.get(watcher.prefixes)
-    if cached is None or cached[0] != count:
+    prefixes, seen, names = watcher.scanned
+    if prefixes != watcher.prefixes or seen != count:
         names = [n for n in list(sys.modules) if watcher.watched(n)]
-        _NAMES[watcher.prefixes] = cached = (count, names)
+        watcher.scanned = (watcher.prefixes, count, names)
     out = []
-    for name in cached[1]:
+    for name in names:
         module = sys.modules.get(name)
         if isinstance(module, types.ModuleType):
             out.append((name, module))

@@ -13,10 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .attributes import watched
-from .imports import WATCHER
-
-_RESOLVED: dict[str, Callable[[], Any]] = {}
-_FOUND: dict[str, tuple[Any, list[Any]]] = {}  # module -> (its clean state, its caches)
+from .watcher import ImportWatcher
 
 
 def _caches(values: list[Any]) -> list[Any]:
@@ -31,35 +28,44 @@ def _caches(values: list[Any]) -> list[Any]:
 
 
 def _resolve(path: str) -> Callable[[], Any]:
-    if path not in _RESOLVED:
-        module_name, _, attr = path.partition(":")
-        if not module_name or not attr:
-            raise ValueError(f"harness_cache_clearers: expected 'module:function', got {path!r}")
-        target: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            target = getattr(target, part)
-        if not callable(target):
-            raise TypeError(f"harness_cache_clearers: {path!r} is not callable")
-        _RESOLVED[path] = target
-    return _RESOLVED[path]
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"harness_cache_clearers: expected 'module:function', got {path!r}")
+    target: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    if not callable(target):
+        raise TypeError(f"harness_cache_clearers: {path!r} is not callable")
+    return target
 
 
-def clear(clearers: tuple[str, ...] = ()) -> int:
-    """Clear every discoverable cache of the watched modules; returns how many were cleared."""
-    count = 0
-    for name, module in watched(WATCHER):
-        clean = WATCHER.clean.get(name)
-        if clean is None:  # loaded before the watcher: look at it as it is now
-            found = _caches(list(vars(module).values()))
-        else:
-            known = _FOUND.get(name)
-            if known is None or known[0] is not clean:  # first look, or imported again
-                known = _FOUND[name] = (clean, _caches(list(clean.attrs.values())))
-            found = known[1]
-        for cache in found:
-            cache.cache_clear()
-        count += len(found)
-    for path in clearers:
-        _resolve(path)()
-        count += 1
-    return count
+class CacheClearer:
+    """Clears the caches of one watcher's modules and the configured clearers."""
+
+    def __init__(self, watcher: ImportWatcher, clearers: tuple[str, ...] = ()) -> None:
+        self.watcher = watcher
+        self.clearers = clearers
+        self.resolved: dict[str, Callable[[], Any]] = {}
+        self.found: dict[str, tuple[Any, list[Any]]] = {}  # module -> (clean state, caches)
+
+    def clear(self) -> int:
+        """Clear every discoverable cache of the watched modules; returns how many."""
+        count = 0
+        for name, module in watched(self.watcher):
+            clean = self.watcher.clean.get(name)
+            if clean is None:  # loaded before the watcher: look at it as it is now
+                found = _caches(list(vars(module).values()))
+            else:
+                known = self.found.get(name)
+                if known is None or known[0] is not clean:  # first look, or imported again
+                    known = self.found[name] = (clean, _caches(list(clean.attrs.values())))
+                found = known[1]
+            for cache in found:
+                cache.cache_clear()
+            count += len(found)
+        for path in self.clearers:
+            if path not in self.resolved:
+                self.resolved[path] = _resolve(path)
+            self.resolved[path]()
+            count += 1
+        return count

@@ -5,9 +5,11 @@ started) is invisible to checks that look at the test process. So, while the har
 isolates, every Python child gets the probe (``probe``): a folder on ``PYTHONPATH`` holds
 a ``sitecustomize.py`` that starts it (and then runs the ``sitecustomize`` it stands in
 front of, if there is one), and ``probe.ENV`` names the report folder and what to watch.
-After each test the reports are read and removed, and each problem fails the test,
-naming the child by its pid and command line. A test whose children reported nothing
-pays for one directory listing.
+At the start and at the end of each test every live child that has loaded watched code
+is asked to check itself (its socket in the report folder, see ``probe``), so a patch it
+made at any time, not only while importing, is named; then the reports are read and
+removed, and each problem fails the test, naming the child by its pid and command line.
+A test with no such child and no report pays for one directory listing.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import contextlib
 import json
 import os
 import shutil
+import socket
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +57,9 @@ _tandem_harness_probe()
 '''
 
 
+ANSWER = 2.0  # seconds a child may take to answer the harness's question
+
+
 @dataclass(frozen=True)
 class Reports:
     present: frozenset[str]  # report files waiting when the snapshot was taken
@@ -81,10 +87,36 @@ class ChildProbeCheck:
         shutil.rmtree(self.home, ignore_errors=True)
 
     def _names(self) -> frozenset[str]:
+        """The reports waiting, once every live child has been asked to check itself."""
         try:
-            return frozenset(n for n in os.listdir(self.folder) if n.endswith(".json"))
+            names = os.listdir(self.folder)
         except OSError:
             return frozenset()
+        live = [n for n in names if n.endswith(probe.SOCKET_SUFFIX)]
+        if live:
+            for name in live:
+                self._ask(self.folder / name)
+            with contextlib.suppress(OSError):
+                names = os.listdir(self.folder)
+        return frozenset(n for n in names if n.endswith(".json"))
+
+    def _ask(self, path: Path) -> None:
+        """Ask one child to check itself; it answers once its report (if any) is written.
+
+        A child that is gone leaves its socket file: removed. One too busy to answer
+        within ``ANSWER`` seconds (its thread cannot get the interpreter) is passed over.
+        """
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(ANSWER)
+            try:
+                conn.connect(str(path))
+                conn.sendall(probe.ASK)
+                conn.recv(len(probe.DONE))
+            except (ConnectionRefusedError, FileNotFoundError):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            except OSError:  # a timeout, or the child died while answering
+                pass
 
     def _read(self, names: frozenset[str], label: str = "") -> list[Leak]:
         out = []
@@ -104,8 +136,11 @@ class ChildProbeCheck:
         return Reports(self._names())
 
     def compare(self, before: Reports) -> list[Leak]:
-        names = self._names()
-        return self._read(names - before.skip) if names else []
+        names = self._names() - before.skip
+        if not names:
+            return []
+        early = names & before.present  # found when the test started: it is not known whose
+        return self._read(early, " (reported before this test started)") + self._read(names - early)
 
     def absorb(self, snap: Reports, start: Reports, end: Reports) -> Reports:
         return Reports(snap.present, snap.skip | (end.present - start.present))

@@ -30,10 +30,6 @@ class Write:
     origin: str  # "file:line (module)"
 
 
-WRITES: list[Write] = []
-_PREFIXES: list[tuple[str, ...]] = []
-
-
 @dataclass(slots=True, frozen=True)
 class EnvSnap:
     raw: dict[Any, Any]  # a copy of os.environ's storage
@@ -56,32 +52,62 @@ def _watched(module: str, prefixes: tuple[str, ...]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
-def _writer() -> str | None:
-    """Where the innermost frame of watched code that led to this write is, if any."""
-    prefixes = _PREFIXES[0] if _PREFIXES else ()
-    frame = sys._getframe(2)
-    while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        if isinstance(module, str) and _watched(module, prefixes):
-            return f"{frame.f_code.co_filename}:{frame.f_lineno} ({module})"
-        frame = frame.f_back
-    return None
+class WriteLog:
+    """Writes to ``os.environ`` made by code in modules under ``prefixes``, in order.
+
+    ``os.environ``'s class is wrapped once per process; the wrappers tell every log that is
+    installed (the class's ``_harness_logs``), so the log itself is this object's.
+    """
+
+    def __init__(self, prefixes: tuple[str, ...]) -> None:
+        self.prefixes = prefixes
+        self.writes: list[Write] = []
+        if prefixes:
+            _trace().append(self)
+
+    def close(self) -> None:
+        logs = getattr(type(os.environ), "_harness_logs", [])
+        if self in logs:
+            logs.remove(self)
+
+    def writer(self, frame: Any) -> str | None:
+        """Where the innermost frame of watched code that led to this write is, if any."""
+        while frame is not None:
+            module = frame.f_globals.get("__name__", "")
+            if isinstance(module, str) and _watched(module, self.prefixes):
+                return f"{frame.f_code.co_filename}:{frame.f_lineno} ({module})"
+            frame = frame.f_back
+        return None
+
+    def since(self, start: int, skip: Sequence[tuple[int, int]] = ()) -> dict[str, Write]:
+        """The last write to each variable since ``start``, leaving out the ``skip`` ranges."""
+        last: dict[str, Write] = {}
+        for index in range(start, len(self.writes)):
+            if any(lo <= index < hi for lo, hi in skip):
+                continue
+            write = self.writes[index]
+            last[write.name] = write
+        return last
 
 
-def trace(prefixes: tuple[str, ...]) -> None:
-    """Log writes to ``os.environ`` made by code in modules under ``prefixes`` (once)."""
-    _PREFIXES[:] = [prefixes]
+def _trace() -> list[WriteLog]:
+    """Wrap ``os.environ``'s writes (once per process); the list of logs they tell."""
     cls: Any = type(os.environ)
-    if not prefixes or getattr(cls, "_harness_traced", False):
-        return
-    cls._harness_traced = True
+    logs: list[WriteLog] | None = cls.__dict__.get("_harness_logs")
+    if logs is not None:
+        return logs
+    logs = cls._harness_logs = []
 
     def wrap(original: Callable[..., None], deleting: bool) -> Callable[..., None]:
         def traced(self: Any, key: str, *value: str) -> None:
             original(self, key, *value)
-            origin = _writer()
-            if origin is not None and self is os.environ:
-                WRITES.append(Write(key, None if deleting else value[0], origin))
+            if not logs or self is not os.environ:
+                return
+            frame = sys._getframe(1)
+            for log in list(logs):
+                origin = log.writer(frame)
+                if origin is not None:
+                    log.writes.append(Write(key, None if deleting else value[0], origin))
 
         traced.__name__ = original.__name__
         traced.__qualname__ = original.__qualname__
@@ -89,17 +115,7 @@ def trace(prefixes: tuple[str, ...]) -> None:
 
     cls.__setitem__ = wrap(cls.__setitem__, False)
     cls.__delitem__ = wrap(cls.__delitem__, True)
-
-
-def writes(start: int, skip: Sequence[tuple[int, int]] = ()) -> dict[str, Write]:
-    """The last write to each variable since ``start``, leaving out the ``skip`` ranges."""
-    last: dict[str, Write] = {}
-    for index in range(start, len(WRITES)):
-        if any(lo <= index < hi for lo, hi in skip):
-            continue
-        write = WRITES[index]
-        last[write.name] = write
-    return last
+    return logs
 
 
 def _put_back(name: str, value: str | None) -> Callable[[], None]:
@@ -113,21 +129,25 @@ def _put_back(name: str, value: str | None) -> Callable[[], None]:
 
 
 class EnvCheck:
-    """Env vars; names in ``ignore`` are not compared by value (a write is still told)."""
+    """Env vars, every one of them, the engine variable too: a test's change is named and
+    undone. Names in ``ignore`` (pytest's own ``PYTEST_CURRENT_TEST``) are not compared."""
 
     def __init__(self, prefixes: tuple[str, ...], ignore: frozenset[str] = frozenset()) -> None:
         self.ignore = ignore
-        trace(prefixes)
+        self.log = WriteLog(prefixes)
+
+    def close(self) -> None:
+        self.log.close()
 
     def snapshot(self) -> EnvSnap:
-        return EnvSnap(_raw(), len(WRITES))
+        return EnvSnap(_raw(), len(self.log.writes))
 
     def compare(self, before: EnvSnap) -> list[Leak]:
         now_raw = _raw()
-        if now_raw == before.raw and len(WRITES) == before.writes:
+        if now_raw == before.raw and len(self.log.writes) == before.writes:
             return []
         old_env, now = _text(before.raw), _text(now_raw)
-        written = writes(before.writes, before.skip)
+        written = self.log.since(before.writes, before.skip)
         out = []
         for name in sorted(set(old_env) | set(now) | set(written)):
             old, new = old_env.get(name), now.get(name)
@@ -141,7 +161,7 @@ class EnvCheck:
                 else:
                     text = f"env var {name} was changed from {old!r} to {new!r}{by}"
                 out.append(Leak(text, _put_back(name, old)))
-            elif write is not None and write.value is not None and new == write.value:
+            elif old == new is not None and write is not None and write.value == new:
                 out.append(
                     Leak(
                         f"env var {name} was written{by} (= {new!r}) and never restored; "
@@ -170,7 +190,7 @@ class EnvCheck:
                 is_now = "unset" if current is None else repr(current)
                 text = f"env var {name} is still {is_now} (it was {was} before the fixture)"
                 out.append(Leak(text, _put_back(name, old)))
-        for name, write in writes(start.writes, [(end.writes, 1 << 62)]).items():
+        for name, write in self.log.since(start.writes, [(end.writes, 1 << 62)]).items():
             if write.value is not None and now.get(name) == write.value == before.get(name):
                 out.append(Leak(f"env var {name} was written by {write.origin} and never restored"))
         return out

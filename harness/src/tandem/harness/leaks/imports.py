@@ -9,44 +9,34 @@ is a patch: during a watched import (a preload, a test module) it fails the run 
 of collection, naming the import; during a test it is that test's leak.
 
 The same watcher runs callbacks right after a module is imported (``on_import``): the op
-recorder is installed the moment torch is loaded, even when a test loads it lazily.
+recorder is installed the moment torch is loaded, even when a test loads it lazily. The
+watcher of a run belongs to the run (``plugin.state.HarnessState``), not to this module.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from . import attributes
 from .watcher import ImportWatcher, active_patches, describe_patch
 
 OWN = __name__.rpartition(".")[0].rpartition(".")[0]  # the harness itself is never watched
-WATCHER = ImportWatcher(OWN)
 
 
-def install(prefixes: tuple[str, ...]) -> None:
-    """Watch modules under ``prefixes`` from now on (the finder goes first, once)."""
-    WATCHER.watch(prefixes)
-
-
-def on_import(name: str, callback: Callable[[], None]) -> None:
-    """Call ``callback`` now if ``name`` is imported, else right after its import."""
-    WATCHER.on_import(name, callback)
-
-
-def since_import() -> list[str]:
+def since_import(watcher: ImportWatcher) -> list[str]:
     """Every change of a watched module's attributes since its import (nothing is undone)."""
-    return [text for _, text, _ in attributes.changes(WATCHER)]
+    return [text for _, text, _ in attributes.changes(watcher)]
 
 
 @contextlib.contextmanager
-def watch(what: str, prefixes: tuple[str, ...], problems: list[str]) -> Iterator[None]:
-    """Record in ``problems`` what importing ``what`` changed in watched modules."""
-    if not prefixes:
+def watch(watcher: ImportWatcher, what: str, problems: list[str]) -> Iterator[None]:
+    """Record in ``problems`` what importing ``what`` changed in the watcher's modules."""
+    if not watcher.prefixes:
         yield
         return
-    install(prefixes)
-    before = attributes.dirty(WATCHER)
+    watcher.install()
+    before = attributes.dirty(watcher)
     patches = active_patches()
     try:
         yield
@@ -54,7 +44,7 @@ def watch(what: str, prefixes: tuple[str, ...], problems: list[str]) -> Iterator
         found = [describe_patch(p) for p in active_patches() if not any(p is q for q in patches)]
         found += [
             text
-            for key, text, _ in attributes.changes(WATCHER)
+            for key, text, _ in attributes.changes(watcher)
             if key not in before or attributes.now(key) is not before[key]
         ]
         problems += [f"{change} (while importing {what})" for change in dict.fromkeys(found)]

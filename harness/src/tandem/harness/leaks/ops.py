@@ -16,11 +16,6 @@ from typing import Any
 
 from .base import Leak
 
-_ORIGINS: dict[tuple[str, str], str] = {}
-_PROBLEMS: list[str] = []
-_DEFINED: list[str] = []  # every definition seen by the recorder, in order
-_RECORDING: list[str] = []  # the namespace the recorder watches, once installed
-
 
 def _torch() -> Any:
     return sys.modules.get("torch")
@@ -43,36 +38,64 @@ def _origin() -> str:
     return "<unknown>"
 
 
-def _note(namespace: str, kind: str, name: str) -> None:
-    if not name.startswith(namespace + "::"):
-        return
-    origin = _origin()
-    key = (kind, name)
-    if kind == "def":
-        _DEFINED.append(name)
-    first = _ORIGINS.get(key)
-    if first is None:
-        _ORIGINS[key] = origin
-    elif first != origin:
-        what = "defined twice" if kind == "def" else f"has its {kind} implementation replaced"
-        problem = f"custom op {name} {what}: first at {first}, again at {origin}"
-        if problem not in _PROBLEMS:
-            _PROBLEMS.append(problem)
-
-
 def _qualify(lib: Any, name: str) -> str:
     base = name.split("(")[0].split(".")[0]
     return base if "::" in base else f"{getattr(lib, 'ns', '?')}::{base}"
 
 
-def record(namespace: str) -> None:
-    """Wrap torch.library's registration functions (once) to remember every origin."""
-    torch = _torch()
-    library = getattr(torch, "library", None)
-    if not namespace or library is None or getattr(library, "_harness_recorded", False):
-        return
-    library._harness_recorded = True
-    _RECORDING[:] = [namespace]
+class OpRecorder:
+    """Every registration in one namespace, with where it came from; conflicts found.
+
+    torch.library's registration entry points are wrapped once per process; the wrappers
+    tell every recorder installed (``torch.library._harness_recorders``), so a recorder's
+    tables are its own and end with it (``uninstall``).
+    """
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self.origins: dict[tuple[str, str], str] = {}
+        self.problems: list[str] = []
+        self.defined: list[str] = []  # every definition seen, in order
+        self.installed = False
+
+    def note(self, kind: str, name: str, origin: str) -> None:
+        if not name.startswith(self.namespace + "::"):
+            return
+        key = (kind, name)
+        if kind == "def":
+            self.defined.append(name)
+        first = self.origins.get(key)
+        if first is None:
+            self.origins[key] = origin
+        elif first != origin:
+            what = "defined twice" if kind == "def" else f"has its {kind} implementation replaced"
+            problem = f"custom op {name} {what}: first at {first}, again at {origin}"
+            if problem not in self.problems:
+                self.problems.append(problem)
+
+    def install(self) -> None:
+        """Start recording (torch loaded): from now on every registration is noted."""
+        library = getattr(_torch(), "library", None)
+        if not self.namespace or library is None or self.installed:
+            return
+        recorders = _wrap(library)
+        recorders.append(self)
+        self.installed = True
+
+    def uninstall(self) -> None:
+        library = getattr(_torch(), "library", None)
+        recorders = getattr(library, "_harness_recorders", [])
+        if self in recorders:
+            recorders.remove(self)
+        self.installed = False
+
+
+def _wrap(library: Any) -> list[OpRecorder]:
+    """Wrap torch.library's registration functions (once); the list of recorders told."""
+    recorders: list[OpRecorder] | None = getattr(library, "_harness_recorders", None)
+    if recorders is not None:
+        return recorders
+    recorders = library._harness_recorders = []
 
     def wrap(owner: Any, attr: str, key: Callable[..., tuple[str, str] | None]) -> None:
         original = getattr(owner, attr, None)
@@ -82,9 +105,11 @@ def record(namespace: str) -> None:
         @functools.wraps(original)
         def recorded(*args: Any, **kwargs: Any) -> Any:
             with _suppress():
-                found = key(*args, **kwargs)
+                found = key(*args, **kwargs) if recorders else None
                 if found:
-                    _note(namespace, found[0], found[1])
+                    origin = _origin()
+                    for recorder in list(recorders):
+                        recorder.note(found[0], found[1], origin)
             return original(*args, **kwargs)
 
         setattr(owner, attr, recorded)
@@ -119,6 +144,7 @@ def record(namespace: str) -> None:
                 f"{getattr(self, '_namespace', '')}::{getattr(self, '_name', '')}",
             ),
         )
+    return recorders
 
 
 class _suppress:
@@ -129,10 +155,6 @@ class _suppress:
 
     def __exit__(self, *exc: Any) -> bool:
         return True
-
-
-def problems() -> list[str]:
-    return list(_PROBLEMS)
 
 
 @dataclass(frozen=True)
@@ -149,32 +171,35 @@ class OpCheck:
     loaded) a test that defined nothing costs nothing.
     """
 
-    def __init__(self, namespace: str) -> None:
-        self.namespace = namespace
+    def __init__(self, recorder: OpRecorder) -> None:
+        self.recorder = recorder
+        self.namespace = recorder.namespace
 
     def snapshot(self) -> OpSnap:
-        record(self.namespace)  # torch may have been imported since the last test
-        ops = len(_DEFINED) if [self.namespace] == _RECORDING else frozenset(names(self.namespace))
-        return OpSnap(ops, len(_PROBLEMS))
+        rec = self.recorder
+        rec.install()  # torch may have been imported since the last test
+        ops = len(rec.defined) if rec.installed else frozenset(names(self.namespace))
+        return OpSnap(ops, len(rec.problems))
 
     def _new(self, start: OpSnap, end: OpSnap | None = None) -> set[str]:
         if isinstance(start.ops, int) and (end is None or isinstance(end.ops, int)):
-            return set(_DEFINED[start.ops : None if end is None else end.ops])
+            return set(self.recorder.defined[start.ops : None if end is None else end.ops])
         now = names(self.namespace) if end is None else end.ops
         old = start.ops if isinstance(start.ops, frozenset) else frozenset()
         return set(now) - old if isinstance(now, (set, frozenset)) else set()
 
     def compare(self, before: OpSnap) -> list[Leak]:
         fresh = self._new(before) - before.skip
+        problems = self.recorder.problems
         out = []
         if fresh:
-            twice = {p.split()[2] for p in _PROBLEMS if " defined twice" in p}
+            twice = {p.split()[2] for p in problems if " defined twice" in p}
             alive = names(self.namespace) & fresh
             out = [
                 Leak(f"custom op {name} was registered and not removed")
                 for name in sorted(alive - twice)
             ]
-        return out + [Leak(problem) for problem in _PROBLEMS[before.problems :]]
+        return out + [Leak(problem) for problem in problems[before.problems :]]
 
     def absorb(self, snap: OpSnap, start: OpSnap, end: OpSnap) -> OpSnap:
         return OpSnap(snap.ops, snap.problems, snap.skip | self._new(start, end))

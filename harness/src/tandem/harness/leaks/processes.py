@@ -20,6 +20,7 @@ import psutil
 from .base import Leak
 
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
 _PR_SET_PDEATHSIG = 1
 
 Procs = frozenset[tuple[int, float]]  # (pid, start time) of live descendants
@@ -39,15 +40,22 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
-_SUBREAPER: dict[int, bool] = {}  # pid -> whether it took effect (a fork must ask again)
+def is_subreaper() -> bool:
+    """Whether this process adopts its orphaned descendants (the kernel knows; a fork does
+    not inherit it)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    flag = ctypes.c_int(0)
+    try:
+        asked = _libc().prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+    return asked and flag.value != 0
 
 
 def become_subreaper() -> bool:
     """Adopt orphaned descendants (Linux only); True when it took effect."""
-    pid = os.getpid()
-    if pid not in _SUBREAPER:
-        _SUBREAPER[pid] = _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-    return _SUBREAPER[pid]
+    return is_subreaper() or _prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
 
 def die_with_parent(signum: int = 9) -> bool:

@@ -16,37 +16,41 @@ from .attributes import AttributeCheck
 from .base import AnyCheck, Leak
 from .children import ChildProbeCheck
 from .env import EnvCheck
-from .imports import OWN, WATCHER
-from .ops import OpCheck
+from .imports import OWN
+from .ops import OpCheck, OpRecorder
 from .patches import PatchCheck
 from .processes import ProcessCheck
 from .runtimes import ProcessGroupCheck, RayCheck
 from .shm import ShmCheck
 from .sockets import SocketCheck
 from .threads import ThreadCheck
+from .watcher import ImportWatcher
 
 Snap = tuple[Any, ...]
 
 
 def kinds(
-    settings: Settings, ignore_env: frozenset[str] = frozenset(), scratch: Path | None = None
+    settings: Settings,
+    watcher: ImportWatcher,
+    recorder: OpRecorder,
+    ignore_env: frozenset[str] = frozenset(),
+    scratch: Path | None = None,
 ) -> list[AnyCheck]:
     """The checks a run uses, in order; a kind that has nothing to watch is left out.
 
     Building them sets up what they need (env write tracing, the probe for children, in a
-    folder under ``scratch`` if given).
+    folder under ``scratch`` if given); ``Checks.close`` takes it down.
     """
     prefixes = settings.watch_prefixes
     checks: list[AnyCheck] = [EnvCheck(prefixes, ignore_env), PatchCheck()]
     if prefixes:
-        checks.append(AttributeCheck(WATCHER))
+        # the children are asked before the process check ends the ones still running
+        checks += [AttributeCheck(watcher), ChildProbeCheck(OWN, prefixes, scratch)]
     checks += [ProcessCheck(), ThreadCheck()]
     # distributed runtimes first: taking one down closes its sockets and segments
     checks += [ProcessGroupCheck(), RayCheck(), SocketCheck(), ShmCheck()]
     if settings.ops_namespace:
-        checks.append(OpCheck(settings.ops_namespace))
-    if prefixes:
-        checks.append(ChildProbeCheck(OWN, prefixes, scratch))
+        checks.append(OpCheck(recorder))
     return checks
 
 

@@ -167,6 +167,8 @@ class ImportWatcher:
         self.outermost = ""
         self.before_outermost: Callable[[str], None] | None = None
         self.after_outermost: Callable[[str], None] | None = None
+        # the watched names among sys.modules, and the module count they were listed at
+        self.scanned: tuple[tuple[str, ...], int, list[str]] = ((), -1, [])
 
     def watched(self, name: str) -> bool:
         return any(name == p or name.startswith(p + ".") for p in self.prefixes) and not (

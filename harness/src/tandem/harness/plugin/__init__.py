@@ -14,10 +14,10 @@ import sys
 import pytest
 
 from ..isolation import cuda
-from ..leaks import imports, ops
-from . import markers, options, roles, seeds
+from ..leaks import imports
+from . import markers, options, roles, seeds, skips
 from .fixtures import engine, engine_impl, isolated_env, scoped_ops
-from .state import PRELOAD_PROBLEMS, RUN, RunState
+from .state import IMPORT_SKIPS, RUN, SKIP_SUMMARY, RunState, harness_state
 
 __all__ = ["engine", "engine_impl", "isolated_env", "scoped_ops"]
 
@@ -38,21 +38,22 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     level = getattr(ns, "isolate", None) or options.ini(early_config, "harness_isolation")
     namespace = options.ini(early_config, "harness_ops_namespace")
     prefixes = tuple(options.ini(early_config, "harness_watch_prefixes"))
-    if prefixes:  # from here on, every watched module's import is seen
-        imports.install(prefixes)
-    if namespace:
-        imports.on_import("torch", lambda: ops.record(namespace))
+    preload = options.ini(early_config, "harness_preload")
+    if not (prefixes or namespace or preload):
+        return  # nothing asked for yet: the harness stays out of this process
+    state = harness_state(early_config, namespace)
+    state.watch(prefixes)  # from here on, every watched module's import is seen
+    state.record_ops()
     if level == "none" or roles.xdist_controller(early_config):
         return
-    problems = early_config.stash.setdefault(PRELOAD_PROBLEMS, [])
-    for name in options.ini(early_config, "harness_preload"):
+    for name in preload:
         try:
-            with imports.watch(name, prefixes, problems):
+            with imports.watch(state.watcher, name, state.preload_problems):
                 importlib.import_module(name)
         except Exception as exc:
             print(f"tandem-harness: preload of {name!r} failed: {exc!r}", file=sys.stderr)
         cuda.record()
-        ops.record(namespace)
+        state.ops.install()
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-randomly has chosen its seed
@@ -60,8 +61,9 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in markers.MARKERS:
         config.addinivalue_line("markers", line)
     settings = options.load(config)
-    run = config.stash[RUN] = RunState(settings)
-    run.import_problems += config.stash.get(PRELOAD_PROBLEMS, [])
+    state = harness_state(config, settings.ops_namespace)
+    run = config.stash[RUN] = RunState(settings, state)
+    run.import_problems += state.preload_problems
     run.seed, settings.seed_source = seeds.choose(config, settings.seed)
     run.known = tuple(sorted({*markers.known_engines(settings.engine_group), *settings.engines}))
     run.seen = set(settings.default_engines)
@@ -76,6 +78,11 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     if options.requested(config):
         roles.activate(config)
+    fail_skips, allowed = options.fail_import_skips(config)
+    if fail_skips:
+        config.pluginmanager.register(skips.ImportSkipRole(allowed), IMPORT_SKIPS)
+        if not roles.xdist_worker(config):
+            config.pluginmanager.register(skips.SkipSummary(), SKIP_SUMMARY)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ..leaks import imports, ops
+from ..leaks import imports
 from .loop import unit_of
 from .markers import engine_of
 from .state import RunState
@@ -35,7 +35,7 @@ class CollectionRole:
         if not isinstance(collector, pytest.Module):
             return (yield)
         problems = self.run.import_problems
-        with imports.watch(collector.nodeid, self.run.settings.watch_prefixes, problems):
+        with imports.watch(self.run.harness.watcher, collector.nodeid, problems):
             return (yield)
 
     @pytest.hookimpl(trylast=True)
@@ -55,7 +55,7 @@ class CollectionRole:
                 f"--engines: unknown engine(s) {', '.join(bad)}; "
                 f"known engines: {', '.join(known) or '(none)'}"
             )
-        conflicts = ops.problems()
+        conflicts = list(run.harness.ops.problems)
         if conflicts:
             self._end(
                 session, items, "tandem-harness: custom op conflicts:\n" + "\n".join(conflicts)
@@ -63,7 +63,7 @@ class CollectionRole:
             return
         run.import_problems += [
             f"{change} (after its import, before any test ran)"
-            for change in imports.since_import()
+            for change in imports.since_import(run.harness.watcher)
             if not any(p.startswith(change) for p in run.import_problems)
         ]
         if run.import_problems:

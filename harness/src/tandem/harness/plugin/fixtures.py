@@ -90,7 +90,7 @@ def isolated_env(request: pytest.FixtureRequest) -> Iterator[IsolatedEnv]:
 
 @pytest.fixture
 def scoped_ops(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A torch.library FRAGMENT in the watched namespace, destroyed after the test."""
+    """A torch.library FRAGMENT in ``harness_ops_namespace``, destroyed after the test."""
     torch = sys.modules.get("torch")
     if torch is None:
         try:
@@ -99,7 +99,13 @@ def scoped_ops(request: pytest.FixtureRequest) -> Iterator[Any]:
             torch = importlib.import_module("torch")
         except ImportError:
             pytest.skip("scoped_ops needs torch, which is not installed")
-    namespace = run_state(request.config).settings.ops_namespace or "tandem"
+    namespace = run_state(request.config).settings.ops_namespace
+    if not namespace:
+        pytest.fail(
+            "scoped_ops: set harness_ops_namespace (ini) to the torch.library namespace of "
+            "your custom ops; the fragment is made there",
+            pytrace=False,
+        )
     lib = torch.library.Library(namespace, "FRAGMENT")
     yield lib
     lib._destroy()

@@ -108,9 +108,34 @@ def add(parser: pytest.Parser) -> None:
         metavar="TEST_ID",
         help="bisect the tests before TEST_ID to the one that makes it fail",
     )
+    group.addoption(
+        "--harness-fail-import-skips",
+        action="store_true",
+        default=None,
+        help="a test skipped because an import failed (importorskip) is an error (for CI)",
+    )
     group.addoption("--harness-worker", default="", help="internal: serve a spawned child")
     for name, (text, kind, _) in INI.items():
         parser.addini(name, text, type=kind, default=None)  # type: ignore[arg-type]
+    # these two do not switch the rest of the harness on
+    parser.addini(
+        "harness_fail_import_skips",
+        "a test skipped because an import failed is an error (for CI)",
+        type="bool",
+        default=False,
+    )
+    parser.addini(
+        "harness_allowed_import_skips",
+        "modules a test may still be skipped for (uninstallable here, e.g. CUDA-only)",
+        type="args",
+        default=[],
+    )
+
+
+def fail_import_skips(config: pytest.Config) -> tuple[bool, tuple[str, ...]]:
+    """Whether import skips are errors, and the modules still allowed to be missing."""
+    on = bool(config.option.harness_fail_import_skips or config.getini("harness_fail_import_skips"))
+    return on, tuple(config.getini("harness_allowed_import_skips"))
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:

@@ -21,7 +21,6 @@ import pytest
 
 from ..isolation import cuda
 from ..isolation.child import Channel
-from ..leaks import imports, ops
 from .child import SpawnedChildRole
 from .collection import CollectionRole
 from .loop import LoopRole
@@ -71,11 +70,8 @@ def activate(config: pytest.Config) -> None:
     run = run_state(config)
     settings = run.settings
     cuda.record()
-    if settings.watch_prefixes:
-        imports.install(settings.watch_prefixes)
-    if settings.ops_namespace:  # the recorder goes in as soon as torch is loaded
-        namespace = settings.ops_namespace
-        imports.on_import("torch", lambda: ops.record(namespace))
+    run.harness.watch(settings.watch_prefixes)
+    run.harness.record_ops()  # the recorder goes in as soon as torch is loaded
     manager = config.pluginmanager
     if xdist_controller(config):
         manager.register(ReportRole(run), REPORT)

@@ -47,28 +47,31 @@ def choose(config: pytest.Config, given: int | None) -> tuple[int, str]:
     return pick(), "random"
 
 
-_SEEDED_EVERY_DEVICE: dict[int, int] = {}  # pid -> the seed torch.manual_seed was given
+class Reseeder:
+    """Reseeds before each test; remembers which process gave every device the seed."""
 
+    def __init__(self) -> None:
+        self.seeded: tuple[int, int] | None = None  # (pid, seed) of the last full seeding
 
-def reseed(seed: int) -> None:
-    random.seed(seed)
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:  # loaded by the tests that use it; importing it here costs a child
-        numpy.random.seed(seed % 2**32)
-    torch = sys.modules.get("torch")
-    if getattr(torch, "manual_seed", None) is None:
-        return
-    if _SEEDED_EVERY_DEVICE.get(os.getpid()) != seed:
-        # every device; one not started yet (CUDA) takes the seed when it starts, so later
-        # tests need only reseed the CPU generator and the devices already started
-        torch.manual_seed(seed)
-        _SEEDED_EVERY_DEVICE[os.getpid()] = seed
-        return
-    torch.default_generator.manual_seed(seed)  # ~1 us; torch.manual_seed costs ~0.3 ms
-    for name in ("cuda", "xpu"):
-        device = sys.modules.get(f"torch.{name}")
-        if device is not None and device.is_initialized():
-            device.manual_seed_all(seed)
+    def __call__(self, seed: int) -> None:
+        random.seed(seed)
+        numpy = sys.modules.get("numpy")
+        if numpy is not None:  # loaded by the tests that use it; importing it costs a child
+            numpy.random.seed(seed % 2**32)
+        torch = sys.modules.get("torch")
+        if getattr(torch, "manual_seed", None) is None:
+            return
+        if self.seeded != (os.getpid(), seed):
+            # every device; one not started yet (CUDA) takes the seed when it starts, so
+            # later tests need only reseed the CPU generator and the devices already started
+            torch.manual_seed(seed)
+            self.seeded = (os.getpid(), seed)
+            return
+        torch.default_generator.manual_seed(seed)  # ~1 us; torch.manual_seed costs ~0.3 ms
+        for name in ("cuda", "xpu"):
+            device = sys.modules.get(f"torch.{name}")
+            if device is not None and device.is_initialized():
+                device.manual_seed_all(seed)
 
 
 def warm() -> None:

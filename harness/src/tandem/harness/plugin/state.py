@@ -1,4 +1,5 @@
-"""What the roles of one pytest process share: the settings and the run's bookkeeping."""
+"""What the roles of one pytest process share: the settings, the run's bookkeeping and
+what the harness installs in the process (``HarnessState``)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,41 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from ..leaks.imports import OWN
+from ..leaks.ops import OpRecorder
+from ..leaks.watcher import ImportWatcher
 from ..settings import Settings
 from .coverage import Coverage
+
+
+class HarnessState:
+    """What the harness installs in this process, owned by this object and no module.
+
+    The import watcher (patches made at import time, clean states, hooks run when a
+    module is imported) and the op recorder. Made before the first conftest is loaded
+    (``harness_state``), registered with pytest as ``STATE``, and taken out of the process
+    at ``pytest_unconfigure``: a second pytest run in the same process (pytester's inline
+    runs) starts from nothing.
+    """
+
+    def __init__(self, namespace: str) -> None:
+        self.watcher = ImportWatcher(OWN)
+        self.ops = OpRecorder(namespace)
+        self.preload_problems: list[str] = []  # found before configure, by the preload
+
+    def watch(self, prefixes: tuple[str, ...]) -> None:
+        """Watch modules under ``prefixes`` from now on (the finder goes first, once)."""
+        if prefixes:
+            self.watcher.watch(prefixes)
+
+    def record_ops(self) -> None:
+        """Record op registrations from the moment torch is loaded (now, if it is)."""
+        if self.ops.namespace:
+            self.watcher.on_import("torch", self.ops.install)
+
+    def pytest_unconfigure(self) -> None:
+        self.watcher.uninstall()
+        self.ops.uninstall()
 
 
 @dataclass(slots=True)
@@ -15,6 +49,7 @@ class RunState:
     """One per ``config`` (``config.stash[RUN]``); every field is named, nothing ad hoc."""
 
     settings: Settings
+    harness: HarnessState
     seed: int = 0
     known: tuple[str, ...] = ()  # engines from the entry-point group and `harness_engines`
     seen: set[str] = field(default_factory=set)  # engines named by markers and defaults
@@ -25,17 +60,29 @@ class RunState:
 
 
 RUN = pytest.StashKey[RunState]()
-PRELOAD_PROBLEMS = pytest.StashKey[list[str]]()  # found before configure, by the preload
+HARNESS = pytest.StashKey[HarnessState]()
 
 
 def run_state(config: pytest.Config) -> RunState:
     return config.stash[RUN]
 
 
+def harness_state(config: pytest.Config, namespace: str) -> HarnessState:
+    """The process's ``HarnessState`` of this run: made and registered on first use."""
+    state = config.stash.get(HARNESS, None)
+    if state is None:
+        state = config.stash[HARNESS] = HarnessState(namespace)
+        config.pluginmanager.register(state, STATE)
+    return state
+
+
 # the names the roles are registered under (``config.pluginmanager.get_plugin(name)``)
+STATE = "tandem-harness-state"
 LOOP = "tandem-harness-loop"
 COLLECTION = "tandem-harness-collection"
 REPORT = "tandem-harness-report"
 TESTER = "tandem-harness-tester"
 CHILD = "tandem-harness-child"
 CONTROLLER = "tandem-harness-controller"
+IMPORT_SKIPS = "tandem-harness-import-skips"
+SKIP_SUMMARY = "tandem-harness-skip-summary"

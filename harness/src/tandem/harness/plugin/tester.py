@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from ..leaks import caches, registry
+from ..leaks import registry
+from ..leaks.caches import CacheClearer
 from ..leaks.registry import Checks, Snap
 from ..leaks.scopes import Scopes, wider
 from . import seeds
@@ -30,8 +31,14 @@ class TesterRole:
     def __init__(self, run: RunState, scratch: Path | None = None) -> None:
         self.run = run
         settings = run.settings
-        ignore = frozenset({settings.engine_env, "PYTEST_CURRENT_TEST"} - {""})
-        self.checks = Checks(registry.kinds(settings, ignore, scratch))
+        # the engine variable is compared like any other: the harness sets it before the
+        # snapshot, so what differs at the end is the test's own write (named, undone)
+        ignore = frozenset({"PYTEST_CURRENT_TEST"})
+        harness = run.harness
+        kinds = registry.kinds(settings, harness.watcher, harness.ops, ignore, scratch)
+        self.checks = Checks(kinds)
+        self.caches = CacheClearer(harness.watcher, settings.cache_clearers)
+        self.reseed = seeds.Reseeder()
         self.scopes = Scopes(self.checks)
         self.boundary = True  # caches are cleared before the next test
         self.last_engine: str | None = None
@@ -44,14 +51,14 @@ class TesterRole:
         settings = self.run.settings
         name = engine_of(item)
         if self.boundary or name != self.last_engine:
-            caches.clear(settings.cache_clearers)
+            self.caches.clear()
             self.boundary, self.last_engine = False, name
         if name is not None and ("engine", name) not in item.user_properties:
             item.user_properties.append(("engine", name))
         if name is not None and settings.engine_env:
             item.stash[SAVED] = (settings.engine_env, os.environ.get(settings.engine_env))
             os.environ[settings.engine_env] = name
-        seeds.reseed(self.run.seed)
+        self.reseed(self.run.seed)
         self.current = item.stash[SNAP] = self.checks.take()
         self.current_test = item.nodeid
         self.fixture_leaks = []
