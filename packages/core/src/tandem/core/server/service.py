@@ -60,7 +60,7 @@ class Service:
         limit = model_context_limit(llm.config.model.hf_config)
         self.bound = PromptBound(llm.get_tokenizer(), llm.max_model_len, limit)
         # the ids both the tokenizer and the model know (the published schema's range)
-        self.vocab_size = min(len(llm.get_tokenizer()), llm.llm.config.model.vocab_size)
+        self.vocab_size = min(len(llm.get_tokenizer()), llm.config.model.vocab_size)
 
     def in_flight(self) -> int:
         return self.active
