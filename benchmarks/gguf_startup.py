@@ -3,6 +3,7 @@
     python benchmarks/gguf_startup.py [FILE.gguf ...] [--llama-cpp-venv DIR] [--rounds 3]
         [--made llama-1b:f16,q4_k_m,q4_1 gemma3-270m:q4_k_m] [--max-model-len 2048]
         [--max-num-seqs 1] [--new-tokens 16] [--threads 2] [--runners llama.cpp v0 v1]
+        [--prebuilt-kernels] [--json OUT.json]
 
 Files: those given, else SmolLM2's shipped Q4_1 file and the random-init ones ``--made``
 names (``gguf_models.py``, made once under ``benchmarks/results/gguf_models``). Each run
@@ -100,6 +101,8 @@ def spawn(args: argparse.Namespace, runner: str, file: str, cache: Path) -> dict
     cmd += ["--max-model-len", str(args.max_model_len), "--max-num-seqs", str(args.max_num_seqs)]
     cmd += ["--new-tokens", str(args.new_tokens)]
     env = dict(os.environ, TANDEM_CACHE_DIR=str(cache))
+    if args.kernels_library and runner != "llama.cpp":
+        seed_kernels(Path(args.kernels_library), cache)
     before_dir, (before_w, before_c) = dir_bytes(cache), written_bytes()
     start = time.time()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -118,6 +121,23 @@ def spawn(args: argparse.Namespace, runner: str, file: str, cache: Path) -> dict
     rec["cache_growth"] = dir_bytes(cache) - before_dir
     rec["startup"] = rec["stamps"]["first"] - start
     return rec
+
+
+def built_kernels() -> str:
+    """The C kernels' library, built here once (in the user's cache) for
+    ``--prebuilt-kernels``."""
+    from tandem.kernels.native.builder import build
+
+    return str(build())
+
+
+def seed_kernels(library: Path, cache: Path) -> None:
+    """Put the kernels' library where a run with ``cache`` as its TANDEM_CACHE_DIR looks
+    (same sources, compiler and CPU: same file name), so the run does not compile them."""
+    target = cache / "native" / library.name
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(library, target)
 
 
 def default_files(args: argparse.Namespace) -> list[str]:
@@ -225,6 +245,13 @@ def main() -> None:
     parser.add_argument("--max-num-seqs", type=int, default=1, help="tandem: KV for this many")
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--prebuilt-kernels",
+        action="store_true",
+        help="copy the C kernels, built once here, into every run's cache: on a loaded "
+        "machine their compile can pass the builder's time limit (the run then falls back "
+        "to torch); cold runs then build only the tokenizer",
+    )
     parser.add_argument("--json", default="", help="also write every run's record here")
     parser.add_argument("--tables-from", default="", metavar="JSON", help="print a --json's tables")
     for hidden in ("--child", "--file"):
@@ -251,6 +278,9 @@ def main() -> None:
             "the files are made, there (bash benchmarks/llama_cpp_venv.sh makes it)"
         )
     files = args.files or default_files(args)
+    args.kernels_library = ""
+    if args.prebuilt_kernels and set(args.runners) - {"llama.cpp"}:
+        args.kernels_library = built_kernels()
     work = RESULTS / "gguf_startup"
     work.mkdir(parents=True, exist_ok=True)
     print(f"files: {len(files)} rounds={args.rounds} loadavg={os.getloadavg()[0]:.2f}", flush=True)

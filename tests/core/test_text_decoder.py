@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tandem.core.detokenizer import IncrementalDetokenizer
+from tandem.core.text_decoder import decoding_only
 from tandem.core.tokenizer import TextDecoder, Tokenizer
 
 
@@ -90,3 +91,24 @@ def test_light_path_imports_neither_torch_nor_transformers(tokenizer: Tokenizer)
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.rstrip("\n") == tokenizer.decode([5, 6, 7])
+
+
+def test_the_decoder_carries_no_merges(tokenizer: Tokenizer) -> None:
+    """Decoding never reads a BPE model's merges (the tests above decode with them
+    gone); the detokenizer process is spared their memory."""
+    import json
+
+    full = json.loads(tokenizer.hf.backend_tokenizer.to_str())
+    assert full["model"]["type"] == "BPE" and full["model"]["merges"]
+    light = json.loads(tokenizer.decoder_json())
+    assert light["model"]["merges"] == []
+    assert light["model"]["vocab"] == full["model"]["vocab"]
+    assert light["added_tokens"] == full["added_tokens"]
+    assert (
+        decoding_only(json.dumps({"model": {"type": "Unigram"}}))
+        == '{"model": {"type": "Unigram"}}'
+    )
+    with pytest.raises(ValueError, match="text is not a tokenizers JSON document"):
+        decoding_only("{not json")
+    with pytest.raises(TypeError, match="text must be a tokenizers JSON str, got bytes"):
+        decoding_only(b"{}")  # type: ignore[arg-type]

@@ -149,3 +149,49 @@ def test_config_error_after_early_start_stops_the_children(tiny_model: Path) -> 
     with pytest.raises(ValueError, match="max_model_len must be <="):
         LLMEngine.from_engine_args(args)
     assert _children() <= before
+
+
+def _launches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    import tandem.v1.frontend.client as client_module
+
+    launched: list[str] = []
+    real = client_module.launch
+
+    def launch(role: str, ipc_dir: str) -> Any:
+        launched.append(role)
+        return real(role, ipc_dir)
+
+    monkeypatch.setattr(client_module, "launch", launch)
+    return launched
+
+
+def test_a_gguf_file_starts_the_children_before_its_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A .gguf file is a checkpoint too: the children import torch and the model code
+    while this process reads the file's metadata and tokenizer; a file that then fails
+    to read stops them again."""
+    launched, before = _launches(monkeypatch), _children()
+    seen: list[list[str]] = []
+    real = EngineArgs.create_config
+
+    def create_config(self: EngineArgs) -> Any:
+        seen.append(list(launched))
+        return real(self)
+
+    monkeypatch.setattr(EngineArgs, "create_config", create_config)
+    bad = tmp_path / "model.gguf"
+    bad.write_bytes(b"not a gguf file")
+    with pytest.raises(ValueError):
+        LLMEngine.from_engine_args(EngineArgs(model=str(bad), device="cpu"))
+    assert seen == [["core", "detokenizer"]]
+    assert _children() <= before
+
+
+def test_a_missing_gguf_file_starts_no_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    launched = _launches(monkeypatch)
+    with pytest.raises(ValueError, match="does not exist"):
+        LLMEngine.from_engine_args(EngineArgs(model=str(tmp_path / "nope.gguf"), device="cpu"))
+    assert launched == []

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tandem.core.text_decoder import TextDecoder, check_ids
+from tandem.core.text_decoder import TextDecoder, check_ids, decoding_only
 
 __all__ = ["TextDecoder", "Tokenizer", "check_ids", "check_messages", "load_tokenizer"]
 
@@ -149,11 +149,12 @@ class Tokenizer:
         return [int(i) for i in ids]
 
     def decoder_json(self) -> str | None:
-        """The fast backend serialised (``tokenizers`` JSON), for a :class:`TextDecoder`
-        in another process; None when the tokenizer has no fast backend."""
+        """The fast backend serialised (``tokenizers`` JSON) as far as decoding reads it
+        (:func:`~tandem.core.text_decoder.decoding_only`), for a :class:`TextDecoder` in
+        another process; None when the tokenizer has no fast backend."""
         backend = getattr(self.hf, "backend_tokenizer", None)
         to_str = getattr(backend, "to_str", None)
-        return to_str() if callable(to_str) else None
+        return decoding_only(to_str()) if callable(to_str) else None
 
     def __len__(self) -> int:
         return self._vocab_size

@@ -97,15 +97,20 @@ class RotaryEmbedding(nn.Module):
         self.rope = rope
         self._table: Tensor | None = None
 
-    def use(self, rope: RopeSpec) -> None:
-        """Rotate with ``rope`` from now on (its table is built again on next use)."""
+    def use(self, rope: RopeSpec, max_position: int | None = None) -> None:
+        """Rotate with ``rope`` from now on, over ``max_position`` positions if given (the
+        table is built again on next use)."""
         if rope.rotary_dim(self.head_dim) != self.rotary_dim:
             raise ValueError(
                 f"rope must rotate {self.rotary_dim} dims of each head, "
                 f"got {rope.rotary_dim(self.head_dim)}"
             )
+        if max_position is not None and (not isinstance(max_position, int) or max_position < 1):
+            raise ValueError(f"max_position must be a positive int, got {max_position!r}")
+        if rope != self.rope or (max_position or self.max_position) != self.max_position:
+            self._table = None
         self.rope = rope
-        self._table = None
+        self.max_position = max_position or self.max_position
 
     def table(self, device: torch.device) -> Tensor:
         if self._table is None or self._table.device != device:

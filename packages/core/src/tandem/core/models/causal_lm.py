@@ -80,12 +80,12 @@ class CausalLM(nn.Module):
 
     def set_max_model_len(self, max_model_len: int) -> None:
         """Run with a context of ``max_model_len`` tokens, as if built with it: a rope
-        whose factors depend on the context (longrope) takes the ones for it. For an
-        engine that shortened the context after loading, before its first step."""
+        whose factors depend on the context (longrope) takes the ones for it, and the rope
+        tables cover that many positions. For an engine that shortened the context after
+        loading, before its first step."""
         spec = build_spec(self.hf_config, type(self).__name__, max_model_len)
-        for layer, old, new in zip(self.model.layers, self.spec.layers, spec.layers):
-            if new.rope != old.rope:
-                layer.self_attn.rotary.use(new.rope)
+        for layer, new in zip(self.model.layers, spec.layers):
+            layer.self_attn.rotary.use(new.rope, spec.max_position)
         self.spec = spec
         self.model.decode_stack.drop()
 

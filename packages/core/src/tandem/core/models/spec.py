@@ -89,7 +89,7 @@ class ModelSpec:
     vocab_size: int
     hidden_size: int
     num_layers: int
-    max_position: int
+    max_position: int  # rope table rows: the configured context, else the model's limit
     rms_norm_eps: float
     attention: AttentionSpec
     mlp: MLPSpec

@@ -89,8 +89,8 @@ class LLMEngine:
         if not isinstance(multiprocess, bool):
             raise TypeError(f"multiprocess must be a bool, got {multiprocess!r}")
         _check_parallel(engine_args.parallel_config(), multiprocess)
-        if not multiprocess or not os.path.isfile(os.path.join(engine_args.model, "config.json")):
-            # no children to overlap (or a model dir that create_config will refuse)
+        if not multiprocess or not _checkpoint_exists(engine_args.model):
+            # no children to overlap (or a model path that create_config will refuse)
             return cls(engine_args.create_config(), multiprocess=multiprocess)
         client = _new_client(engine_args.data_parallel_size)
         try:
@@ -194,6 +194,15 @@ class LLMEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def _checkpoint_exists(model: str | os.PathLike[str]) -> bool:
+    """Whether ``model`` is a Hugging Face directory (its config.json) or a .gguf file:
+    a checkpoint worth starting the children for before its config is read."""
+    path = os.fspath(model)
+    if path.endswith(".gguf"):
+        return os.path.isfile(path)
+    return os.path.isfile(os.path.join(path, "config.json"))
 
 
 def _check_parallel(parallel: ParallelConfig, multiprocess: bool) -> None:

@@ -83,6 +83,20 @@ def windows(
     return [window if t == "sliding_attention" else None for t in types]
 
 
+def rope_positions(hf_config: Any, max_model_len: int | None) -> int:
+    """How many positions the rope tables cover: the context the engine runs with when it
+    is known, else the model's own ``max_position_embeddings``. A table is
+    ``positions x rotary dims`` float32 per distinct rope, so a model with a long native
+    context (Gemma 3: 32k positions, two ropes of 256 dims, 64 MiB) pays for it only when
+    it runs that long."""
+    limit = positive_int(hf_config, "max_position_embeddings")
+    if max_model_len is None:
+        return limit
+    if isinstance(max_model_len, bool) or not isinstance(max_model_len, int) or max_model_len < 1:
+        raise ValueError(f"max_model_len must be a positive int or None, got {max_model_len!r}")
+    return max_model_len
+
+
 def llama_like(
     hf_config: Any,
     arch: str,
@@ -100,7 +114,7 @@ def llama_like(
         "vocab_size": positive_int(hf_config, "vocab_size"),
         "hidden_size": positive_int(hf_config, "hidden_size"),
         "num_layers": layers,
-        "max_position": positive_int(hf_config, "max_position_embeddings"),
+        "max_position": rope_positions(hf_config, max_model_len),
         "rms_norm_eps": float(getattr(hf_config, "rms_norm_eps", None) or 1e-6),
         "attention": attn or attention(hf_config),
         "mlp": dense_mlp(hf_config),
