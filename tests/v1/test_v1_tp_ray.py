@@ -103,7 +103,8 @@ def test_a_rank_actor_that_cannot_fit_its_kv_cache_names_its_error(tiny_dir: Pat
     config = _args(tiny_dir, max_model_len=128).create_config()
     config.cache.num_kv_blocks = 1  # one sequence of 128 tokens needs 8
     before = Footprint.now()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # a cluster of its own: another test's cluster may be running on this machine
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         want = (
             r"the tensor-parallel rank \d process \(pid \d+\) failed to start: ValueError: "
