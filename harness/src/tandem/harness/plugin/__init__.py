@@ -3,7 +3,8 @@
 The harness is opt-in: in a project that sets no ``harness_*`` ini option, passes no
 harness flag and marks no test with ``engines``, nothing but these few hooks is loaded and
 the run is exactly a plain pytest run. Once asked for, ``roles.activate`` registers the
-roles this process plays; every other hook lives on them.
+roles this process plays; every other hook lives on them. The roles (and with them the
+isolation machinery and the leak checks) are imported only then.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ import sys
 import pytest
 
 from ..isolation import cuda
-from ..leaks import imports, ops
-from . import markers, options, roles, seeds
+from . import markers, options, seeds
 from .fixtures import engine, engine_impl, isolated_env, scoped_ops
 from .state import PRELOAD_PROBLEMS, RUN, RunState
 
@@ -38,14 +38,23 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     level = getattr(ns, "isolate", None) or options.ini(early_config, "harness_isolation")
     namespace = options.ini(early_config, "harness_ops_namespace")
     prefixes = tuple(options.ini(early_config, "harness_watch_prefixes"))
+    preload = options.ini(early_config, "harness_preload")
+    if not (prefixes or namespace or preload):
+        return  # nothing to watch or load this early
+    from ..leaks import imports, ops
+
     if prefixes:  # from here on, every watched module's import is seen
         imports.install(prefixes)
     if namespace:
         imports.on_import("torch", lambda: ops.record(namespace))
-    if level == "none" or roles.xdist_controller(early_config):
+    if level == "none" or not preload:
+        return
+    from . import roles
+
+    if roles.xdist_controller(early_config):
         return
     problems = early_config.stash.setdefault(PRELOAD_PROBLEMS, [])
-    for name in options.ini(early_config, "harness_preload"):
+    for name in preload:
         try:
             with imports.watch(name, prefixes, problems):
                 importlib.import_module(name)
@@ -65,6 +74,10 @@ def pytest_configure(config: pytest.Config) -> None:
     run.seed, settings.seed_source = seeds.choose(config, settings.seed)
     run.known = tuple(sorted({*markers.known_engines(settings.engine_group), *settings.engines}))
     run.seen = set(settings.default_engines)
+    if not settings.find_polluter and not options.requested(config):
+        return  # not asked for: the roles are not even imported
+    from . import roles
+
     if settings.find_polluter and (
         roles.xdist_controller(config)
         or roles.xdist_worker(config)
@@ -84,6 +97,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     specs = markers.declared(metafunc.definition, run.settings.default_engines)
     if not specs:
         return
+    from . import roles
+
     roles.activate(metafunc.config)
     run.seen.update(spec.name for spec in specs)
     if run.known:
