@@ -10,11 +10,12 @@ For each project (versions pinned below) it makes a virtual environment under
 dependencies from PyPI; it fetches the project's sdist (``pip download --no-binary :all:
 --no-deps``) for its tests, and gives it an empty ``pytest.ini`` when it has no pytest
 configuration of its own (else pytest would take this repository's). Then it runs the
-project's own suite three ways, in turn: plain pytest (``-p no:tandem_harness``), the
+project's own suite four ways, in turn: plain pytest (``-p no:tandem_harness``), the
 harness with its defaults (switched on by ``--isolate engine``: one child forked per
-engine, here one for the whole run) and ``--isolate module`` (a fresh child per test
-module); ``--watch`` adds a run of the defaults with ``harness_watch_prefixes`` set to
-the project's own packages; ``--forked`` adds pytest-forked (``--forked``: a fork of the
+engine, here one for the whole run), ``--isolate module`` (a fresh child per test
+module) and ``--isolate none`` (no child: the leak checks in the pytest process).
+``--watch`` adds a run of the defaults with ``harness_watch_prefixes`` set to the
+project's own packages; ``--forked`` adds pytest-forked (``--forked``: a fork of the
 pytest process per test, the harness off) to the venv and a run with it, the yardstick
 for ``--isolate test``. Beside the ratios the tables give each mode's cost per test in
 milliseconds ((mode - plain) / tests). Each run writes a JUnit XML file; the outcomes (passed,
@@ -53,6 +54,7 @@ MODES = {
     "plain": ("-p", "no:tandem_harness"),
     "default": ("--isolate", "engine"),
     "module": ("--isolate", "module"),
+    "none": ("--isolate", "none"),
 }
 OPTIONAL = {"forked": ("-p", "no:tandem_harness", "--forked")}
 
