@@ -57,3 +57,17 @@ def define(step: Step) -> None:
 
 for _step in PIPELINE.steps:
     define(_step)
+
+
+# not a pipeline step: a check of the suite itself, run by hand or on a schedule
+FAST = ("-m", "not slow and not reliability", "-n", "2")
+
+
+@nox.session(name="fast-under-load", default=False)
+def fast_under_load(session: nox.Session) -> None:
+    """The fast suite beside a CPU hog on every core (busy loops at nice 19), so a test that
+    depends on timing fails here first; arguments after `--` replace the fast selection
+    (`nox -s fast-under-load -- tests/parallel -p no:randomly`)."""
+    install(session)
+    args = session.posargs or ["tests", *FAST]
+    session.run("python", "-m", "ci.hog", "--", "python", "-m", "pytest", *args)

@@ -1,6 +1,6 @@
 """Outside suites: well-known projects' own tests, plain pytest beside the harness, one run.
 
-    python benchmarks/outside_suites.py [--projects click,attrs] [--repeats 1]
+    python benchmarks/outside_suites.py [--projects click,attrs] [--repeats 1] [--forked]
                                         [--harness-ref REF] [--watch] [--fresh] [--timeout 900]
 
 For each project (versions pinned below) it makes a virtual environment under
@@ -10,11 +10,15 @@ For each project (versions pinned below) it makes a virtual environment under
 dependencies from PyPI; it fetches the project's sdist (``pip download --no-binary :all:
 --no-deps``) for its tests, and gives it an empty ``pytest.ini`` when it has no pytest
 configuration of its own (else pytest would take this repository's). Then it runs the
-project's own suite three ways, in turn: plain pytest (``-p no:tandem_harness``), the
+project's own suite four ways, in turn: plain pytest (``-p no:tandem_harness``), the
 harness with its defaults (switched on by ``--isolate engine``: one child forked per
-engine, here one for the whole run) and ``--isolate module`` (a fresh child per test
-module); ``--watch`` adds a fourth run, the defaults with ``harness_watch_prefixes`` set to
-the project's own packages. Each run writes a JUnit XML file; the outcomes (passed,
+engine, here one for the whole run), ``--isolate module`` (a fresh child per test
+module) and ``--isolate none`` (no child: the leak checks in the pytest process).
+``--watch`` adds a run of the defaults with ``harness_watch_prefixes`` set to the
+project's own packages; ``--forked`` adds pytest-forked (``--forked``: a fork of the
+pytest process per test, the harness off) to the venv and a run with it, the yardstick
+for ``--isolate test``. Beside the ratios the tables give each mode's cost per test in
+milliseconds ((mode - plain) / tests). Each run writes a JUnit XML file; the outcomes (passed,
 failed, error, skipped, xfailed) are compared per test id against the plain run. Prints a
 table of wall times, ratios and whether the outcomes match, then the same for CPU time
 (user + system of pytest and every process it waited for: steadier than wall time on a
@@ -45,11 +49,14 @@ ROOT = Path(__file__).resolve().parent.parent
 HARNESS = ROOT / "harness"
 RESULTS = ROOT / "benchmarks" / "results" / "outside"
 PYTEST = "pytest==9.0.3"
+FORKED = "pytest-forked==1.6.0"
 MODES = {
     "plain": ("-p", "no:tandem_harness"),
     "default": ("--isolate", "engine"),
     "module": ("--isolate", "module"),
+    "none": ("--isolate", "none"),
 }
+OPTIONAL = {"forked": ("-p", "no:tandem_harness", "--forked")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,11 +129,14 @@ def _harness_source(ref: str, into: Path) -> Path:
     return into / "harness"
 
 
-def _prepare(project: Project, harness: Path, fresh: bool, say) -> tuple[Path, Path]:
+def _prepare(
+    project: Project, harness: Path, fresh: bool, say, forked: bool = False
+) -> tuple[Path, Path]:
     """The project's venv python and its unpacked sdist (made once, reused after)."""
     home = RESULTS / f"{project.name}-{project.version}"
     env_dir, src_dir = home / "venv", home / "src"
     pins = [PYTEST, f"{project.name}=={project.version}", *project.deps]
+    pins += [FORKED] if forked else []
     stamp = env_dir / "outside-pins.txt"
     python = env_dir / "bin" / "python"
     if fresh or not stamp.exists() or stamp.read_text() != "\n".join(pins):
@@ -207,7 +217,7 @@ def _parse(xml: Path) -> tuple[dict[str, str], dict[str, str]]:
 def _flags(project: Project, mode: str) -> tuple[str, ...]:
     if mode == "watch":
         return (*MODES["default"], "-o", "harness_watch_prefixes=" + " ".join(project.packages))
-    return MODES[mode]
+    return MODES.get(mode) or OPTIONAL[mode]
 
 
 def _run(python: Path, src: Path, project: Project, mode: str, timeout: float) -> Run:
@@ -255,7 +265,8 @@ def _harness_version(ref: str) -> str:
 def _table(summary: dict[str, dict], modes: list[str], key: str, title: str) -> list[str]:
     """One line per project: each mode's best ``key`` (seconds), ratios to plain, outcomes."""
     head = f"{title}\n{'project':<22}{'tests':>6}" + "".join(f"{m + ' s':>10}" for m in modes)
-    lines = [head + "".join(f"{m + '/plain':>15}" for m in modes[1:]) + "  outcomes"]
+    head += "".join(f"{m + '/plain':>15}" for m in modes[1:])
+    lines = [head + "".join(f"{m + ' ms/test':>16}" for m in modes[1:]) + "  outcomes"]
     for name, row in summary.items():
         s = row[key]
         same = "same" if not row["mismatches"] and not row["broken_runs"] else "DIFFER"
@@ -266,6 +277,8 @@ def _table(summary: dict[str, dict], modes: list[str], key: str, title: str) -> 
         line = f"{name + ' ' + row['version']:<22}{row['tests']:>6}"
         line += "".join(f"{s[m]:>10.1f}" for m in modes)
         line += "".join(f"{s[m] / max(s['plain'], 1e-9):>14.2f}x" for m in modes[1:])
+        tests = max(row["tests"], 1)
+        line += "".join(f"{(s[m] - s['plain']) * 1000 / tests:>16.2f}" for m in modes[1:])
         lines.append(f"{line}  {same}")
     return lines
 
@@ -284,6 +297,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="a fourth run: the defaults with harness_watch_prefixes set to the project's "
         "packages (patches, caches and env writes of its code are checked too)",
+    )
+    parser.add_argument(
+        "--forked",
+        action="store_true",
+        help=f"add {FORKED} to the venvs and a run with --forked (the harness off)",
     )
     parser.add_argument("--fresh", action="store_true", help="rebuild venvs and sdists")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per pytest run")
@@ -313,12 +331,12 @@ def main(argv: list[str] | None = None) -> int:
     harness = _harness_source(args.harness_ref, RESULTS / "harness-src")
     version = _harness_version(args.harness_ref)
     say(f"harness: {harness} at {version}; {PYTEST}; python {sys.version.split()[0]}")
-    modes = [*MODES, "watch"] if args.watch else list(MODES)
+    modes = [*MODES, *(["watch"] if args.watch else []), *(["forked"] if args.forked else [])]
     summary: dict[str, dict] = {}
     broken = False
     for name in names:
         project = PROJECTS[name]
-        python, src = _prepare(project, harness, args.fresh, say)
+        python, src = _prepare(project, harness, args.fresh, say, args.forked)
         runs: dict[str, Run] = {}
         cpus: dict[str, float] = {}  # best CPU time per mode (its run may not be the fastest)
         for _ in range(args.repeats):

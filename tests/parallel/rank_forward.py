@@ -42,13 +42,15 @@ def main(argv: list[str]) -> None:
     torch.set_num_threads(1)
     dtype = getattr(torch, dtype_name)
     tp = join(int(rank), int(size), "127.0.0.1", int(port), torch.device("cpu"), 60.0)
+    done = False
     try:
         for arch in archs:
             result = logits(arch, tp, dtype)
             if tp.rank == 0:
                 torch.save(result, Path(out) / f"{arch}.pt")
+        done = True
     finally:
-        leave()
+        leave(wait_s=60.0 if done else 0.0)  # a failed rank does not wait for the others
 
 
 if __name__ == "__main__":

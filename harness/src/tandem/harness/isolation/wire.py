@@ -20,12 +20,13 @@ _HEADER = struct.Struct("!I")
 def send(fd: int, *messages: Message, at: int | None = None) -> None:
     """Write ``messages`` to ``fd``, all in one write where the pipe takes it.
 
-    ``at``: write at this offset of a file instead (the file keeps only these messages).
+    ``at``: write at this offset of a file instead, in one ``pwrite``. What an earlier,
+    longer write left past the end stays: a ``Reader`` stops after the frames it is asked
+    for, so a file rewritten at 0 reads as its newest first message.
     """
     data = b"".join(_frame(m) for m in messages)
     if at is not None:
         os.pwrite(fd, data, at)
-        os.ftruncate(fd, at + len(data))
         return
     view = memoryview(data)
     while view:

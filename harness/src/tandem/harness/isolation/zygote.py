@@ -103,8 +103,9 @@ class Zygote:
 
 
 def _serve(sock: socket.socket, child_main: ChildMain, guard: Callable[[], None]) -> None:
-    gc.collect()
-    gc.freeze()  # children never walk (and so never copy) the zygote's objects
+    # children never walk (and so never copy) the zygote's objects; no collection first: it
+    # would walk (and copy) every page of the heap once more, for the garbage of collection
+    gc.freeze()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)

@@ -13,17 +13,26 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
-
-import psutil
+from typing import TYPE_CHECKING, Any
 
 from .base import Leak
+
+if TYPE_CHECKING:
+    import psutil
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
 _PR_SET_PDEATHSIG = 1
 
 Procs = frozenset[tuple[int, float]]  # (pid, start time) of live descendants
+
+
+@functools.cache
+def _ps() -> Any:
+    """psutil, imported the first time a descendant is looked at (most tests start none)."""
+    import psutil
+
+    return psutil
 
 
 @functools.cache
@@ -91,6 +100,7 @@ def _children() -> list[psutil.Process]:
     if _none_started():
         return []
     root = os.getpid()
+    psutil = _ps()
     if not _proc_children_files():
         return psutil.Process().children(recursive=True)
     out, todo = [], [root]
@@ -149,15 +159,16 @@ def started(proc: psutil.Process) -> float:
 
 def _kill(proc: psutil.Process) -> Callable[[], None]:
     def undo() -> None:
-        with contextlib.suppress(psutil.Error):
+        with contextlib.suppress(_ps().Error):
             proc.kill()
-        psutil.wait_procs([proc], timeout=2)
+        _ps().wait_procs([proc], timeout=2)
 
     return undo
 
 
 def _alive(proc: psutil.Process) -> bool:
     """Whether ``proc`` still runs; a zombie child is reaped on the way."""
+    psutil = _ps()
     if proc.status() != psutil.STATUS_ZOMBIE:
         return True
     with contextlib.suppress(ChildProcessError, OSError, psutil.Error):
@@ -171,7 +182,7 @@ class ProcessCheck:
     def snapshot(self) -> Procs:
         out = set()
         for proc in _children():
-            with contextlib.suppress(psutil.Error):
+            with contextlib.suppress(_ps().Error):
                 out.add((proc.pid, started(proc)))
         return frozenset(out)
 
@@ -182,7 +193,7 @@ class ProcessCheck:
                 if (proc.pid, started(proc)) in before or not _alive(proc):
                     continue
                 cmd = " ".join(proc.cmdline()) or proc.name()
-            except psutil.Error:
+            except _ps().Error:
                 continue
             out.append(Leak(f"child process {proc.pid} is still alive: {cmd}", _kill(proc)))
         return out
@@ -192,6 +203,7 @@ class ProcessCheck:
 
     def left_over(self, start: Procs, end: Procs) -> list[Leak]:
         out = []
+        psutil = _ps()
         for pid, created in sorted(end - start):
             with contextlib.suppress(psutil.Error):
                 proc = psutil.Process(pid)

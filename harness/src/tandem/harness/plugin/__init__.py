@@ -3,7 +3,8 @@
 The harness is opt-in: in a project that sets no ``harness_*`` ini option, passes no
 harness flag and marks no test with ``engines``, nothing but these few hooks is loaded and
 the run is exactly a plain pytest run. Once asked for, ``roles.activate`` registers the
-roles this process plays; every other hook lives on them.
+roles this process plays; every other hook lives on them. The roles (and with them the
+isolation machinery and the leak checks) are imported only then.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ import sys
 import pytest
 
 from ..isolation import cuda
-from ..leaks import imports
-from . import markers, options, roles, seeds, skips
+from . import markers, options, seeds
 from .fixtures import engine, engine_impl, isolated_env, scoped_ops
 from .state import IMPORT_SKIPS, RUN, SKIP_SUMMARY, RunState, harness_state
 
@@ -44,7 +44,12 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     state = harness_state(early_config, namespace)
     state.watch(prefixes)  # from here on, every watched module's import is seen
     state.record_ops()
-    if level == "none" or roles.xdist_controller(early_config):
+    if level == "none" or not preload:
+        return
+    from ..leaks import imports
+    from . import roles
+
+    if roles.xdist_controller(early_config):
         return
     for name in preload:
         try:
@@ -67,6 +72,17 @@ def pytest_configure(config: pytest.Config) -> None:
     run.seed, settings.seed_source = seeds.choose(config, settings.seed)
     run.known = tuple(sorted({*markers.known_engines(settings.engine_group), *settings.engines}))
     run.seen = set(settings.default_engines)
+    fail_skips, allowed = options.fail_import_skips(config)
+    if fail_skips:  # on its own: it does not switch the rest of the harness on
+        from . import roles, skips
+
+        config.pluginmanager.register(skips.ImportSkipRole(allowed), IMPORT_SKIPS)
+        if not roles.xdist_worker(config):
+            config.pluginmanager.register(skips.SkipSummary(), SKIP_SUMMARY)
+    if not settings.find_polluter and not options.requested(config):
+        return  # not asked for: the roles are not even imported
+    from . import roles
+
     if settings.find_polluter and (
         roles.xdist_controller(config)
         or roles.xdist_worker(config)
@@ -78,11 +94,6 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     if options.requested(config):
         roles.activate(config)
-    fail_skips, allowed = options.fail_import_skips(config)
-    if fail_skips:
-        config.pluginmanager.register(skips.ImportSkipRole(allowed), IMPORT_SKIPS)
-        if not roles.xdist_worker(config):
-            config.pluginmanager.register(skips.SkipSummary(), SKIP_SUMMARY)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -91,6 +102,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     specs = markers.declared(metafunc.definition, run.settings.default_engines)
     if not specs:
         return
+    from . import roles
+
     roles.activate(metafunc.config)
     run.seen.update(spec.name for spec in specs)
     if run.known:

@@ -27,12 +27,21 @@ from .markers import engine_of, isolation_of, timeout_of
 from .state import RunState
 
 ALARM = pytest.StashKey[Alarm]()
+UNIT = pytest.StashKey[Any]()
 
 
 def unit_of(item: pytest.Item, settings: Settings) -> Any:
-    """The isolation unit of an item (None: run in this process)."""
+    """The isolation unit of an item (None: run in this process), worked out once: the
+    loop asks for it several times per test (the item, its successor, the look-ahead)."""
     if settings.force_none:
         return None
+    unit = item.stash.get(UNIT, UNIT)
+    if unit is UNIT:
+        unit = item.stash[UNIT] = _unit(item, settings)
+    return unit
+
+
+def _unit(item: pytest.Item, settings: Settings) -> Any:
     level = isolation_of(item, settings.isolation)
     engine = engine_of(item)
     if level == "none":

@@ -88,7 +88,29 @@ def join(
     return TensorParallel(rank, size)
 
 
-def leave() -> None:
-    """Destroy this process's group, if it has one (idempotent)."""
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+def leave(wait_s: float = 0.0) -> None:
+    """Destroy this process's group, if it has one (idempotent).
+
+    With ``wait_s`` (a rank that ends normally, its peers ending too) every rank first
+    waits for the others, at most ``wait_s`` seconds: a rank that tore its connections
+    down while a peer still finished its last collective over them made that peer's
+    transport fail as it exited (gloo: SIGABRT, "terminate called without an active
+    exception"). A peer that does not come in time (it died) is not waited for longer;
+    the group is destroyed either way.
+    """
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    if wait_s > 0:
+        _wait_for_peers(wait_s)
+    dist.destroy_process_group()
+
+
+def _wait_for_peers(wait_s: float) -> None:
+    """A barrier bounded by ``wait_s`` (gloo's monitored one; others use the group's)."""
+    try:
+        if dist.get_backend() == "gloo":
+            dist.monitored_barrier(timeout=datetime.timedelta(seconds=wait_s))
+        else:
+            dist.barrier()
+    except Exception:  # a peer is gone: nothing left to wait for
+        return

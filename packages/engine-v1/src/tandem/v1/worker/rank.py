@@ -91,4 +91,5 @@ class RankWorker:
         return result if self.setup.rank == 0 else None
 
     def close(self) -> None:
-        leave()
+        # the peers close too: wait for them (briefly: a dead one fails the wait at once)
+        leave(wait_s=min(self.setup.timeout_s, 5.0))
