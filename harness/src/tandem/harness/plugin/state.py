@@ -4,14 +4,17 @@ what the harness installs in the process (``HarnessState``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pytest
 
 from ..leaks.imports import OWN
-from ..leaks.ops import OpRecorder
 from ..leaks.watcher import ImportWatcher
 from ..settings import Settings
 from .coverage import Coverage
+
+if TYPE_CHECKING:
+    from ..leaks.ops import OpRecorder
 
 
 class HarnessState:
@@ -26,8 +29,18 @@ class HarnessState:
 
     def __init__(self, namespace: str) -> None:
         self.watcher = ImportWatcher(OWN)
-        self.ops = OpRecorder(namespace)
+        self.namespace = namespace
+        self._ops: OpRecorder | None = None  # made on first use: a run that never asks
         self.preload_problems: list[str] = []  # found before configure, by the preload
+
+    @property
+    def ops(self) -> OpRecorder:
+        """The op recorder (made, with the leak checks' module, on first use)."""
+        if self._ops is None:
+            from ..leaks.ops import OpRecorder
+
+            self._ops = OpRecorder(self.namespace)
+        return self._ops
 
     def watch(self, prefixes: tuple[str, ...]) -> None:
         """Watch modules under ``prefixes`` from now on (the finder goes first, once)."""
@@ -36,12 +49,13 @@ class HarnessState:
 
     def record_ops(self) -> None:
         """Record op registrations from the moment torch is loaded (now, if it is)."""
-        if self.ops.namespace:
-            self.watcher.on_import("torch", self.ops.install)
+        if self.namespace:
+            self.watcher.on_import("torch", lambda: self.ops.install())
 
     def pytest_unconfigure(self) -> None:
         self.watcher.uninstall()
-        self.ops.uninstall()
+        if self._ops is not None:
+            self._ops.uninstall()
 
 
 @dataclass(slots=True)
