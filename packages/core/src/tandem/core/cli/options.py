@@ -132,8 +132,10 @@ def build_parser() -> GuidingParser:
     add_sampling_flags(gen)
     gen.add_argument(
         "--chat",
-        action="store_true",
-        help="send each prompt as a user message through the model's chat template",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="--chat sends each prompt as a user message through the model's chat template, "
+        "--no-chat as a plain completion (default: the chat template when the model has one)",
     )
     serve = sub.add_parser(
         "serve",
