@@ -1,5 +1,6 @@
 """The ``tandem`` command line: ``tandem generate [MODEL] PROMPT...`` and ``tandem serve
-[MODEL]`` (the model given either way or with ``--model``: :mod:`tandem.core.cli.model_arg`).
+[MODEL]`` (the model given either way or with ``--model``: :mod:`tandem.core.cli.model_arg`),
+and ``tandem cache list|size|clear`` (:mod:`tandem.core.cli.cache_command`).
 
 Without a model both run SmolLM2-135M-Instruct, a real trained model (fetched once, with
 progress shown); ``tiny`` runs the built-in tiny test model instead (the names of
@@ -39,6 +40,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from tandem.core.cli.serve import run_serve
 
                 return run_serve(args)
+            if args.command == "cache":
+                from tandem.core.cli.cache_command import run_cache
+
+                return run_cache(args)
     except KeyboardInterrupt:
         # decided: exit 130. A later Ctrl-C (or one still in flight to this process) must
         # not cut the engine's cleanup at exit short or turn the exit into a signal death.

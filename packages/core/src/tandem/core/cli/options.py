@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tandem.core.cli.cache_command import add_cache_command
 from tandem.core.cli.cache_flags import add_cache_flags, cache_args
 from tandem.core.cli.flags import number
 from tandem.core.cli.model_arg import (
@@ -177,7 +178,8 @@ def build_parser() -> GuidingParser:
         help="how long requests in flight may run on after SIGTERM or Ctrl-C (default: 10)",
     )
     add_server_flags(serve)
-    parser.commands = {"generate": gen, "serve": serve}
+    cache = add_cache_command(sub)
+    parser.commands = {"generate": gen, "serve": serve, "cache": cache}
     return parser
 
 
