@@ -7,6 +7,7 @@ from typing import Any
 
 from tandem.core.cli.cache_command import add_cache_command
 from tandem.core.cli.cache_flags import add_cache_flags, cache_args
+from tandem.core.cli.chat import add_chat_command
 from tandem.core.cli.flags import number
 from tandem.core.cli.model_arg import (
     add_model_flag,
@@ -178,8 +179,9 @@ def build_parser() -> GuidingParser:
         help="how long requests in flight may run on after SIGTERM or Ctrl-C (default: 10)",
     )
     add_server_flags(serve)
+    chat = add_chat_command(sub, _engine_options)
     cache = add_cache_command(sub)
-    parser.commands = {"generate": gen, "serve": serve, "cache": cache}
+    parser.commands = {"generate": gen, "serve": serve, "chat": chat, "cache": cache}
     return parser
 
 
