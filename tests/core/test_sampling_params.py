@@ -162,3 +162,43 @@ def test_valid_values_round_trip(
     assert p.top_k >= 0 and p.top_k == max(top_k, 0)
     assert p.greedy == (temperature < 1e-5)
     assert p.clone() == p
+
+
+MODEL = SamplingParams.from_generation_config(
+    {"do_sample": True, "temperature": 0.6, "top_p": 0.9, "max_new_tokens": 40}
+)
+
+
+def test_fields_left_out_take_the_model_defaults() -> None:
+    p = SamplingParams(max_tokens=8, seed=3).over(MODEL)
+    assert (p.temperature, p.top_p, p.top_k, p.max_tokens, p.seed) == (0.6, 0.9, 50, 8, 3)
+    assert SamplingParams().over(MODEL) == MODEL
+    positional = SamplingParams(2, 0.3).over(MODEL)  # n, temperature
+    assert (positional.n, positional.temperature, positional.top_p) == (2, 0.3, 0.9)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_explicit_values_win_even_at_their_class_default(temperature: float) -> None:
+    p = SamplingParams(temperature=temperature, top_p=1.0).over(MODEL)
+    assert (p.temperature, p.top_p, p.top_k, p.max_tokens) == (temperature, 1.0, 50, 40)
+
+
+def test_replace_and_copies_keep_what_was_given() -> None:
+    import copy
+    import pickle
+
+    p = SamplingParams(max_tokens=8)
+    assert p.given == {"max_tokens"}
+    assert p.replace(seed=1).given == {"max_tokens", "seed"}
+    for twin in (p.clone(), copy.deepcopy(p), pickle.loads(pickle.dumps(p))):
+        assert twin.given == {"max_tokens"} and twin.over(MODEL).temperature == 0.6
+    merged = p.over(MODEL)
+    assert merged.given == p.given and merged.over(MODEL) == merged
+    assert p.over(MODEL).stop is not MODEL.stop  # no list shared with the defaults
+
+
+def test_a_merge_that_breaks_a_rule_names_the_field() -> None:
+    short = SamplingParams.from_generation_config({"max_new_tokens": 5})
+    with pytest.raises(ValueError, match=r"min_tokens must be <= max_tokens=5") as err:
+        SamplingParams(min_tokens=10).over(short)
+    assert err.value.field == "min_tokens"

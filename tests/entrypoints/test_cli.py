@@ -41,13 +41,51 @@ def test_defaults_built_in_model_and_engine_from_env(
 
     monkeypatch.setattr(default_model, "default_model", fake_default)
     assert cli.main(["generate", "--max-tokens", "5", "a cat"]) == 0
-    printed = capsys.readouterr().out
-    assert calls == [1] and "prompt: 'a cat'" in printed
+    printed, said = capsys.readouterr()
+    assert calls == [1] and "prompt: 'a cat' (chat)" in printed
+    assert f"(engine {shared_llm.engine_name}, from $TANDEM_ENGINE)" in said
     # one prompt: its text is printed as it is made, then its finish reason; greedy,
-    # as the model's generation_config (no do_sample) asks
+    # as the model's generation_config (no do_sample) asks; through the chat template,
+    # as the model has one
+    params = SamplingParams(temperature=0.0, max_tokens=5)
+    chat = [{"role": "user", "content": "a cat"}]
+    comp = shared_llm.chat(chat, params, use_tqdm=False)[0].outputs[0]
+    want = f"prompt: 'a cat' (chat)\n{comp.text}\n(finish_reason={comp.finish_reason})\n"
+    assert want in printed
+
+
+def test_no_chat_sends_a_plain_completion(tiny_model, shared_llm, engine: str, capsys) -> None:
+    argv = ["generate", str(tiny_model), "--engine", engine, "--max-tokens", "5"]
+    assert cli.main([*argv, "--no-chat", "a cat"]) == 0
+    printed, said = capsys.readouterr()
+    assert f"(engine {engine}, --engine)" in said
     params = SamplingParams(temperature=0.0, max_tokens=5)
     comp = shared_llm.generate("a cat", params, use_tqdm=False)[0].outputs[0]
     assert f"prompt: 'a cat'\n{comp.text}\n(finish_reason={comp.finish_reason})\n" in printed
+    # several prompts, printed when all are done: each under its own heading
+    assert cli.main([*argv, "--chat", "a cat", "a dog"]) == 0
+    printed = capsys.readouterr().out
+    chats = [[{"role": "user", "content": p}] for p in ("a cat", "a dog")]
+    for prompt, out in zip(("a cat", "a dog"), shared_llm.chat(chats, params, use_tqdm=False)):
+        comp = out.outputs[0]
+        assert f"prompt: {prompt!r} (chat)\n  {comp.text!r} (finish_reason=" in printed
+
+
+def test_a_model_without_a_chat_template_gets_plain_prompts(tiny_model, tmp_path, capsys):
+    import json
+    import shutil
+
+    plain = tmp_path / "plain"
+    shutil.copytree(tiny_model, plain)
+    config = json.loads((plain / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (plain / "tokenizer_config.json").write_text(json.dumps(config))
+    (plain / "chat_template.jinja").unlink(missing_ok=True)
+    argv = ["generate", str(plain), "--max-tokens", "2", "--max-model-len", "64"]
+    assert cli.main([*argv, "a cat"]) == 0
+    assert "prompt: 'a cat'\n" in capsys.readouterr().out
+    assert cli.main([*argv, "--chat", "a cat"]) == 2
+    assert "chat template" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -64,7 +64,7 @@ def test_a_mistyped_command_is_suggested(capsys) -> None:
 
 def test_every_parser_refuses_prefixes_and_every_flag_has_help() -> None:
     parser = cli.build_parser()
-    assert {"generate", "serve", "explain"} <= set(parser.commands)
+    assert set(parser.commands) == {"generate", "serve", "chat", "cache", "explain"}
     for name, command in [("tandem", parser), *parser.commands.items()]:
         assert command.allow_abbrev is False, name
         for action in command._actions:

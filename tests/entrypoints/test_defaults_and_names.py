@@ -50,7 +50,7 @@ def test_a_bad_generation_config_names_the_file(sampling_model: Path, engine: st
 
 def test_cli_takes_the_model_defaults(sampling_model: Path, engine: str, capsys) -> None:
     argv = ["generate", "--model", str(sampling_model), "--engine", engine]
-    argv += ["--max-tokens", "4", "--seed", "3", "--n", "2", "x y"]
+    argv += ["--max-tokens", "4", "--seed", "3", "--n", "2", "--no-chat", "x y"]
     assert main(argv) == 0
     sampled = capsys.readouterr().out
     with LLM(sampling_model, engine=engine, max_model_len=64) as llm:

@@ -107,6 +107,7 @@ class InputProcessor:
             raise RequestTypeError(
                 "params", f"{where}: params must be a SamplingParams, got {type(params).__name__}"
             )
+        params = params.over(self.defaults)  # the fields left out: the model's defaults
         text, ids = self._tokens(prompt, where)
         room = self.max_model_len - len(ids)
         max_tokens = room if params.max_tokens is None else min(params.max_tokens, room)

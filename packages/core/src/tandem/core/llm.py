@@ -65,8 +65,10 @@ class LLM:
         return int(self.config.model.max_model_len)
 
     def default_sampling_params(self) -> SamplingParams:
-        """What a request without ``sampling_params`` gets: the model's own defaults
-        (its ``generation_config.json``, read as ``transformers`` reads it)."""
+        """What a request without ``sampling_params`` gets, and what the fields a
+        ``SamplingParams`` leaves out take: the model's own defaults (its
+        ``generation_config.json``, read as ``transformers`` reads it, or a GGUF file's
+        ``general.sampling.*`` metadata)."""
         return self.inputs.defaults.clone()
 
     # generation ----------------------------------------------------------------------
@@ -80,7 +82,8 @@ class LLM:
 
         ``prompts``: a str, a ``{"prompt": str}`` or ``{"prompt_token_ids": [...]}`` dict,
         or a list of those. ``sampling_params``: None (the model's defaults), one
-        SamplingParams for all prompts, or a list with one per prompt. A request that
+        SamplingParams for all prompts, or a list with one per prompt; a field a
+        SamplingParams leaves out takes the model's default. A request that
         failed inside the engine comes back with ``finish_reason="error"`` and its
         ``error``; the others are unaffected.
         """

@@ -200,6 +200,7 @@ def _gguf_config(path: Path, supported: tuple[str, ...]) -> tuple[Any, str, dict
     arch = checkpoint.hf_architecture
     if arch not in supported:
         raise ValueError(f"{path.name} holds a {arch}, which is not among {', '.join(supported)}")
+    from tandem.core.gguf.sampling import generation_config
+
     raw = checkpoint.config
-    gen = {k: raw[k] for k in ("bos_token_id", "eos_token_id") if k in raw}
-    return read_hf_config(raw, arch), arch, gen
+    return read_hf_config(raw, arch), arch, generation_config(checkpoint, raw)

@@ -3,13 +3,18 @@
 Semantics follow the common OpenAI-style conventions: ``temperature=0`` is greedy,
 ``top_k`` of 0 or -1 disables top-k (stored as 0), ``max_tokens=None`` means "until the
 model's length limit", ``stop`` may be one string or a list of them.
+
+A field the caller leaves out takes the model's own default when the request reaches an
+engine (:meth:`SamplingParams.over`, from its ``generation_config.json`` or GGUF
+metadata); the values written below are what is left where the model says nothing. A
+field given explicitly always wins, ``temperature=0`` included.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tandem.core.engine_request import has_penalties, is_greedy
@@ -61,6 +66,13 @@ class SamplingParams:
     logit_bias: dict[int, float] | None = None  # token id -> added to its logit, [-100, 100]
     # the output must match this (JSON schema, regex, choice, grammar): see tandem.core.structured
     structured_outputs: StructuredOutputsParams | None = None
+    # the names of the fields the caller gave (set by __new__, kept by replace)
+    given: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> SamplingParams:
+        self = object.__new__(cls)
+        self.given = frozenset(_INIT_NAMES[: len(args)]) | frozenset(kwargs)
+        return self
 
     def __post_init__(self) -> None:
         check_int("n", self.n, lo=1, hi=MAX_N)
@@ -154,13 +166,26 @@ class SamplingParams:
                 getattr(exc, "field", None), f"generation_config.json: {exc}"
             ) from None
 
+    def over(self, defaults: SamplingParams) -> SamplingParams:
+        """These params with every field the caller left out taken from ``defaults`` (the
+        model's); the fields given keep their values. Refused (RequestError naming the
+        field) only when the two together break a rule, e.g. ``min_tokens`` above the
+        model's ``max_tokens``."""
+        if self.given >= _INIT_SET:
+            return self
+        values = {name: getattr(defaults, name) for name in _INIT_NAMES}
+        values.update({name: getattr(self, name) for name in self.given})
+        merged = SamplingParams(**_copied(values))
+        merged.given = self.given
+        return merged
+
     def clone(self) -> SamplingParams:
         """An independent copy (its lists are not shared with this one)."""
         return self.replace()
 
     def replace(self, **changes: Any) -> SamplingParams:
         """A validated copy with ``changes`` applied."""
-        names = {f.name for f in dataclasses.fields(self) if f.init}
+        names = _INIT_SET
         unknown = sorted(set(changes) - names)
         if unknown:
             raise RequestTypeError(
@@ -168,12 +193,23 @@ class SamplingParams:
                 f"SamplingParams has no field {', '.join(unknown)}; "
                 f"allowed: {', '.join(sorted(names))}",
             )
-        values = {name: getattr(self, name) for name in names}
-        values["stop"] = list(self.stop or [])
-        values["stop_token_ids"] = list(self.stop_token_ids or [])
-        values["logit_bias"] = dict(self.logit_bias or {})
+        values = _copied({name: getattr(self, name) for name in names})
         values.update(changes)
-        return SamplingParams(**values)
+        copy = SamplingParams(**values)
+        copy.given = self.given | frozenset(changes)
+        return copy
+
+
+def _copied(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with its lists and dict copied, so two params never share one."""
+    values["stop"] = list(values["stop"] or [])
+    values["stop_token_ids"] = list(values["stop_token_ids"] or [])
+    values["logit_bias"] = dict(values["logit_bias"] or {})
+    return values
+
+
+_INIT_NAMES = tuple(f.name for f in dataclasses.fields(SamplingParams) if f.init)
+_INIT_SET = frozenset(_INIT_NAMES)
 
 
 def _stop_list(value: Any) -> list[str]:

@@ -1,5 +1,7 @@
 """The ``tandem`` command line: ``tandem generate [MODEL] PROMPT...`` and ``tandem serve
-[MODEL]`` (the model given either way or with ``--model``: :mod:`tandem.core.cli.model_arg`).
+[MODEL]`` (the model given either way or with ``--model``: :mod:`tandem.core.cli.model_arg`),
+``tandem chat [MODEL]`` (:mod:`tandem.core.cli.chat`) and ``tandem cache list|size|clear``
+(:mod:`tandem.core.cli.cache_command`).
 
 Without a model both run SmolLM2-135M-Instruct, a real trained model (fetched once, with
 progress shown); ``tiny`` runs the built-in tiny test model instead (the names of
@@ -43,6 +45,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from tandem.core.cli.explain import run_explain
 
                 return run_explain(args)
+            if args.command == "chat":
+                from tandem.core.cli.chat import run_chat
+
+                return run_chat(args, parser.commands["chat"])
+            if args.command == "cache":
+                from tandem.core.cli.cache_command import run_cache
+
+                return run_cache(args)
     except KeyboardInterrupt:
         # decided: exit 130. A later Ctrl-C (or one still in flight to this process) must
         # not cut the engine's cleanup at exit short or turn the exit into a signal death.

@@ -1,5 +1,8 @@
 """``tandem generate``: completions printed; one prompt's text as it is made.
 
+Each prompt goes to the model as a user message through its chat template when it has
+one (an instruct model answers its prompt, as ``vllm chat`` and ``llama-cli`` do), as a
+plain completion otherwise or under ``--no-chat``.
 With one prompt and one completion (``--n 1``, no ``--logprobs``) the text is printed as
 each step makes it, so Ctrl-C keeps what was already generated on the screen. Otherwise
 every completion is printed when all are done. A prompt that cannot fit the context is
@@ -18,17 +21,19 @@ from tandem.core.cli.prompt_fit import check_prompts_fit, shown
 ERROR = "tandem generate: error:"
 
 
-def open_llm(args: argparse.Namespace) -> Any:
-    """The LLM the options ask for, once its prompts are known to fit; its construction
-    reports its progress."""
+def open_llm(args: argparse.Namespace) -> tuple[Any, bool]:
+    """The LLM the options ask for, once its prompts are known to fit, and whether the
+    prompts go through the chat template; its construction reports its progress."""
+    from tandem.core.cli.engine_label import chosen_engine
     from tandem.core.llm import LLM
     from tandem.core.named_models import resolve_model
     from tandem.core.progress import say
 
     model = resolve_model(args.model)
-    check_prompts_fit(model, args.prompts, args.max_model_len, args.chat)
-    say(f"loading {model} ({args.engine or 'default'} engine)")
-    return LLM(model=model, engine=args.engine, **engine_args(args))
+    chat = check_prompts_fit(model, args.prompts, args.max_model_len, args.chat)
+    engine, label = chosen_engine(args.engine)
+    say(f"loading {model} ({label})")
+    return LLM(model=model, engine=engine, **engine_args(args)), chat
 
 
 def sampling_params(args: argparse.Namespace, defaults: Any) -> Any:
@@ -50,12 +55,13 @@ def sampling_params(args: argparse.Namespace, defaults: Any) -> Any:
     )
 
 
-def _heading(out: Any) -> str:
-    return f"prompt: {shown(out.prompt)}" if out.prompt is not None else "prompt: (chat)"
+def heading(prompt: str, chat: bool) -> str:
+    """The line printed above a prompt's completions."""
+    return f"prompt: {shown(prompt)}" + (" (chat)" if chat else "")
 
 
-def print_output(out: Any, logprobs: bool) -> None:
-    print(_heading(out))
+def print_output(out: Any, label: str, logprobs: bool) -> None:
+    print(label)
     for comp in out.outputs:
         label = f"[{comp.index}] " if len(out.outputs) > 1 else ""
         print(f"  {label}{comp.text!r} (finish_reason={comp.finish_reason})")
@@ -85,7 +91,7 @@ def _stream(llm: Any, prompt: Any, params: Any, label: str) -> None:
 
 def run_generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
-        llm = open_llm(args)
+        llm, chat = open_llm(args)
     except (TypeError, ValueError, RuntimeError) as exc:
         print(f"{ERROR} {exc}", file=sys.stderr)
         return 2
@@ -96,18 +102,18 @@ def run_generate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
             parser.error(str(exc))
         prompts: list[Any] = (
             llm.chat_prompts([[{"role": "user", "content": p}] for p in args.prompts])
-            if args.chat
+            if chat
             else list(args.prompts)
         )
+        labels = [heading(p, chat) for p in args.prompts]
         try:
             if len(prompts) == 1 and params.n == 1 and args.logprobs is None:
-                label = "prompt: (chat)" if args.chat else f"prompt: {shown(prompts[0])}"
-                _stream(llm, prompts[0], params, label)
+                _stream(llm, prompts[0], params, labels[0])
                 return 0
             outputs = llm.generate(prompts, params, use_tqdm=False)
         except (TypeError, ValueError) as exc:
             print(f"{ERROR} {exc}", file=sys.stderr)
             return 2
-    for out in outputs:
-        print_output(out, args.logprobs is not None)
+    for out, label in zip(outputs, labels):
+        print_output(out, label, args.logprobs is not None)
     return 0

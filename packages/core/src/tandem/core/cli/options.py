@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tandem.core.cli.cache_command import add_cache_command
 from tandem.core.cli.cache_flags import add_cache_flags, cache_args
+from tandem.core.cli.chat import add_chat_command
 from tandem.core.cli.flags import number
 from tandem.core.cli.kernel_flags import add_kernel_flags, kernel_args
 from tandem.core.cli.model_arg import (
@@ -134,8 +136,10 @@ def build_parser() -> GuidingParser:
     add_sampling_flags(gen)
     gen.add_argument(
         "--chat",
-        action="store_true",
-        help="send each prompt as a user message through the model's chat template",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="--chat sends each prompt as a user message through the model's chat template, "
+        "--no-chat as a plain completion (default: the chat template when the model has one)",
     )
     serve = sub.add_parser(
         "serve",
@@ -190,7 +194,15 @@ def build_parser() -> GuidingParser:
     add_model_positional(explain)
     explain.finish = finish_serve
     _engine_options(explain)
-    parser.commands = {"generate": gen, "serve": serve, "explain": explain}
+    chat = add_chat_command(sub, _engine_options)
+    cache = add_cache_command(sub)
+    parser.commands = {
+        "generate": gen,
+        "serve": serve,
+        "chat": chat,
+        "cache": cache,
+        "explain": explain,
+    }
     return parser
 
 

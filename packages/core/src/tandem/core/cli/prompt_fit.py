@@ -2,7 +2,8 @@
 
 Loading an engine takes seconds (a large model: minutes); reading a model's config and
 its tokenizer takes a fraction of that. So the prompts are tokenized with the model's
-own tokenizer first (through its chat template under ``--chat``) and one that cannot fit
+own tokenizer first (through its chat template when they go that way: the default where
+the model has one, ``--chat``/``--no-chat`` to choose) and one that cannot fit
 is refused at once, with its token count, the context and the flag that widens it. The
 context checked is ``--max-model-len``, else the model's own maximum: an engine that
 picks a shorter one to fit its memory still refuses a prompt, with the same message.
@@ -23,10 +24,13 @@ def _ids(tokenizer: Any, prompt: str, chat: bool) -> list[int]:
 
 
 def check_prompts_fit(
-    model: str, prompts: Sequence[str], max_model_len: int | None, chat: bool
-) -> None:
+    model: str, prompts: Sequence[str], max_model_len: int | None, chat: bool | None
+) -> bool:
     """ValueError, naming ``--max-model-len``, when a prompt cannot fit or the flag asks
-    for more than the model allows. ``model``: a resolved directory or ``.gguf`` file."""
+    for more than the model allows. ``model``: a resolved directory or ``.gguf`` file.
+
+    ``chat``: True sends the prompts through the chat template, False as they are, None
+    through the template when the model has one. Returns which it is."""
     import torch
 
     from tandem.core.model_config import load_model_config
@@ -41,11 +45,14 @@ def check_prompts_fit(
         )
     context = max_model_len if max_model_len is not None else config.max_model_len
     tokenizer = load_tokenizer(config.tokenizer)
+    if chat is None:
+        chat = tokenizer.has_chat_template
     for i, prompt in enumerate(prompts):
         count = len(_ids(tokenizer, prompt, chat))
         if count >= context:
             where = "the prompt" if len(prompts) == 1 else f"prompt {i}"
             raise ValueError(prompt_too_long(where, count, context, limit))
+    return chat
 
 
 def shown(prompt: str, most: int = 200) -> str:

@@ -8,15 +8,18 @@ import argparse
 from tandem.core.cli.flags import number
 
 
-def add_sampling_flags(gen: argparse.ArgumentParser) -> None:
-    """The sampling flags (``args.max_tokens``, ``args.temperature``...)."""
+def add_sampling_flags(
+    gen: argparse.ArgumentParser, max_tokens: int = 32, several: bool = True
+) -> None:
+    """The sampling flags (``args.max_tokens``, ``args.temperature``...); ``several``:
+    also ``--n`` and ``--logprobs`` (completions side by side, printed at the end)."""
     model_default = "default: the model's generation_config, else %s"
     gen.add_argument(
         "--max-tokens",
         type=number(int, "--max-tokens", lo=1),
-        default=32,
+        default=max_tokens,
         metavar="N",
-        help="most tokens generated per completion (default: 32)",
+        help=f"most tokens generated per completion (default: {max_tokens})",
     )
     gen.add_argument(
         "--temperature",
@@ -51,10 +54,13 @@ def add_sampling_flags(gen: argparse.ArgumentParser) -> None:
         help="the seed of each prompt's sampling (default: drawn in order from the engine's "
         "seed, 0, so the same command gives the same completions)",
     )
-    gen.add_argument("--n", type=number(int, "--n", lo=1), default=1, help="completions per prompt")
     gen.add_argument(
         "--stop", action="append", default=None, metavar="TEXT", help="stop string (repeatable)"
     )
+    gen.add_argument("--ignore-eos", action="store_true", help="keep going past EOS")
+    if not several:
+        return
+    gen.add_argument("--n", type=number(int, "--n", lo=1), default=1, help="completions per prompt")
     gen.add_argument(
         "--logprobs",
         type=number(int, "--logprobs", lo=0),
@@ -62,4 +68,3 @@ def add_sampling_flags(gen: argparse.ArgumentParser) -> None:
         metavar="K",
         help="print each token's logprob and the top K alternatives",
     )
-    gen.add_argument("--ignore-eos", action="store_true", help="keep going past EOS")

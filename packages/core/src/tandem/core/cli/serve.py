@@ -19,6 +19,7 @@ import sys
 import threading
 from typing import Any
 
+from tandem.core.cli.engine_label import chosen_engine
 from tandem.core.cli.options import engine_args
 
 ENGINE_FAILED = 1  # the exit code when the engine died under the server
@@ -164,8 +165,9 @@ def run_serve(args: argparse.Namespace) -> int:
         try:
             model = resolve_model(args.model)
             served = server_config(args, served_names(args.model, model))
-            say(f"loading {model} ({args.engine or 'default'} engine)")
-            llm = AsyncLLM(model, engine=args.engine, **engine_args(args))
+            engine, label = chosen_engine(args.engine)
+            say(f"loading {model} ({label})")
+            llm = AsyncLLM(model, engine=engine, **engine_args(args))
         except (TypeError, ValueError, RuntimeError) as exc:
             print(f"tandem serve: error: {exc}", file=sys.stderr)
             return 2

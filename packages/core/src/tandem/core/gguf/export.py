@@ -27,6 +27,7 @@ def export_hf(gguf_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     from safetensors.torch import save_file
 
     from tandem.core.gguf.checkpoint import open_checkpoint
+    from tandem.core.gguf.sampling import generation_config
     from tandem.core.gguf.tokenizer import tokenizer_dir
 
     checkpoint = open_checkpoint(gguf_path)
@@ -35,7 +36,7 @@ def export_hf(gguf_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     state = {t.name: torch.from_numpy(t.floats()) for t in checkpoint.tensors()}
     save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
     config = checkpoint.config
-    gen = {k: config[k] for k in ("bos_token_id", "eos_token_id") if k in config}
+    gen = generation_config(checkpoint, config)
     (out / "generation_config.json").write_text(json.dumps(gen, indent=2))
     for item in tokenizer_dir(checkpoint.path).iterdir():
         shutil.copy(item, out / item.name)

@@ -42,11 +42,18 @@ def permute(w: Any, heads: int) -> Any:
     return w.reshape(heads, 2, rows // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_gguf(hf_dir: str | Path, out: str | Path, qtypes: dict[str, int] | None = None) -> Path:
+def write_gguf(
+    hf_dir: str | Path,
+    out: str | Path,
+    qtypes: dict[str, int] | None = None,
+    sampling: dict[str, float] | None = None,
+) -> Path:
     """``hf_dir`` as a GGUF file; ``qtypes`` stores the tensors whose names end with a key
     in that GGUF block format (2: Q4_0, 3: Q4_1, 6: Q5_0, 7: Q5_1, 8: Q8_0, 12: Q4_K, 13: Q5_K,
     14: Q6_K; the
-    blocks made by :func:`tandem.kernels.gguf_blocks.quantize`), F32 otherwise."""
+    blocks made by :func:`tandem.kernels.gguf_blocks.quantize`), F32 otherwise.
+    ``sampling`` writes the file's sampling defaults (``{"temp": 0.6, "top_k": 20}``: the
+    ``general.sampling.*`` keys, written with the gguf package's own ``add_sampling_*``)."""
     import gguf
     import numpy as np
     from safetensors.numpy import load_file
@@ -85,6 +92,8 @@ def write_gguf(hf_dir: str | Path, out: str | Path, qtypes: dict[str, int] | Non
         if value is not None:
             getattr(w, f"add_{key}_token_id")(int(value))
     w.add_add_bos_token(True)
+    for key, value in (sampling or {}).items():
+        getattr(w, f"add_sampling_{key}")(value)
     for name, t in load_file(str(src / "model.safetensors")).items():
         t = t.astype(np.float32)
         if arch == "llama" and name.endswith("q_proj.weight"):
