@@ -85,7 +85,11 @@ def test_sharded_checkpoint(sharded_dir):
     ("kwargs", "error", "match"),
     [
         ({"size": "huge"}, ValueError, "size must be one of tiny, small, got 'huge'"),
-        ({"arch": "gpt2"}, ValueError, "arch must be one of llama, mistral, .*qwen2, .*, got 'gpt2'"),
+        (
+            {"arch": "gpt2"},
+            ValueError,
+            "arch must be one of llama, mistral, .*qwen2, .*, got 'gpt2'",
+        ),
         ({"hidden_sise": 8}, ValueError, "unknown LlamaConfig override"),
         ({"seed": "0"}, TypeError, "seed must be an int"),
         ({"path": 3}, TypeError, "path must be a str"),
