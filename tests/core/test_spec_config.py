@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from tandem.core.cli.options import build_parser, engine_args
+from tandem.core.cli.engine_kwargs import engine_args
+from tandem.core.cli.options import build_parser
 from tandem.core.config import EngineArgs
 from tandem.core.server.metrics import Metrics
 from tandem.core.speculative import SpeculativeConfig

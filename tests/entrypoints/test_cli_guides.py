@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tandem.core import cli
-from tandem.core.cli.options import engine_args
+from tandem.core.cli.engine_kwargs import engine_args
 from tandem.core.cli.prompt_fit import check_prompts_fit, shown
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from tandem.core.cli.options import engine_args
+from tandem.core.cli.engine_kwargs import engine_args
 
 
 def run_explain(args: argparse.Namespace) -> int:

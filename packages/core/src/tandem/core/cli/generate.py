@@ -15,7 +15,7 @@ import argparse
 import sys
 from typing import Any
 
-from tandem.core.cli.options import engine_args
+from tandem.core.cli.engine_kwargs import engine_args
 from tandem.core.cli.prompt_fit import check_prompts_fit, shown
 
 ERROR = "tandem generate: error:"

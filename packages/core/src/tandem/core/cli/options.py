@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from tandem.core.cli.cache_command import add_cache_command
-from tandem.core.cli.cache_flags import add_cache_flags, cache_args
+from tandem.core.cli.cache_flags import add_cache_flags
 from tandem.core.cli.chat import add_chat_command
 from tandem.core.cli.flags import number
-from tandem.core.cli.kernel_flags import add_kernel_flags, kernel_args
+from tandem.core.cli.kernel_flags import add_kernel_flags
 from tandem.core.cli.model_arg import (
     add_model_flag,
     add_model_positional,
@@ -19,13 +18,7 @@ from tandem.core.cli.model_arg import (
 from tandem.core.cli.parser import CommandParser, GuidingParser
 from tandem.core.cli.sampling_flags import add_sampling_flags
 from tandem.core.cli.server_flags import add_server_flags
-from tandem.core.cli.spec_flags import add_spec_flags, spec_args
-
-PARALLEL_DEFAULTS = {
-    "tensor_parallel_size": 1,
-    "data_parallel_size": 1,
-    "distributed_executor_backend": "mp",
-}
+from tandem.core.cli.spec_flags import add_spec_flags
 
 
 def _version() -> str:
@@ -204,21 +197,3 @@ def build_parser() -> GuidingParser:
         "explain": explain,
     }
     return parser
-
-
-def engine_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``LLM`` keyword arguments the flags ask for (the model aside).
-
-    ``max_model_len`` is passed only when given: the engine then picks the context.
-    """
-    out: dict[str, Any] = {"dtype": args.dtype}
-    if args.quantization is not None:
-        out["quantization"] = args.quantization
-    for name in ("tensor_parallel_size", "data_parallel_size", "distributed_executor_backend"):
-        value = getattr(args, name)
-        if value != PARALLEL_DEFAULTS[name]:  # left out: engine v0 takes the command too
-            out[name] = value
-    out.update(spec_args(args))
-    out.update(cache_args(args))
-    out.update(kernel_args(args))
-    return out

@@ -19,8 +19,8 @@ import sys
 import threading
 from typing import Any
 
+from tandem.core.cli.engine_kwargs import engine_args
 from tandem.core.cli.engine_label import chosen_engine
-from tandem.core.cli.options import engine_args
 
 ENGINE_FAILED = 1  # the exit code when the engine died under the server
 
