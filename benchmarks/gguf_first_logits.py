@@ -13,7 +13,10 @@ transformers and Tandem (v0) on the fp32 directory, Tandem on the file as stored
 the shipped file. All of them read the same token ids (the chat template through the
 model's tokenizer; llama.cpp's own tokenization of the text is checked to match). The
 script prints each runner's top tokens after the prompt and, for every pair, the largest
-and the rms difference of their log-probabilities over the whole vocabulary.
+and the rms difference of their log-probabilities over the whole vocabulary. Two more
+runs emulate the activations' rounding in transformers on the float weights (the scale
+in fp32, as Tandem keeps it, or in fp16, as llama.cpp does): how far two equally valid
+roundings of x already move the distribution.
 """
 
 from __future__ import annotations
@@ -78,6 +81,31 @@ def spawn(kind: str, file: str, venv: str, job: Path):
     return json.loads(lines[-1][len(MARK) :])
 
 
+def rounded_inputs(model, ids: list[int], half_scale: bool):
+    """transformers' log-probabilities with every Linear's input rounded to int8 per 32
+    values first (scale amax / 127, kept in fp32 as Tandem keeps it or in fp16 as
+    llama.cpp's Q8 blocks keep it): the quantized runs' arithmetic on the float weights."""
+    import torch
+    import torch.nn.functional as F
+
+    def rounded(x):
+        blocks = x.reshape(*x.shape[:-1], -1, 32)
+        amax = blocks.abs().amax(-1, keepdim=True)
+        inv = torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))
+        scale = amax / 127.0
+        scale = scale.half().float() if half_scale else scale
+        return (torch.round(blocks * inv) * scale).reshape(x.shape)
+
+    plain = torch.nn.Linear.forward
+    torch.nn.Linear.forward = lambda self, x: F.linear(rounded(x), self.weight, self.bias)
+    try:
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0, -1].double()
+    finally:
+        torch.nn.Linear.forward = plain
+    return torch.log_softmax(logits, -1)
+
+
 def table(runs: dict, decode, top: int) -> list[str]:
     import torch
 
@@ -85,7 +113,7 @@ def table(runs: dict, decode, top: int) -> list[str]:
     for name, lp in runs.items():
         best = torch.topk(lp, top)
         pairs = zip(best.indices.tolist(), best.values.tolist())
-        rows.append(f"  {name:<15}" + "  ".join(f"{decode([i])!r} {v:.3f}" for i, v in pairs))
+        rows.append(f"  {name:<16}" + "  ".join(f"{decode([i])!r} {v:.3f}" for i, v in pairs))
     rows.append("log-probability differences over the vocabulary (max |d|, rms):")
     names = list(runs)
     for i, a in enumerate(names):
@@ -93,7 +121,7 @@ def table(runs: dict, decode, top: int) -> list[str]:
             d = runs[a] - runs[b]
             d = d[~d.isnan()]
             rms = d.pow(2).mean().sqrt()
-            rows.append(f"  {a:>15} vs {b:<15}{d.abs().max():>8.4f}{rms:>8.4f}")
+            rows.append(f"  {a:>16} vs {b:<16}{d.abs().max():>8.4f}{rms:>8.4f}")
     return rows
 
 
@@ -133,6 +161,8 @@ def main() -> None:
     with torch.no_grad():
         hf = model(torch.tensor([ids])).logits[0, -1].double()
     runs = {"hf f32": torch.log_softmax(hf, -1)}
+    runs["hf x-int8 fp32"] = rounded_inputs(model, ids, half_scale=False)
+    runs["hf x-int8 fp16"] = rounded_inputs(model, ids, half_scale=True)
     runs["tandem f32"] = torch.tensor(spawn("f32", str(path), "", job), dtype=torch.float64)
     runs["tandem q4_1"] = torch.tensor(spawn("gguf", str(shipped), "", job), dtype=torch.float64)
     for fmt in ("f32", "q4_1"):
