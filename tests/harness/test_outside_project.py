@@ -4,6 +4,7 @@ this project's names: no default of the harness is Tandem's."""
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -73,7 +74,11 @@ TESTS = """
 """
 
 
-def test_an_outside_project_is_configured_from_its_pyproject(pytester: pytest.Pytester) -> None:
+def test_an_outside_project_is_configured_from_its_pyproject(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [n for n in os.environ if n.startswith("TANDEM_")]:  # this project's own
+        monkeypatch.delenv(name)  # (its test cache): an outside project has none of them
     pytester.makepyprojecttoml(PYPROJECT)
     pytester.makepyfile(shop=SHOP, test_shop=TESTS)
     pytester.syspathinsert()

@@ -56,6 +56,8 @@ class InputProcessor:
         self.model_limit = model_limit  # the model's own longest context, for messages
         # what a request without params gets: the model's generation_config defaults
         self.defaults = defaults if defaults is not None else SamplingParams()
+        # the last params merged with the defaults: a batch shares one params object
+        self._last_merge: tuple[SamplingParams, SamplingParams] | None = None
         self.vocab_size = int(vocab_size)
         self.max_model_len = int(max_model_len)
         eos = list(eos_token_ids)
@@ -107,7 +109,7 @@ class InputProcessor:
             raise RequestTypeError(
                 "params", f"{where}: params must be a SamplingParams, got {type(params).__name__}"
             )
-        params = params.over(self.defaults)  # the fields left out: the model's defaults
+        params = self._merged(params)
         text, ids = self._tokens(prompt, where)
         room = self.max_model_len - len(ids)
         max_tokens = room if params.max_tokens is None else min(params.max_tokens, room)
@@ -146,6 +148,18 @@ class InputProcessor:
         except BaseException:
             self._rng.setstate(state)
             raise
+
+    def _merged(self, params: SamplingParams) -> SamplingParams:
+        """``params`` with the fields left out taken from the model's defaults, merged
+        (and so checked) once for a batch that shares one params object."""
+        if params is self.defaults:
+            return params
+        last = self._last_merge
+        if last is not None and last[0] is params:
+            return last[1]
+        merged = params.over(self.defaults)
+        self._last_merge = (params, merged)
+        return merged
 
     def _tokens(self, prompt: Any, where: str) -> tuple[str | None, list[int]]:
         if isinstance(prompt, str):
