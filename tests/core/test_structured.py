@@ -97,3 +97,44 @@ def test_hermes_parser_whole_and_streamed() -> None:
     assert shown == ["Hi ", "", "", ""] and s.calling
     with pytest.raises(ValueError, match="unknown tool-call parser 'x'; known: hermes"):
         get_parser("x")
+
+
+def test_the_utf8_guard_marks_surrogate_pairs_and_their_lead() -> None:
+    from tandem.core.structured.utf8_guard import Utf8Guard
+
+    vocab = [b"a", b"\xed", b"\xa0\x80", b"\x85", b"x\xed\xb0y", b"\xed\x9f\xbf", b""]
+    guard = Utf8Guard.for_vocab(vocab, len(vocab))
+    anywhere = allowed(guard.anywhere.unsqueeze(0), len(vocab))[0].tolist()
+    after = allowed(guard.after_lead.unsqueeze(0), len(vocab))[0].tolist()
+    assert anywhere == [True, True, True, True, False, True, True]  # x ED B0 y: a surrogate
+    assert after == [True, True, False, True, False, True, True]  # A0 80 may not follow ED
+    assert guard.ends_with_lead == {1}
+
+
+def test_a_json_string_never_gets_an_encoded_surrogate(tmp_path) -> None:
+    """The grammar engine counts ED A0 80 (a UTF-16 surrogate, not UTF-8) as one character
+    of a string; the guard refuses it, so byte-level output always decodes."""
+    import xgrammar as xgr
+
+    from tandem.core.structured.compiler import Grammars
+    from tandem.core.testing.tokenizer import make_tokenizer
+    from tandem.core.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(make_tokenizer(tmp_path / "tok"))
+    grammars = Grammars(tok.hf, 512, [2])
+    decoded = xgr.TokenizerInfo.from_huggingface(tok.hf, vocab_size=512).decoded_vocab
+    byte = {raw[0]: i for i, raw in enumerate(decoded) if len(raw) == 1}
+    spec = StructuredOutputsParams(json={"type": "string", "maxLength": 6}).spec()
+    state = grammars.matcher(spec)
+    state.accept(byte[ord('"')])
+    state.accept(byte[0xED])  # a lead byte: what may come next?
+    words = torch.zeros(1, (512 + 31) // 32, dtype=torch.int32)
+    state.fill(words, 0)
+    ok = allowed(words, 512)[0]
+    assert not any(ok[byte[b]] for b in range(0xA0, 0xC0))  # would encode a surrogate
+    assert all(ok[byte[b]] for b in range(0x80, 0xA0))  # U+D000..U+D7FF are fine
+    state.accept(byte[0x9F])
+    state.accept(byte[0xBF])  # U+D7FF
+    state.accept(byte[0xE1])  # another lead byte: its continuations are not held back
+    state.fill(words, 0)
+    assert allowed(words, 512)[0][byte[0xA0]]

@@ -17,6 +17,7 @@ import torch
 from tandem.core.structured.engine import GrammarError, clean, compile_spec, xgrammar
 from tandem.core.structured.spec import GrammarSpec
 from tandem.core.structured.state import GrammarState
+from tandem.core.structured.utf8_guard import Utf8Guard, pack_words
 
 DEFAULT_CACHE = 256
 
@@ -49,6 +50,8 @@ class Grammars:
         # JSON (written with fixed separators) never holds a raw control character,
         # but a grammar's bounded strings may let one through: such tokens are refused
         self._json_words = _without_control_bytes(info.decoded_vocab, self.vocab_size)
+        # and no grammar lets an encoded surrogate through (it is not UTF-8)
+        self._guard = Utf8Guard.for_vocab(info.decoded_vocab, self.vocab_size)
 
     @classmethod
     def for_config(cls, config: Any, tokenizer: Any = None) -> Grammars:
@@ -89,7 +92,7 @@ class Grammars:
         """A matcher at the start of ``spec``, advanced over ``accepted`` (a sample's
         output so far, when its state is rebuilt after a preemption)."""
         also = self._json_words if spec.is_json else None
-        state = GrammarState(self._xgr.GrammarMatcher(self.compiled(spec)), also)
+        state = GrammarState(self._xgr.GrammarMatcher(self.compiled(spec)), also, self._guard)
         for token in accepted:
             state.accept(int(token))
         return state
@@ -104,9 +107,7 @@ def _without_control_bytes(decoded: Sequence[bytes], vocab_size: int) -> torch.T
     for token, raw in enumerate(decoded[:vocab_size]):
         if any(b < 0x20 for b in raw):
             ok[token] = False
-    bits = ok.view(-1, 32).to(torch.int64) << torch.arange(32, dtype=torch.int64)
-    words = bits.sum(dim=1)  # [W] in [0, 2**32)
-    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+    return pack_words(ok)
 
 
 class LazyGrammars:
