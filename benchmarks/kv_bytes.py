@@ -31,7 +31,7 @@ from tandem.core.hf_defaults import DEFAULTS
 from tandem.core.kv_window import kv_window, local_layers, peak_blocks
 from tandem.core.model_config import ModelConfig
 from tandem.core.models.architectures import build_spec
-from tandem.core.models.spec import ModelSpec
+from tandem.core.spec.model import ModelSpec
 from tandem.core.testing import add_request
 
 BF16 = 2

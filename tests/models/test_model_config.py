@@ -12,7 +12,7 @@ from tandem.core.kv_window import kv_window
 from tandem.core.layers.rotary import inv_freq
 from tandem.core.models import get_model_class, supported_architectures
 from tandem.core.models.architectures import build_spec
-from tandem.core.models.spec import read_rope
+from tandem.core.spec.model import read_rope
 
 
 def hf(**kw):

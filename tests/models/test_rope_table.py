@@ -72,7 +72,7 @@ def test_a_shortened_context_shrinks_the_tables(gemma3_dir) -> None:
 
 
 def test_use_checks_its_positions() -> None:
-    from tandem.core.models.rope_config import RopeSpec
+    from tandem.core.spec.rope import RopeSpec
 
     rope = RotaryEmbedding(16, 8, RopeSpec(10000.0))
     with pytest.raises(ValueError, match="max_position must be a positive int"):

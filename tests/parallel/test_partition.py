@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from tandem.core.models.architectures import build_spec
-from tandem.core.models.spec import ModelSpec
 from tandem.core.parallel.layout import copies, owned_by_first, split
 from tandem.core.parallel.partition import (
     check_tensor_parallel,
@@ -16,6 +15,7 @@ from tandem.core.parallel.partition import (
     padded_range,
     spread_range,
 )
+from tandem.core.spec.model import ModelSpec
 from tandem.core.testing.models import ARCHS, MODEL_SIZES
 
 

@@ -267,7 +267,7 @@ class EngineArgs:
             kernels=resolve_kernels(self.attention_backend, self.cpu_linear, self.decode_stack),
         )
         if self.tensor_parallel_size > 1:
-            check_splits(config.parallel, config.model, config.device)
+            check_splits(config.parallel, config.model.spec, config.device)
         if self.quantization == "int8" and (device.type != "cpu" or model.dtype != torch.float32):
             raise ValueError(
                 "quantization='int8' runs on the CPU with dtype float32, "

@@ -1,5 +1,5 @@
 """The resolved configs both engines run on: what ``EngineArgs.create_config()`` makes
-once every field is checked and the model directory read (:mod:`tandem.core.config`)."""
+once every field is checked and the model directory read."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ import torch
 from tandem.core.device import resolve_device, resolve_dtype
 from tandem.core.gguf.checkpoint import is_gguf
 from tandem.core.hf_config import DEFAULTS, load_hf_config, read_hf_config
+from tandem.core.spec.model import ModelSpec
 
 # every architecture tandem.core.models implements (tests/models holds the two lists equal)
 SUPPORTED_ARCHITECTURES = tuple(DEFAULTS)
@@ -75,13 +76,17 @@ class ModelConfig:
         return int(dim) if dim is not None else self.hidden_size // self.num_heads
 
     @property
-    def windows(self) -> tuple[int | None, ...]:
-        """Each layer's sliding window (None: the layer sees its whole sequence), as the
-        architecture's spec reads them (:mod:`tandem.core.models.architectures`)."""
+    def spec(self) -> ModelSpec:
+        """The architecture's spec of this config, for its ``max_model_len``
+        (:mod:`tandem.core.models.architectures`; no model class is imported)."""
         from tandem.core.models.architectures import build_spec
 
-        spec = build_spec(self.hf_config, self.architecture, self.max_model_len)
-        return spec.windows
+        return build_spec(self.hf_config, self.architecture, self.max_model_len)
+
+    @property
+    def windows(self) -> tuple[int | None, ...]:
+        """Each layer's sliding window (None: the layer sees its whole sequence)."""
+        return self.spec.windows
 
     @property
     def vocab_size(self) -> int:

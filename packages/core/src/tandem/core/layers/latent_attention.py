@@ -24,7 +24,7 @@ from tandem.kernels.backends import AttentionBackend
 from tandem.kernels.gguf_blocks import QuantWeight
 
 if TYPE_CHECKING:  # models imports layers: keep this edge type-only
-    from tandem.core.models.spec import AttentionSpec
+    from tandem.core.spec.model import AttentionSpec
 
 KVCache = tuple[Tensor, Tensor]
 

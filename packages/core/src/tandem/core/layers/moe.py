@@ -36,7 +36,7 @@ from tandem.kernels.ops.linear_int8 import Int8Weight, linear_int8
 from tandem.kernels.ops.moe import gate_and_mul, grouped_route, run_grouped, topk_route
 
 if TYPE_CHECKING:  # models imports layers: keep this edge type-only
-    from tandem.core.models.spec import MLPSpec
+    from tandem.core.spec.model import MLPSpec
 
 
 class Stacked(nn.Module):

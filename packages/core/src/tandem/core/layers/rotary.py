@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from tandem.kernels import ops
 
 if TYPE_CHECKING:  # models imports layers: keep this edge type-only
-    from tandem.core.models.rope_config import RopeSpec
+    from tandem.core.spec.rope import RopeSpec
 
 
 def inv_freq(rotary_dim: int, rope: RopeSpec) -> Tensor:

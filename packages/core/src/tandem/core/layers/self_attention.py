@@ -25,7 +25,7 @@ from tandem.core.parallel.partition import even_range, kv_head_range
 from tandem.kernels.backends import AttentionBackend
 
 if TYPE_CHECKING:  # models imports layers: keep this edge type-only
-    from tandem.core.models.spec import AttentionSpec
+    from tandem.core.spec.model import AttentionSpec
 
 KVCache = tuple[Tensor, Tensor]
 

@@ -22,8 +22,8 @@ from tandem.core.layers.parallel import VocabParallelEmbedding
 from tandem.core.layers.rotary import RotaryEmbedding
 from tandem.core.layers.self_attention import KVCache, SelfAttention
 from tandem.core.models.decode_stack import DecodeStack
-from tandem.core.models.spec import MLPSpec, ModelSpec
 from tandem.core.parallel.group import TensorParallel
+from tandem.core.spec.model import MLPSpec, ModelSpec
 from tandem.kernels.backends import AttentionBackend
 
 

@@ -1,6 +1,6 @@
 """The execution plan of a loaded model: what runs each op, decided once at start-up.
 
-From the model's :class:`~tandem.core.models.spec.ModelSpec`, the weights as loaded and
+From the model's :class:`~tandem.core.spec.model.ModelSpec`, the weights as loaded and
 the engine's :class:`~tandem.core.kernel_choice.KernelChoice`: the attention backend,
 the linear layers' matmul kernel, whether a decode step runs the layer stack in one C
 call (and why not, where not), the form each weight is kept in, and each layer's
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tandem.core.kernel_choice import KernelChoice
-from tandem.core.models.spec import AttentionSpec, LayerSpec, MLPSpec, ModelSpec
+from tandem.core.spec.model import AttentionSpec, LayerSpec, MLPSpec, ModelSpec
 
 LOGGER = logging.getLogger("tandem")
 

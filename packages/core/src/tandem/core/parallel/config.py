@@ -7,12 +7,14 @@ the arguments must not load torch in a process that only starts children.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tandem.core.validate import check_int
 
 if TYPE_CHECKING:
     import torch
+
+    from tandem.core.spec.model import ModelSpec
 
 EXECUTOR_BACKENDS = ("mp", "ray")
 
@@ -42,16 +44,15 @@ class ParallelConfig:
         return self.tensor_parallel_size * self.data_parallel_size
 
 
-def check_splits(parallel: ParallelConfig, model: Any, device: torch.device) -> None:
-    """The model (a ModelConfig) splits over the ranks and the devices are there, before
-    any process starts: a ValueError naming the field otherwise."""
+def check_splits(parallel: ParallelConfig, spec: ModelSpec, device: torch.device) -> None:
+    """The model (its spec) splits over the ranks and the devices are there, before any
+    process starts: a ValueError naming the field otherwise."""
     import torch
 
-    from tandem.core.models.architectures import build_spec
     from tandem.core.parallel.partition import check_tensor_parallel
 
     size = parallel.tensor_parallel_size
-    check_tensor_parallel(build_spec(model.hf_config, model.architecture), size)
+    check_tensor_parallel(spec, size)
     if device.type == "cuda" and torch.cuda.device_count() < size:
         raise ValueError(
             f"tensor_parallel_size={size} needs {size} CUDA devices, "

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tandem.core.models.spec import ModelSpec
+    from tandem.core.spec.model import ModelSpec
 
 Range = tuple[int, int]
 

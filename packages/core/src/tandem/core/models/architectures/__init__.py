@@ -9,8 +9,8 @@ from typing import Any
 from tandem.core.models.architectures import deepseek, gemma, llama, moe, phi3
 from tandem.core.models.architectures.entry import Architecture
 from tandem.core.models.architectures.gguf_names import GGUFNames
-from tandem.core.models.fields import first_architecture
-from tandem.core.models.spec import ModelSpec
+from tandem.core.spec.fields import first_architecture
+from tandem.core.spec.model import ModelSpec
 
 # the family modules: each declares its ARCHITECTURES (everything about one, together)
 # and the GGUF readings under llama.cpp's names

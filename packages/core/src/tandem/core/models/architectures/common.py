@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tandem.core.models.fields import flag, layer_types, optional_int, positive_int
-from tandem.core.models.rope_config import read_rope
-from tandem.core.models.spec import AttentionSpec, LayerSpec, MLPSpec, ModelSpec
 from tandem.core.models.weights import NameMap, fused
+from tandem.core.spec.fields import flag, layer_types, optional_int, positive_int
+from tandem.core.spec.model import AttentionSpec, LayerSpec, MLPSpec, ModelSpec
+from tandem.core.spec.rope import read_rope
 
 # config spellings of the gate activations the kernels run
 _ACTIVATIONS = {

@@ -20,10 +20,10 @@ from tandem.core.models.architectures.gguf_names import (
     f32,
 )
 from tandem.core.models.architectures.moe import ROUTED, expert_names
-from tandem.core.models.fields import count, flag, number, optional_int, positive_int
-from tandem.core.models.rope_config import read_rope, yarn_mscale
-from tandem.core.models.spec import AttentionSpec, LatentSpec, ModelSpec, MoESpec
 from tandem.core.models.weights import NameMap, Shard, fused
+from tandem.core.spec.fields import count, flag, number, optional_int, positive_int
+from tandem.core.spec.model import AttentionSpec, LatentSpec, ModelSpec, MoESpec
+from tandem.core.spec.rope import read_rope, yarn_mscale
 
 
 def _latent_attention(cfg: Any, max_model_len: int | None) -> AttentionSpec:

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tandem.core.models.architectures.common import split_qkv_gate_up
-from tandem.core.models.spec import ModelSpec
 from tandem.core.models.weights import NameMap
+from tandem.core.spec.model import ModelSpec
 
 SpecBuilder = Callable[[Any, str, "int | None"], ModelSpec]
 

@@ -24,9 +24,9 @@ from tandem.core.models.architectures.gguf_names import (
     rope_parameters,
     window_of,
 )
-from tandem.core.models.fields import layer_types, number, optional_positive, positive_int
-from tandem.core.models.rope_config import read_rope
-from tandem.core.models.spec import ModelSpec
+from tandem.core.spec.fields import layer_types, number, optional_positive, positive_int
+from tandem.core.spec.model import ModelSpec
+from tandem.core.spec.rope import read_rope
 
 
 def _gemma(cfg: Any, arch: str, max_model_len: int | None, every: int, **attn: Any) -> ModelSpec:

@@ -15,8 +15,8 @@ from tandem.core.models.architectures.gguf_names import (
     base_config,
     f32,
 )
-from tandem.core.models.fields import count, number
-from tandem.core.models.spec import ModelSpec
+from tandem.core.spec.fields import count, number
+from tandem.core.spec.model import ModelSpec
 
 
 def llama(cfg: Any, arch: str, max_model_len: int | None) -> ModelSpec:

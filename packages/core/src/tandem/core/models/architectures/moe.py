@@ -19,9 +19,9 @@ from tandem.core.models.architectures.gguf_names import (
     arch_int,
     base_config,
 )
-from tandem.core.models.fields import count, flag, optional_int, positive_int
-from tandem.core.models.spec import MLPSpec, ModelSpec, MoESpec
 from tandem.core.models.weights import NameMap, Shard, fused
+from tandem.core.spec.fields import count, flag, optional_int, positive_int
+from tandem.core.spec.model import MLPSpec, ModelSpec, MoESpec
 
 
 def _experts(cfg: Any) -> int:

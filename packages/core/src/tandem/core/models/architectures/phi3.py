@@ -16,8 +16,8 @@ from tandem.core.models.architectures.gguf_names import (
     f32,
     window_of,
 )
-from tandem.core.models.spec import ModelSpec
 from tandem.core.models.weights import NameMap
+from tandem.core.spec.model import ModelSpec
 
 ROPE_TYPES = ("default", "longrope")  # what transformers' Phi-3 accepts
 

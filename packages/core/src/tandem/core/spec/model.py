@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tandem.core.models.rope_config import RopeSpec, read_rope
+from tandem.core.spec.rope import RopeSpec, read_rope
 
 NORM_PLACEMENTS = ("pre", "sandwich", "post")
 QK_NORMS = ("none", "head", "proj")

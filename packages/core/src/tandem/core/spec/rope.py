@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tandem.core.models.fields import positive_int
+from tandem.core.spec.fields import positive_int
 
 ROPE_TYPES = ("default", "linear", "llama3", "longrope", "yarn")
 LAYER_TYPES = ("full_attention", "sliding_attention")
