@@ -35,6 +35,7 @@ def test_without_ray_the_error_says_how_to_install_it(
 
 
 @pytest.mark.slow
+@pytest.mark.isolate("test")  # Ray keeps process-wide state (RAY_AUTH_MODE) a later cluster needs
 def test_two_ranks_on_a_two_node_ray_cluster(tiny_dir: Path) -> None:
     env = dict(os.environ)  # importing ray and ray.init set variables of their own
     ray = pytest.importorskip("ray")
@@ -93,6 +94,7 @@ def test_an_actor_exception_is_unwrapped_from_ray_error() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.isolate("test")  # see test_two_ranks_on_a_two_node_ray_cluster
 def test_a_rank_actor_that_cannot_fit_its_kv_cache_names_its_error(tiny_dir: Path) -> None:
     from tp_support import Engine, Footprint
 
