@@ -8,7 +8,7 @@ import it themselves.
 
 from __future__ import annotations
 
-from tandem.core.speculative.config import METHODS, SpeculativeConfig
+from tandem.core.config.speculative import METHODS, SpeculativeConfig
 from tandem.core.speculative.ngram import propose_ngram
 
 __all__ = ["METHODS", "SpeculativeConfig", "propose_ngram"]
