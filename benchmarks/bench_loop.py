@@ -16,7 +16,7 @@ import torch
 from bench_runners import Timing, Workload
 from torch import Tensor
 
-from tandem.core.attention_metadata import AttentionMetadata, build_metadata
+from tandem.core.layers.attention_metadata import AttentionMetadata, build_metadata
 
 
 @dataclass(slots=True)
@@ -80,9 +80,9 @@ def build(work: Workload, steps: list[list[tuple[int, int, int]]], block_size: i
 
 
 def run_pure_loop(path: str, work: Workload, threads: int | None, repeats: int) -> Timing:
-    from tandem.core.config import EngineArgs
-    from tandem.core.kv_cache import allocate_kv_caches
-    from tandem.core.loader import load_model
+    from tandem.core.config.engine_args import EngineArgs
+    from tandem.core.engine.loader import load_model
+    from tandem.core.kv.cache import allocate_kv_caches
 
     cfg = EngineArgs(model=path, dtype="float32", num_threads=threads).create_config()
     cfg.configure_process()  # the engines' process settings: threads, heap thresholds

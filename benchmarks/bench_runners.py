@@ -5,7 +5,7 @@ Every runner takes the model path, the workload and the thread count, and return
 something) the start-up seconds from constructing the engine to its first token.
 
 Nothing heavy is imported at module level: a tandem runner's start-up clock starts
-before ``tandem.core.llm`` is imported, so it counts every import ``LLM(...)`` pulls
+before ``tandem.core.entrypoints.llm`` is imported, so it counts every import ``LLM(...)`` pulls
 in (torch, transformers, the kernels), as a user's fresh script would see it. The
 same engine is then built once more in the warm process (``warm_startup``).
 
@@ -101,8 +101,8 @@ def run_tandem(
     quantization: str | None = None,
 ) -> Timing:
     start = time.perf_counter()
-    from tandem.core.llm import LLM
-    from tandem.core.sampling_params import SamplingParams
+    from tandem.core.entrypoints.llm import LLM
+    from tandem.core.inputs.sampling_params import SamplingParams
 
     params = SamplingParams(temperature=0.0, max_tokens=work.new_tokens, ignore_eos=True)
     first = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)

@@ -16,9 +16,9 @@ from collections.abc import Callable
 
 import torch
 
-from tandem.core.attention_metadata import build_metadata
-from tandem.core.kv_cache import allocate_kv_caches
-from tandem.core.loader import load_model
+from tandem.core.engine.loader import load_model
+from tandem.core.kv.cache import allocate_kv_caches
+from tandem.core.layers.attention_metadata import build_metadata
 from tandem.core.testing import make_model
 
 

@@ -145,7 +145,7 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from tandem.core.default_model import gguf_file
+    from tandem.core.catalog.default_model import gguf_file
     from tandem.core.gguf.export import exported
 
     shipped = gguf_file(print)

@@ -97,7 +97,7 @@ def make(venv: Path, name: str, root: Path, formats: list[str]) -> dict[str, str
 
 
 def _smollm2_tokenizer() -> Path:
-    from tandem.core.default_model import gguf_file
+    from tandem.core.catalog.default_model import gguf_file
     from tandem.core.gguf.tokenizer import tokenizer_dir
 
     return tokenizer_dir(gguf_file(print))

@@ -148,7 +148,7 @@ def main() -> None:
         parser.error(f"--prompts must be in [1, {len(PROMPTS)}], got {args.prompts}")
     from transformers import AutoTokenizer
 
-    from tandem.core.default_model import gguf_file
+    from tandem.core.catalog.default_model import gguf_file
     from tandem.core.gguf.export import exported
 
     path, shipped = exported(gguf_file(print)), gguf_file(print)

@@ -144,7 +144,7 @@ def default_files(args: argparse.Namespace) -> list[str]:
     """SmolLM2's shipped file, then each ``--made`` shape's formats (made where missing)."""
     from gguf_models import make
 
-    from tandem.core.default_model import gguf_file
+    from tandem.core.catalog.default_model import gguf_file
 
     files = [str(gguf_file(print))]
     for item in args.made:

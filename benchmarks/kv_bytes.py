@@ -4,11 +4,11 @@ sliding-window model holds over a long generation.
     python benchmarks/kv_bytes.py [--tokens 32768] [--measure 256]
 
 Part 1 is arithmetic on the architectures' real sizes (transformers' defaults, as
-``tandem.core.hf_defaults`` writes them down) and the cache shape the engines allocate
+``tandem.core.config.hf_defaults`` writes them down) and the cache shape the engines allocate
 (``ModelConfig.num_kv_heads`` x ``head_dim``, K and V, bf16): DeepSeek-V3's latent row
 beside the full K and V its 128 heads would cache. Part 2 gives the sliding-window models'
 cache at ``--tokens``: every block, what the KV managers hold (where every layer slides,
-the blocks behind the window are freed: :mod:`tandem.core.kv_window`; where only some
+the blocks behind the window are freed: :mod:`tandem.core.kv.window`; where only some
 layers slide, as in Gemma, those layers' own pool keeps their window), and the bound each
 layer's own window gives. Part 3 measures it on the tiny windowed Mistral (window 8,
 blocks of 4) on both engines: the most blocks in use after a step while generating
@@ -26,10 +26,10 @@ from types import SimpleNamespace
 
 import torch
 
-from tandem.core.cache_config import CacheConfig
-from tandem.core.hf_defaults import DEFAULTS
-from tandem.core.kv_window import kv_window, local_layers, peak_blocks
-from tandem.core.model_config import ModelConfig
+from tandem.core.config.cache import CacheConfig
+from tandem.core.config.hf_defaults import DEFAULTS
+from tandem.core.config.model import ModelConfig
+from tandem.core.kv.window import kv_window, local_layers, peak_blocks
 from tandem.core.models.architectures import build_spec
 from tandem.core.spec.model import ModelSpec
 from tandem.core.testing import add_request
@@ -67,7 +67,7 @@ def latent_table() -> None:
 def held_blocks(spec: ModelSpec, tokens: int, block: int) -> int:
     """Blocks of one layer a sequence of ``tokens`` holds between steps, as the KV
     managers keep them: every block, the window's where every layer slides, the window's
-    in the local layers where some slide (:mod:`tandem.core.kv_window`)."""
+    in the local layers where some slide (:mod:`tandem.core.kv.window`)."""
     local, local_window = local_layers(spec.windows)
     cache = CacheConfig(
         block, None, None, 1, tokens, False,
@@ -102,9 +102,9 @@ def measured(tokens: int) -> None:
 
 
 def _watch(name: str, path: Path, block: int, window: int, tokens: int) -> str:
-    from tandem.core.config import EngineArgs
-    from tandem.core.engines import load_engine_class
-    from tandem.core.sampling_params import SamplingParams
+    from tandem.core.config.engine_args import EngineArgs
+    from tandem.core.engine.protocol import load_engine_class
+    from tandem.core.inputs.sampling_params import SamplingParams
 
     whole = -(-(tokens + 4) // block)
     args = EngineArgs(

@@ -107,7 +107,7 @@ def main() -> None:
                 print(line, flush=True)
         return
     if args.size == "smollm2":
-        from tandem.core.default_model import gguf_file
+        from tandem.core.catalog.default_model import gguf_file
         from tandem.core.gguf.export import exported
 
         path = exported(gguf_file())

@@ -46,7 +46,7 @@ def child(path: str, form: str, batches: list[int], context: int, seconds: float
     import torch
     from moe_decode import best_ms, decode_step
 
-    from tandem.core.loader import load_model
+    from tandem.core.engine.loader import load_model
 
     torch.set_grad_enabled(False)
     before = psutil.Process().memory_info().rss

@@ -169,7 +169,7 @@ def main() -> int:
     args = parser.parse_args()
     if any(s < 1 for s in args.streams) or args.requests < 1 or args.max_tokens < 1:
         parser.error("--streams, --requests and --max-tokens must be >= 1")
-    from tandem.core.named_models import resolve_model
+    from tandem.core.catalog.named_models import resolve_model
 
     model = resolve_model(args.model, print)
     rows = []

@@ -223,7 +223,7 @@ def main() -> None:
         path = gguf = str(Path(args.gguf_file).resolve())
         tok_dir, full = str(tokenizer_dir(gguf)), open_checkpoint(gguf).config
     elif args.size == "smollm2":
-        from tandem.core.default_model import gguf_file
+        from tandem.core.catalog.default_model import gguf_file
         from tandem.core.gguf.export import exported
 
         gguf = str(gguf_file(print))

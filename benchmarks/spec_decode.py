@@ -48,11 +48,11 @@ TASKS = [
 def models(size: str) -> tuple[str, str, str | None]:
     """(target path, draft path, draft quantization)."""
     if size == "smollm2":
-        from tandem.core.default_model import gguf_file
+        from tandem.core.catalog.default_model import gguf_file
         from tandem.core.gguf.export import exported
 
         return str(exported(gguf_file(print))), str(gguf_file(print)), "gguf"
-    from tandem.core.named_models import TINY_TRAIN_STEPS
+    from tandem.core.catalog.named_models import TINY_TRAIN_STEPS
     from tandem.core.testing import make_model
 
     target = make_model(size="tiny", train_steps=TINY_TRAIN_STEPS)

@@ -58,9 +58,9 @@ def instrument() -> None:
     """Wrap the steps of a v0 start (names as the engine and the loader look them up)."""
     from torch import nn
 
-    import tandem.core.config as config
+    import tandem.core.config.engine_args as config
+    import tandem.core.engine.loader as loader
     import tandem.core.gguf.weights as weights
-    import tandem.core.loader as loader
     import tandem.core.models.causal_lm as causal_lm
     import tandem.v0.engine as engine
 

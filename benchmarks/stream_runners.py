@@ -113,7 +113,7 @@ def stamp(tokens: Callable[[], Any]) -> tuple[Run, list[int]]:
 
 
 def _engine(path: str, engine: str, kwargs: dict[str, Any], multiprocess: bool = True) -> Any:
-    from tandem.core.config import EngineArgs
+    from tandem.core.config.engine_args import EngineArgs
 
     args = EngineArgs.from_kwargs(path, **kwargs)
     if engine == "v0":
@@ -128,7 +128,7 @@ def _engine(path: str, engine: str, kwargs: dict[str, Any], multiprocess: bool =
 def _stream(engine: Any, prompt: list[int], params: Any, final: bool = False) -> Callable[[], Any]:
     """A factory of one request's new token ids, step by step (delta outputs), or all at
     once at the end (``final``: what ``LLM.generate`` asks for)."""
-    from tandem.core.inputs import OutputKind
+    from tandem.core.inputs.processor import OutputKind
     from tandem.core.testing import inputs_of
 
     count = iter(range(1 << 30))
@@ -157,7 +157,7 @@ def run_tandem(
 ) -> Result:
     """Timed runs of the engine as users get it, then one run taken apart (v1: in process);
     ``max_model_len`` None: the model's own."""
-    from tandem.core.sampling_params import SamplingParams
+    from tandem.core.inputs.sampling_params import SamplingParams
 
     params = SamplingParams(temperature=0.0, max_tokens=new, ignore_eos=True)
     kwargs: dict[str, Any] = {"dtype": "float32", "num_threads": threads}

@@ -69,11 +69,11 @@ def grammar_ms(model: str, rows: int, batch: int, steps: int = 48, repeats: int 
     load of a shared machine barely moves."""
     import torch
 
-    from tandem.core.config import load_model_config
+    from tandem.core.config.engine_args import load_model_config
     from tandem.core.structured.bitmask import apply_mask, build_mask
     from tandem.core.structured.compiler import Grammars
     from tandem.core.structured.spec import GrammarSpec
-    from tandem.core.tokenizer import load_tokenizer
+    from tandem.core.text.tokenizer import load_tokenizer
 
     mc = load_model_config(model)
     tok = load_tokenizer(mc.tokenizer)
@@ -107,7 +107,7 @@ def main() -> None:
     global CLOCK
     CLOCK = CLOCKS[args.clock]
     from tandem.core import LLM
-    from tandem.core.named_models import resolve_model
+    from tandem.core.catalog.named_models import resolve_model
 
     model = resolve_model(args.model)
     half = args.batch // 2

@@ -286,7 +286,7 @@ def main() -> None:
     from tandem.core.testing import make_model
 
     if args.size == "smollm2":
-        from tandem.core.default_model import gguf_file
+        from tandem.core.catalog.default_model import gguf_file
         from tandem.core.gguf.export import exported
 
         path = str(exported(gguf_file(print)))

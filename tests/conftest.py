@@ -78,7 +78,7 @@ def tiny_arch_model(request: pytest.FixtureRequest) -> Path:
 def smollm2_gguf() -> Path:
     """The real default model's GGUF file (installed, or linked from the user's cache by
     :func:`pytest_configure`; else fetched once into this run's cache)."""
-    from tandem.core.default_model import gguf_file
+    from tandem.core.catalog.default_model import gguf_file
 
     return gguf_file()
 

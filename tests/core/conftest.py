@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import save_file
 
 from tandem.core.testing.tokenizer import make_tokenizer
-from tandem.core.tokenizer import Tokenizer, load_tokenizer
+from tandem.core.text.tokenizer import Tokenizer, load_tokenizer
 
 ModelDirFactory = Callable[..., Path]
 

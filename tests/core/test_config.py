@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tandem.core.config import (
+from tandem.core.config.engine_args import (
     SUPPORTED_ARCHITECTURES,
     CacheConfig,
     EngineArgs,
@@ -269,10 +269,10 @@ def test_checking_engine_args_does_not_import_torch(fresh_python) -> None:
     (a second or more) then runs beside theirs instead of before them."""
     code = (
         "import sys\n"
-        "from tandem.core.config import EngineArgs, DEVICES\n"
+        "from tandem.core.config.engine_args import EngineArgs, DEVICES\n"
         "EngineArgs(model='m', dtype='bfloat16', device='cpu')\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
-        "from tandem.core.config import DTYPES\n"  # the lazy re-exports still resolve
+        "from tandem.core.config.engine_args import DTYPES\n"  # the lazy re-exports still resolve
         "assert list(DTYPES) == ['auto', 'float32', 'float16', 'bfloat16']\n"
     )
     fresh_python(code)
@@ -283,7 +283,7 @@ def test_reading_the_windows_does_not_import_torch(fresh_python) -> None:
     code = (
         "import sys\n"
         "from types import SimpleNamespace\n"
-        "from tandem.core.hf_defaults import DEFAULTS\n"
+        "from tandem.core.config.hf_defaults import DEFAULTS\n"
         "from tandem.core.models.architectures import build_spec\n"
         "cfg = SimpleNamespace(**DEFAULTS['MistralForCausalLM'])\n"
         "cfg.sliding_window = 4096\n"

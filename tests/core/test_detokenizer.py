@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tandem.core.detokenizer import IncrementalDetokenizer
-from tandem.core.tokenizer import Tokenizer
+from tandem.core.text.detokenizer import IncrementalDetokenizer
+from tandem.core.text.tokenizer import Tokenizer
 
 PIECES = ["the cat ", "reads", " 日本語", "🙂", "🚀🚀", " café", "Ж", "λ", ". ", "\n", "한"]
 

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc
 # faults of those repeats (12288 faults per buffer mapped anew).
 PROBE = """
 import json, resource, sys, torch
-from tandem.core.config import EngineArgs
+from tandem.core.config.engine_args import EngineArgs
 cfg = EngineArgs(model=sys.argv[1], device="cpu", num_threads=1).create_config()
 cfg.configure_process()
 from tandem.core import heap

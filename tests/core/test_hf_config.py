@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import torch
 
-from tandem.core.device import resolve_dtype
-from tandem.core.hf_config import DEFAULTS, load_hf_config, read_hf_config
+from tandem.core.config.device import resolve_dtype
+from tandem.core.config.hf import DEFAULTS, load_hf_config, read_hf_config
 from tandem.core.models.architectures import build_spec
 
 MODEL_TYPES = {arch: values["model_type"] for arch, values in DEFAULTS.items()}
@@ -113,7 +113,7 @@ def test_reading_a_model_config_does_not_import_transformers(tmp_path: Path, fre
     (root / "model.safetensors").write_bytes(b"")
     code = (
         "import sys\n"
-        "from tandem.core.model_config import load_model_config\n"
+        "from tandem.core.config.model import load_model_config\n"
         f"cfg = load_model_config({str(root)!r})\n"
         "assert cfg.num_kv_heads == 2 and cfg.max_model_len == 256\n"
         "assert 'transformers' not in sys.modules, 'transformers was imported'\n"

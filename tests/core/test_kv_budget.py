@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from tandem.core.cache_config import CacheConfig
-from tandem.core.config import EngineArgs
-from tandem.core.kv_budget import (
+from tandem.core.config.cache import CacheConfig
+from tandem.core.config.engine_args import EngineArgs
+from tandem.core.kv.budget import (
     DEFAULT_KV_CACHE_CAP_BYTES,
     DEFAULT_KV_CACHE_MEMORY_FRACTION,
     kv_budget_bytes,
     longest_context,
     split_pools,
 )
-from tandem.core.kv_window import local_layers
-from tandem.core.memory import available_memory, cgroup_headroom, host_available
+from tandem.core.kv.memory import available_memory, cgroup_headroom, host_available
+from tandem.core.kv.window import local_layers
 
 GIB = 1 << 30
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tandem.core.kv_window import blocks_behind, kv_window, peak_blocks
+from tandem.core.kv.window import blocks_behind, kv_window, peak_blocks
 
 
 def test_kv_window_needs_every_layer_windowed() -> None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tandem.core.outputs import (
+from tandem.core.outputs.request_output import (
     FINISH_REASONS,
     CompletionOutput,
     Logprob,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.core.validate import RequestError, RequestTypeError
 
 
@@ -87,7 +87,7 @@ def test_bad_values(kwargs: dict[str, object], message: str) -> None:
 
 def test_kernel_range_limits_agree_with_the_kernels() -> None:
     """What the front door accepts the sampler accepts: the bounds are the same numbers."""
-    from tandem.core.sampling_params import REPETITION_PENALTY_RANGE
+    from tandem.core.inputs.sampling_params import REPETITION_PENALTY_RANGE
     from tandem.kernels.sampling.processors import REPETITION_RANGE
 
     assert REPETITION_PENALTY_RANGE == REPETITION_RANGE

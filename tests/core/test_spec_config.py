@@ -4,10 +4,10 @@ import pytest
 
 from tandem.core.cli.engine_kwargs import engine_args
 from tandem.core.cli.options import build_parser
-from tandem.core.config import EngineArgs
+from tandem.core.config.engine_args import EngineArgs
+from tandem.core.engine.stats import EngineStats
 from tandem.core.server.metrics import Metrics
 from tandem.core.speculative import SpeculativeConfig
-from tandem.core.stats import EngineStats
 from tandem.core.validate import RequestError
 
 

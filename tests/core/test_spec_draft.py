@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tandem.core.config import EngineArgs
+from tandem.core.config.engine_args import EngineArgs
 from tandem.core.speculative import SpeculativeConfig
 from tandem.core.speculative.draft import DraftProposer, DraftSampling
 

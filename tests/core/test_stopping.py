@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tandem.core.stopping import StopStringMatcher
+from tandem.core.engine.stopping import StopStringMatcher
 
 
 def test_match_truncates_before_stop() -> None:

@@ -42,8 +42,8 @@ def test_mask_touches_constrained_rows_only_and_a_broken_row_fails_alone() -> No
 
 
 def test_v0_sampler_fails_the_row_whose_grammar_breaks() -> None:
-    from tandem.core.inputs import InputProcessor
-    from tandem.core.sampling_params import SamplingParams
+    from tandem.core.inputs.processor import InputProcessor
+    from tandem.core.inputs.sampling_params import SamplingParams
     from tandem.v0.sampler import Sampler, SamplingRow
 
     inputs = InputProcessor(None, 70, 1 << 20, [])
@@ -59,7 +59,7 @@ def test_compiled_grammars_are_cached_and_refused_tokens_raise(tmp_path) -> None
     from tandem.core.structured.compiler import Grammars
     from tandem.core.structured.engine import GrammarError
     from tandem.core.testing.tokenizer import make_tokenizer
-    from tandem.core.tokenizer import load_tokenizer
+    from tandem.core.text.tokenizer import load_tokenizer
 
     tok = load_tokenizer(make_tokenizer(tmp_path / "tok"))
     grammars = Grammars(tok.hf, 512, [2], cache_size=2)
@@ -118,7 +118,7 @@ def test_a_json_string_never_gets_an_encoded_surrogate(tmp_path) -> None:
 
     from tandem.core.structured.compiler import Grammars
     from tandem.core.testing.tokenizer import make_tokenizer
-    from tandem.core.tokenizer import load_tokenizer
+    from tandem.core.text.tokenizer import load_tokenizer
 
     tok = load_tokenizer(make_tokenizer(tmp_path / "tok"))
     grammars = Grammars(tok.hf, 512, [2])

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tandem.core.detokenizer import IncrementalDetokenizer
-from tandem.core.text_decoder import decoding_only
-from tandem.core.tokenizer import TextDecoder, Tokenizer
+from tandem.core.text.decoder import decoding_only
+from tandem.core.text.detokenizer import IncrementalDetokenizer
+from tandem.core.text.tokenizer import TextDecoder, Tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_light_path_imports_neither_torch_nor_transformers(tokenizer: Tokenizer)
     """The v1 detokenizer process's whole path: decoder, detokenizer, output processor."""
     code = (
         "import sys\n"
-        "from tandem.core.tokenizer import TextDecoder\n"
+        "from tandem.core.text.tokenizer import TextDecoder\n"
         "from tandem.v1.detokenizer.processor import OutputProcessor\n"
         "dec = TextDecoder.from_json(sys.stdin.read())\n"
         "OutputProcessor(dec)\n"

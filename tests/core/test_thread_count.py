@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tandem.core.config import EngineArgs
+from tandem.core.config.engine_args import EngineArgs
 
 
 def _config(model: Path, **kw: object):

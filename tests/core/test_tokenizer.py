@@ -20,7 +20,7 @@ from tandem.core.testing.tokenizer import (
     is_made,
     make_tokenizer,
 )
-from tandem.core.tokenizer import Tokenizer, load_tokenizer
+from tandem.core.text.tokenizer import Tokenizer, load_tokenizer
 
 
 def test_corpus_is_varied_and_deterministic() -> None:
@@ -239,7 +239,7 @@ def test_load_tokenizer_leaves_the_model_config_classes_unloaded(
     (root / "config.json").write_text(json.dumps({"model_type": "llama"}))
     code = (
         "import sys\n"
-        "from tandem.core.tokenizer import load_tokenizer\n"
+        "from tandem.core.text.tokenizer import load_tokenizer\n"
         f"load_tokenizer({str(root)!r})\n"
         "loaded = [m for m in sys.modules if m.startswith('transformers.models.llama')]\n"
         "assert not loaded, loaded\n"

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from tandem.core.config import EngineArgs
-from tandem.core.engines import load_engine_class
-from tandem.core.outputs import RequestOutput
+from tandem.core.config.engine_args import EngineArgs
+from tandem.core.engine.protocol import load_engine_class
+from tandem.core.outputs.request_output import RequestOutput
 from tandem.core.testing import run_to_completion
 
 pytestmark = pytest.mark.engines("v0", "v1")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tandem.core.attention_backend import available_attention_backends
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.sampling_params import SamplingParams
+from tandem.core.layers.attention_backend import available_attention_backends
 from tandem.core.testing import run_to_completion
 
 pytestmark = pytest.mark.engines("v0", "v1")
@@ -59,7 +59,7 @@ def test_the_default_plan_runs_decode_steps_in_c(new_engine, monkeypatch) -> Non
     [("attention_backend", "xformers"), ("cpu_linear", "mkl"), ("decode_stack", "fused")],
 )
 def test_a_bad_switch_names_the_field(field, value) -> None:
-    from tandem.core.config import EngineArgs
+    from tandem.core.config.engine_args import EngineArgs
 
     with pytest.raises(ValueError, match=f"{field} must be one of .* or None, got '{value}'"):
         EngineArgs(model="tiny", **{field: value})

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.core.testing import add_request, make_model
 
 # the tiny Llama with a long context: 512 bytes of K and V per token in float32 (2 layers,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.core.testing import run_to_completion
 
 PROMPTS = [

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tandem.core.engines import load_engine_class
-from tandem.core.sampling_params import SamplingParams
-from tandem.core.stats import EngineStats
+from tandem.core.engine.protocol import load_engine_class
+from tandem.core.engine.stats import EngineStats
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.core.testing import add_request
 
 PROMPTS = [[1, 40, 41, 42], [1, 300, 7, 8, 9, 10, 11], [1, 99]]

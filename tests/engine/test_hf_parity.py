@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.sampling_params import SamplingParams
 
 PROMPT_LENS = (3, 9, 17, 30, 5)
 NEW = 24

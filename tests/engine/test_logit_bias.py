@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.core.testing import add_request
 from tandem.core.validate import RequestError
 

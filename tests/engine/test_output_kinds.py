@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from tandem.core.inputs import OutputKind
-from tandem.core.outputs import RequestOutput
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.processor import OutputKind
+from tandem.core.inputs.sampling_params import SamplingParams
+from tandem.core.outputs.request_output import RequestOutput
 from tandem.core.testing import inputs_of
 
 pytestmark = pytest.mark.engines("v0", "v1")

@@ -15,9 +15,9 @@ import msgspec
 import psutil
 import pytest
 
-from tandem.core.inputs import EngineRequest
-from tandem.core.outputs import RequestOutput
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.processor import EngineRequest
+from tandem.core.inputs.sampling_params import SamplingParams
+from tandem.core.outputs.request_output import RequestOutput
 from tandem.core.testing import inputs_of
 
 pytestmark = pytest.mark.engines("v0", "v1")

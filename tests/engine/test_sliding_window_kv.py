@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tandem.core.kv_window import peak_blocks
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.sampling_params import SamplingParams
+from tandem.core.kv.window import peak_blocks
 from tandem.core.testing import add_request, make_model, run_to_completion
 
 # every layer slides: Mistral's window of 8; Qwen2's of 6 from layer 0 on

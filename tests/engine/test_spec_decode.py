@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.core.testing import make_model
 
 pytestmark = pytest.mark.engines("v0", "v1")
@@ -26,7 +26,7 @@ SQL = "SELECT id, name FROM users WHERE age >= 21;"
 def trained() -> Path:
     """The built-in tiny model trained on its corpus: it quotes text it has seen, so
     n-gram drafts get accepted (the untrained one's output rarely repeats)."""
-    from tandem.core.named_models import TINY_TRAIN_STEPS
+    from tandem.core.catalog.named_models import TINY_TRAIN_STEPS
 
     return make_model(size="tiny", arch="llama", train_steps=TINY_TRAIN_STEPS)
 

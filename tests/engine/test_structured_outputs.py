@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.core.structured import StructuredOutputsParams as SO
 from tandem.core.testing import add_request
 from tandem.core.validate import RequestError

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tandem.core.llm import LLM
+from tandem.core.entrypoints.llm import LLM
 
 MAX_MODEL_LEN = 64
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tandem.core.cli import main
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.sampling_params import SamplingParams
 
 pytestmark = pytest.mark.engines("v0", "v1")
 

@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from tandem.core import cli, default_model
-from tandem.core.sampling_params import SamplingParams
+from tandem.core import cli
+from tandem.core.catalog import default_model
+from tandem.core.inputs.sampling_params import SamplingParams
 
 pytestmark = pytest.mark.engines("v0", "v1")
 

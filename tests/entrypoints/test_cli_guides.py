@@ -154,7 +154,7 @@ def _long_model(tiny_model: Path, tmp_path: Path, limit: int) -> Path:
 
 
 def test_prompts_are_held_to_the_context_not_to_4096(tiny_model: Path, tmp_path: Path) -> None:
-    from tandem.core.tokenizer import load_tokenizer
+    from tandem.core.text.tokenizer import load_tokenizer
 
     model = _long_model(tiny_model, tmp_path, 8192)
     prompt = "word " * 2000
@@ -172,7 +172,7 @@ def test_prompts_are_held_to_the_context_not_to_4096(tiny_model: Path, tmp_path:
 
 
 def test_a_chat_prompt_is_counted_in_its_template(tiny_model: Path) -> None:
-    from tandem.core.tokenizer import load_tokenizer
+    from tandem.core.text.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(tiny_model)
     plain = len(tokenizer.encode("hello"))

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tandem.core import LLM, SamplingParams, named_models
+from tandem.core import LLM, SamplingParams
+from tandem.core.catalog import named_models
 from tandem.core.cli import main
 
 pytestmark = pytest.mark.engines("v0", "v1")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from tandem.core import engines
-from tandem.core.llm import LLM
+from tandem.core.engine import protocol as engines
+from tandem.core.entrypoints.llm import LLM
 
 
 def test_engines_are_discovered_by_entry_point() -> None:

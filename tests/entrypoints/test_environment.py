@@ -20,15 +20,15 @@ from typing import Any
 
 import pytest
 
-from tandem.core import engines
-from tandem.core.attention_backend import (
+from tandem.core.config.engine_args import EngineArgs
+from tandem.core.engine import protocol as engines
+from tandem.core.entrypoints.llm import LLM
+from tandem.core.inputs.sampling_params import SamplingParams
+from tandem.core.layers.attention_backend import (
     available_attention_backends,
     get_attention_backend,
     select_attention_backend,
 )
-from tandem.core.config import EngineArgs
-from tandem.core.llm import LLM
-from tandem.core.sampling_params import SamplingParams
 from tandem.core.testing import add_request
 
 ENGINE_VAR = "TANDEM_ENGINE"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tandem.core import engines
-from tandem.core.llm import LLM
-from tandem.core.sampling_params import SamplingParams
-from tandem.core.stats import EngineStats
+from tandem.core.engine import protocol as engines
+from tandem.core.engine.stats import EngineStats
+from tandem.core.entrypoints.llm import LLM
+from tandem.core.inputs.sampling_params import SamplingParams
 
 pytestmark = pytest.mark.engines("v0", "v1")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tandem.core.engines import ENGINE_METHODS, Engine, load_engine_class
+from tandem.core.engine.protocol import ENGINE_METHODS, Engine, load_engine_class
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [
@@ -21,7 +21,7 @@ SOURCES = [
     ROOT / "packages" / "engine-v1" / "src",
 ]
 CHECK = """
-from tandem.core.engines import Engine
+from tandem.core.engine.protocol import Engine
 from tandem.v0 import LLMEngine as V0
 from tandem.v1 import LLMEngine as V1
 

@@ -215,10 +215,10 @@ def test_layer_direction(
 # where user input is checked: the front door's modules (SamplingParams, the field checks,
 # the input processor that makes an EngineRequest, the prompt forms, the engine opener)
 FRONT_DOOR_CHECKS = (
-    "tandem.core.front_door",
-    "tandem.core.inputs",
-    "tandem.core.prompts",
-    "tandem.core.sampling_params",
+    "tandem.core.entrypoints.front_door",
+    "tandem.core.inputs.processor",
+    "tandem.core.inputs.prompts",
+    "tandem.core.inputs.sampling_params",
     "tandem.core.validate",
 )
 
@@ -227,7 +227,7 @@ def test_the_engines_take_requests_from_core() -> None:
     """One request contract: neither engine checks or tokenizes a prompt itself; each
     takes the front door's ``EngineRequest`` as it is."""
     for module in ("tandem.v0.engine", "tandem.v1.frontend.engine"):
-        assert "tandem.core.engine_request" in imports(module)[0], module
+        assert "tandem.core.inputs.engine_request" in imports(module)[0], module
         source = MODULES[module].read_text()
         assert ".encode(" not in source, f"{module} tokenizes on its own"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from tandem.core.attention_metadata import build_metadata
-from tandem.core.kernel_choice import resolve_kernels
-from tandem.core.kv_cache import allocate_kv_caches
-from tandem.core.loader import load_model
+from tandem.core.engine.loader import load_model
+from tandem.core.kv.cache import allocate_kv_caches
+from tandem.core.layers.attention_metadata import build_metadata
+from tandem.core.layers.kernel_choice import resolve_kernels
 from tandem.core.testing import make_model
 
 ARCHS = ("llama", "mistral", "qwen2")

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tandem.core.config import EngineArgs
-from tandem.core.engines import load_engine_class
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.config.engine_args import EngineArgs
+from tandem.core.engine.protocol import load_engine_class
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.core.testing import make_model, run_to_completion
 from tandem.core.testing.archs import TRAPS
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tandem.core.loader import load_model
-from tandem.core.model_config import load_model_config
+from tandem.core.config.model import load_model_config
+from tandem.core.engine.loader import load_model
 from tandem.core.testing import make_model
 from tandem.core.testing.archs import TRAPS
 

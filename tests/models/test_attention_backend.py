@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tandem.core.attention_backend import (
+from tandem.core.layers.attention_backend import (
     available_attention_backends,
     get_attention_backend,
     select_attention_backend,
@@ -67,7 +67,7 @@ def test_model_records_its_backend(tandem_models, paged_runner, use_kernels):
 def test_a_model_keeps_its_kernels_when_the_env_changes(model_dirs, paged_runner, monkeypatch):
     """The env is read once, when the kernels are resolved: a variable flipped later
     (another engine, another test) does not reach a running model."""
-    from tandem.core.loader import load_model
+    from tandem.core.engine.loader import load_model
 
     monkeypatch.setenv("TANDEM_ATTENTION_BACKEND", "torch")
     model = load_model(model_dirs["llama"])

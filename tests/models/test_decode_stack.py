@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tandem.core.kernel_choice import resolve_kernels
+from tandem.core.layers.kernel_choice import resolve_kernels
 from tandem.core.models import decode_stack
 from tandem.core.testing import make_model
 from tandem.core.testing.gguf_writer import write_gguf
@@ -114,7 +114,7 @@ def _keep_as(model: torch.nn.Module, first: int, second: int) -> None:
 def test_16_bit_and_low_bit_weights_match_the_modules(formats, paged_runner, monkeypatch):
     """F16 / BF16 rows (x kept in fp32) and the 2- and 3-bit K-quants run in the C stack,
     logits bit for bit the modules', at decode and in a short prefill-only step."""
-    from tandem.core.loader import load_model
+    from tandem.core.engine.loader import load_model
 
     shape = {"hidden_size": 256, "intermediate_size": 512, "rope_parameters": ROPE}
     model = load_model(str(make_model(size="tiny", arch="llama", **shape)), dtype=torch.float32)
@@ -143,7 +143,7 @@ def test_16_bit_and_low_bit_weights_match_the_modules(formats, paged_runner, mon
 def test_a_format_without_a_c_kernel_runs_the_modules(monkeypatch):
     """A weight in a format the C kernels lack (none today: one is made up here) leaves the
     stack to the modules rather than to a kernel that would refuse it mid-step."""
-    from tandem.core.loader import load_model
+    from tandem.core.engine.loader import load_model
 
     shape = {"hidden_size": 256, "intermediate_size": 512, "rope_parameters": ROPE}
     model = load_model(str(make_model(size="tiny", arch="llama", **shape)), dtype=torch.float32)
@@ -165,7 +165,7 @@ def test_fp32_weights_match_the_modules(tiny_model, monkeypatch):
 
 
 def test_what_it_does_not_take_runs_the_modules(tmp_path, monkeypatch):
-    from tandem.core.loader import load_model
+    from tandem.core.engine.loader import load_model
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     gemma = load_model(str(make_model(size="tiny", arch="gemma2")), dtype=torch.float32)
@@ -184,7 +184,7 @@ def test_what_it_does_not_take_runs_the_modules(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not native.linear_f32.available(), reason="no C fp32 linear kernel here")
 def test_the_table_is_made_again_when_what_it_points_at_changes(tiny_model):
-    from tandem.core.loader import load_model
+    from tandem.core.engine.loader import load_model
 
     model = load_model(str(tiny_model), dtype=torch.float32)
     spec = model.spec.attention

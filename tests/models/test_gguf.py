@@ -81,7 +81,7 @@ def test_the_parser_reads_what_the_gguf_package_reads(tiny_gguf) -> None:
 
 
 def test_export_gives_back_every_tensor_config_and_tokenizer(tiny_gguf, tmp_path) -> None:
-    from tandem.core.tokenizer import load_tokenizer
+    from tandem.core.text.tokenizer import load_tokenizer
 
     src, path = tiny_gguf
     out = export_hf(path, tmp_path / "out")
@@ -123,7 +123,7 @@ def test_a_gguf_path_runs_like_its_directory_and_writes_no_weights(
 
 
 def test_a_relative_path_stays_found_from_another_directory(tiny_gguf, tmp_path, monkeypatch):
-    from tandem.core.config import EngineArgs
+    from tandem.core.config.engine_args import EngineArgs
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path / "cache"))
     path = Path(tiny_gguf[1])
@@ -168,7 +168,7 @@ def test_kept_weights_are_the_files_own_bytes(tiny_gguf, tmp_path) -> None:
     """A module stored in one piece whose rows need no reordering is used from the map."""
     import torch
 
-    from tandem.core.loader import load_model
+    from tandem.core.engine.loader import load_model
 
     src = make_model(size="tiny", arch="llama", rope_parameters=DEFAULT_ROPE)
     path = write_gguf(src, tmp_path / "q.gguf", QKV_DOWN_Q8)
@@ -186,7 +186,7 @@ def test_kept_weights_are_the_files_own_bytes(tiny_gguf, tmp_path) -> None:
 
 
 def _config(path):
-    from tandem.core.model_config import load_model_config
+    from tandem.core.config.model import load_model_config
 
     return load_model_config(path, max_model_len=64)
 

@@ -29,7 +29,7 @@ GREEDY = {"temperature": 0.0, "max_tokens": 8, "ignore_eos": True}
 
 @pytest.mark.parametrize("name", F32)
 def test_the_f32_file_is_its_source_checkpoint(name: str, tmp_path, monkeypatch) -> None:
-    from tandem.core.model_config import load_model_config
+    from tandem.core.config.model import load_model_config
     from tandem.core.models.architectures import build_spec
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
@@ -76,7 +76,7 @@ def _same_rotation(a, b, head_dim: int) -> None:
 @pytest.mark.parametrize("name", F32)
 def test_the_files_tokenizer_gives_the_sources_ids(name: str, tmp_path, monkeypatch) -> None:
     from tandem.core.gguf.tokenizer import tokenizer_dir
-    from tandem.core.tokenizer import load_tokenizer
+    from tandem.core.text.tokenizer import load_tokenizer
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     path, hf_dir = gguf_fixture(FIXTURES, name)
@@ -100,7 +100,7 @@ def _greedy(model: Path, engine: str, prompts: list[list[int]], **kwargs) -> lis
 
 
 def _prompt_ids(hf_dir: Path) -> list[list[int]]:
-    from tandem.core.tokenizer import load_tokenizer
+    from tandem.core.text.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(hf_dir)
     return [tokenizer.encode(p) for p in PROMPTS]
@@ -120,7 +120,7 @@ def test_a_quantized_preset_is_kept_as_stored_and_follows_its_floats(name: str) 
     the activations' int8 rounding (the kernels' only difference)."""
     import torch
 
-    from tandem.core.loader import load_model
+    from tandem.core.engine.loader import load_model
 
     path, _ = gguf_fixture(FIXTURES, name)
     kept = load_model(str(path), dtype=torch.float32, quantization="gguf")

@@ -28,8 +28,8 @@ def kquant_gguf(tmp_path_factory):
 
 
 def test_super_blocks_are_kept_near_the_file_size(kquant_gguf, tmp_path, monkeypatch) -> None:
+    from tandem.core.engine.loader import load_model
     from tandem.core.layers.linear import Linear
-    from tandem.core.loader import load_model
     from tandem.kernels.gguf_blocks import QuantStack
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))

@@ -15,8 +15,8 @@ import pytest
 import torch
 from safetensors.numpy import load_file
 
+from tandem.core.config.model import load_model_config
 from tandem.core.gguf import open_checkpoint
-from tandem.core.model_config import load_model_config
 from tandem.core.models.architectures import GGUF_ARCHITECTURES, build_spec
 
 from .gguf_moe_files import SOURCES, made_or_skip
@@ -171,7 +171,7 @@ def test_greedy_tokens_equal_the_checkpoints(moe_gguf, name, tmp_path, monkeypat
     """The same prompt ids (transformers builds a Qwen file's tokenizer with Qwen's own
     split, not the file's ``gpt-2`` one, and the tiny tokenizer is neither)."""
     from tandem.core import LLM, SamplingParams
-    from tandem.core.tokenizer import load_tokenizer
+    from tandem.core.text.tokenizer import load_tokenizer
 
     path, hf_dir = moe_gguf(name)
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
@@ -193,7 +193,7 @@ def test_greedy_tokens_equal_the_checkpoints(moe_gguf, name, tmp_path, monkeypat
 def test_logits_equal_llama_cpps_own(moe_gguf, name, paged_runner, tmp_path, monkeypatch):
     """What llama.cpp computes from the file is what Tandem computes from it: the config
     read from the metadata means to Tandem what it means to llama.cpp."""
-    from tandem.core.loader import load_model
+    from tandem.core.engine.loader import load_model
 
     path, _ = moe_gguf(name)
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))

@@ -105,7 +105,7 @@ def _kept_bytes(model: torch.nn.Module) -> int:
 def test_a_quantized_moe_file_keeps_its_experts_near_its_size(
     moe_gguf, name, paged_runner, tmp_path, monkeypatch
 ) -> None:
-    from tandem.core.loader import load_model
+    from tandem.core.engine.loader import load_model
 
     ftype, overrides = FILES[name]
     path, _ = moe_gguf(name, ftype, **overrides)

@@ -49,7 +49,7 @@ def test_every_preset_is_committed_with_the_formats_it_names() -> None:
 
 @cache
 def _model(name: str, kept: bool) -> torch.nn.Module:
-    from tandem.core.loader import load_model
+    from tandem.core.engine.loader import load_model
 
     quantization = "gguf" if kept else None  # None: the file dequantized to float32
     return load_model(str(FIXTURES / name), dtype=torch.float32, quantization=quantization)

@@ -24,8 +24,8 @@ def quant_gguf(tmp_path_factory):
 
 
 def test_blocks_are_kept_and_match_the_float_model(quant_gguf, tmp_path, monkeypatch) -> None:
+    from tandem.core.engine.loader import load_model
     from tandem.core.layers.linear import Linear
-    from tandem.core.loader import load_model
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     kept = load_model(str(quant_gguf), dtype=torch.float32, quantization="gguf")
@@ -49,7 +49,7 @@ def test_a_gguf_path_defaults_to_as_stored_and_engines_agree(
     quant_gguf, tmp_path, monkeypatch
 ) -> None:
     from tandem.core import LLM, SamplingParams
-    from tandem.core.config import EngineArgs
+    from tandem.core.config.engine_args import EngineArgs
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     assert EngineArgs(model=str(quant_gguf)).create_config().quantization == "gguf"
@@ -66,7 +66,7 @@ def test_a_gguf_path_defaults_to_as_stored_and_engines_agree(
 
 
 def test_gguf_needs_a_gguf_model(tiny_model) -> None:
-    from tandem.core.config import EngineArgs
+    from tandem.core.config.engine_args import EngineArgs
 
     with pytest.raises(ValueError, match=r"quantization='gguf' needs a model read from a \.gguf"):
         EngineArgs(model=str(tiny_model), quantization="gguf").create_config()

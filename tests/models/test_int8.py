@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tandem.core.config import EngineArgs
+from tandem.core.config.engine_args import EngineArgs
 from tandem.kernels.ops.linear_int8 import Int8Weight, int8_available, linear_int8
 
 needs_int8 = pytest.mark.skipif(not int8_available(), reason="torch has no int8 matmul here")
@@ -108,7 +108,7 @@ def test_int8_agrees_with_fp32_on_the_real_model(smollm2) -> None:
 
 @needs_int8
 def test_int8_switches_all_but_the_qkv_projection(tiny_model) -> None:
-    from tandem.core.loader import load_model
+    from tandem.core.engine.loader import load_model
 
     fp32 = load_model(str(tiny_model), dtype=torch.float32)
     int8 = load_model(str(tiny_model), dtype=torch.float32, quantization="int8")

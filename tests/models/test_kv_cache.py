@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tandem.core.kv_cache import allocate_kv_caches, kv_cache_bytes_per_block
+from tandem.core.kv.cache import allocate_kv_caches, kv_cache_bytes_per_block
 
 
 def test_bytes_per_block_matches_allocation():

@@ -10,7 +10,7 @@ import psutil
 import pytest
 import torch
 
-from tandem.core.kv_cache import MADV_POPULATE_WRITE, allocate_kv_caches
+from tandem.core.kv.cache import MADV_POPULATE_WRITE, allocate_kv_caches
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
@@ -84,7 +84,7 @@ def test_large_cache_is_resident_and_zero():
 def test_a_cache_past_the_populate_size_faults_in_as_it_is_written(monkeypatch):
     """A cache sized from the machine's memory is not made resident at start-up: only the
     blocks written take memory, and the others still read as zero."""
-    import tandem.core.kv_cache as kv_cache
+    import tandem.core.kv.cache as kv_cache
 
     monkeypatch.setattr(kv_cache, "POPULATE_BYTES", 64 * 2**20)
     proc = psutil.Process()

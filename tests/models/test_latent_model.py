@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tandem.core.config import EngineArgs
+from tandem.core.config.engine_args import EngineArgs
+from tandem.core.engine.loader import load_model
 from tandem.core.layers.latent_attention import LatentAttention, deinterleave
-from tandem.core.loader import load_model
 from tandem.core.testing import make_model
 
 

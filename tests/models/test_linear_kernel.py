@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tandem.core.kernel_choice import resolve_kernels
+from tandem.core.layers.kernel_choice import resolve_kernels
 from tandem.core.layers.linear import Linear
 from tandem.kernels.native import linear_f32
 from tandem.kernels.native.linear_f32 import PackedF32

@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from tandem.core.loader import INDEX_FILE, load_model, weight_files
+from tandem.core.engine.loader import INDEX_FILE, load_model, weight_files
 
 
 def copy_checkpoint(src: Path, dst: Path) -> Path:
@@ -45,7 +45,7 @@ def test_linear_weights_are_packed_at_load(model_dirs, arch):
     assert linears and all(m.pack.holds(m.weight) for m in linears)
     if model.lm_head is None:  # a tied LM head multiplies by the embedding's copy
         assert model._tied_pack.holds(model.model.embed_tokens.weight)
-    from tandem.core.kernel_choice import resolve_kernels
+    from tandem.core.layers.kernel_choice import resolve_kernels
 
     torch_linear = resolve_kernels(linear="torch")  # plain F.linear: nothing to pack
     plain = load_model(model_dirs[arch], kernels=torch_linear)
@@ -124,7 +124,7 @@ def test_model_config_object_is_accepted(model_dirs):
 
 
 def test_engine_model_config_is_accepted(model_dirs):
-    from tandem.core.config import EngineArgs
+    from tandem.core.config.engine_args import EngineArgs
 
     config = EngineArgs(model=str(model_dirs["qwen2"]), device="cpu").create_config()
     model = load_model(config.model, device=config.device, dtype=config.dtype)

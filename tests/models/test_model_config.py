@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tandem.core.attention_metadata import build_metadata
-from tandem.core.kv_window import kv_window
+from tandem.core.kv.window import kv_window
+from tandem.core.layers.attention_metadata import build_metadata
 from tandem.core.layers.rotary import inv_freq
 from tandem.core.models import get_model_class, supported_architectures
 from tandem.core.models.architectures import build_spec
@@ -31,7 +31,7 @@ def hf(**kw):
 
 
 def test_registry():
-    from tandem.core.model_config import SUPPORTED_ARCHITECTURES
+    from tandem.core.config.model import SUPPORTED_ARCHITECTURES
 
     archs = supported_architectures()
     assert {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"} <= set(archs)

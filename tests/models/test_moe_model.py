@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tandem.core.kernel_choice import resolve_kernels
+from tandem.core.engine.loader import load_model
+from tandem.core.layers.kernel_choice import resolve_kernels
 from tandem.core.layers.mlp import GatedMLP
 from tandem.core.layers.moe import SparseMoE
-from tandem.core.loader import load_model
 from tandem.core.testing import make_model
 from tandem.kernels.ops.linear_int8 import int8_available
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from tandem.core.attention_backend import for_device
-from tandem.core.kernel_choice import KernelChoice, resolve_kernels
-from tandem.core.loader import load_model
+from tandem.core.engine.loader import load_model
+from tandem.core.layers.attention_backend import for_device
+from tandem.core.layers.kernel_choice import KernelChoice, resolve_kernels
 from tandem.core.models.plan import ExecutionPlan, make_plan, runs
 from tandem.core.testing import make_model
 from tandem.kernels.native import decode_stack as native

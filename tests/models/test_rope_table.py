@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tandem.core.config.model import load_model_config
+from tandem.core.engine.loader import load_model
 from tandem.core.layers.rotary import RotaryEmbedding
-from tandem.core.loader import load_model
-from tandem.core.model_config import load_model_config
 from tandem.core.models.architectures import build_spec
 from tandem.core.testing import make_model
 

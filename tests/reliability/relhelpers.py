@@ -14,7 +14,7 @@ from typing import Any
 
 import psutil
 
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.sampling_params import SamplingParams
 
 # the probe: a fixed greedy request whose tokens must never change while an engine lives
 PROBE_IDS = [1, 5, 9, 14, 3, 27]

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from relhelpers import PROBE_IDS
 
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.core.validate import RequestError, RequestTypeError
 
 pytestmark = [pytest.mark.reliability, pytest.mark.engines("v0", "v1")]

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from relhelpers import PROBE_IDS, PROBE_TOKENS, probe_params
 
-from tandem.core.config import EngineArgs
-from tandem.core.engines import load_engine_class
+from tandem.core.config.engine_args import EngineArgs
+from tandem.core.engine.protocol import load_engine_class
 from tandem.core.testing import add_request, run_to_completion
 
 pytestmark = [pytest.mark.reliability, pytest.mark.engines("v0", "v1")]

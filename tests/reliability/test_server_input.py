@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.reliability, pytest.mark.engines("v0", "v1")]
 @pytest.fixture(scope="module")
 def server(tiny_model: Path, engine: str) -> Iterator[str]:
     pytest.importorskip("fastapi")
-    from tandem.core.async_llm import AsyncLLM
+    from tandem.core.entrypoints.async_llm import AsyncLLM
     from tandem.core.server import running_server
 
     with (

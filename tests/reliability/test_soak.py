@@ -16,8 +16,8 @@ import pytest
 from relhelpers import PROBE_IDS, engine_pids, probe_params, rss
 
 from tandem.core import SamplingParams
-from tandem.core.config import EngineArgs
-from tandem.core.engines import load_engine_class
+from tandem.core.config.engine_args import EngineArgs
+from tandem.core.engine.protocol import load_engine_class
 from tandem.core.testing import add_request, run_to_completion
 
 pytestmark = [pytest.mark.reliability, pytest.mark.engines("v0", "v1")]

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.engines("v0", "v1")
 
 @pytest.fixture(scope="module")
 def async_llm(tiny_model: Path, engine: str) -> Iterator[object]:
-    from tandem.core.async_llm import AsyncLLM
+    from tandem.core.entrypoints.async_llm import AsyncLLM
 
     with AsyncLLM(tiny_model, engine=engine, max_model_len=MAX_MODEL_LEN) as llm:
         yield llm

@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
-from tandem.core.async_llm import AsyncLLM, EngineStopped
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.entrypoints.async_llm import AsyncLLM, EngineStopped
+from tandem.core.inputs.sampling_params import SamplingParams
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
 

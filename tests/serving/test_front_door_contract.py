@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from servhelpers import MAX_MODEL_LEN, MODEL_NAME
 
-from tandem.core.config import EngineArgs
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.config.engine_args import EngineArgs
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.core.validate import RequestError
 
 PROMPT = [1, 40, 41, 42]
@@ -27,7 +27,7 @@ PROMPT = [1, 40, 41, 42]
 
 @pytest.fixture(scope="module")
 def llm(tiny_model: Path, engine: str) -> Iterator[Any]:
-    from tandem.core.llm import LLM
+    from tandem.core.entrypoints.llm import LLM
 
     with LLM(tiny_model, engine=engine, max_model_len=MAX_MODEL_LEN) as made:
         yield made
@@ -121,7 +121,7 @@ def test_sampling_values_are_not_checked_again_on_the_way(
 def test_engine_args_are_checked_once(
     tiny_model: Path, engine: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tandem.core.llm import LLM
+    from tandem.core.entrypoints.llm import LLM
 
     calls: list[int] = []
     original = EngineArgs.validate

@@ -124,7 +124,7 @@ def test_chat_streamed_or_not(client, tiny_model) -> None:
     assert text == whole.choices[0].message.content
     assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
     # the prompt is the tokenizer's own chat template
-    from tandem.core.tokenizer import load_tokenizer
+    from tandem.core.text.tokenizer import load_tokenizer
 
     ids = load_tokenizer(tiny_model).apply_chat_template(CHAT)
     assert whole.usage.prompt_tokens == len(ids)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tandem.core.async_llm import AsyncLLM
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.entrypoints.async_llm import AsyncLLM
+from tandem.core.inputs.sampling_params import SamplingParams
 
 NAME = "sampler"
 MODEL = {"temperature": 0.5, "top_k": 3, "repetition_penalty": 1.3}

@@ -24,7 +24,7 @@ def _reference(hf, tiny_model, ids: list[int]) -> list[float]:
 
 
 def _ids(tiny_model, text: str) -> list[int]:
-    from tandem.core.tokenizer import load_tokenizer
+    from tandem.core.text.tokenizer import load_tokenizer
 
     return load_tokenizer(tiny_model).encode(text)
 
@@ -144,7 +144,7 @@ def _post(url: str, body: dict) -> tuple[int, dict, dict]:
 
 
 def test_tokenize_and_detokenize(server_url, tiny_model) -> None:
-    from tandem.core.tokenizer import load_tokenizer
+    from tandem.core.text.tokenizer import load_tokenizer
 
     tok = load_tokenizer(tiny_model)
     status, _, got = _post(f"{server_url}/tokenize", {"prompt": PROMPT, "return_token_strs": True})

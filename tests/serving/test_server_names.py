@@ -27,8 +27,8 @@ def _call(url: str, body: dict | None = None) -> tuple[int, dict]:
 def test_a_named_model_is_served_under_its_name_and_aliases(
     monkeypatch, tiny_model: Path, engine: str
 ) -> None:
-    from tandem.core import default_model
-    from tandem.core.async_llm import AsyncLLM
+    from tandem.core.catalog import default_model
+    from tandem.core.entrypoints.async_llm import AsyncLLM
     from tandem.core.server import running_server
 
     # "smollm2" resolves to its file; here the tiny model stands in for it
@@ -49,7 +49,7 @@ def test_a_named_model_is_served_under_its_name_and_aliases(
 
 
 def test_a_prompt_too_long_names_the_flag(server_url: str, tiny_model: Path) -> None:
-    from tandem.core.tokenizer import load_tokenizer
+    from tandem.core.text.tokenizer import load_tokenizer
 
     prompt = "a b " * MAX_MODEL_LEN
     count = len(load_tokenizer(tiny_model).encode(prompt))

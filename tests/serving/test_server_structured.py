@@ -41,7 +41,7 @@ HI = [{"role": "user", "content": "hi"}]
 
 @pytest.fixture(scope="module")
 def async_llm(tiny_model: Path, engine: str) -> Iterator[object]:
-    from tandem.core.async_llm import AsyncLLM
+    from tandem.core.entrypoints.async_llm import AsyncLLM
 
     # room for the tool instructions the server writes into the prompt
     with AsyncLLM(tiny_model, engine=engine, max_model_len=512) as llm:
@@ -96,7 +96,7 @@ def test_structured_outputs_field_streamed_and_whole(client) -> None:
 
 
 def test_logit_bias(client, tiny_model) -> None:
-    from tandem.core.tokenizer import load_tokenizer
+    from tandem.core.text.tokenizer import load_tokenizer
 
     got = client.completions.create(
         model=MODEL_NAME, prompt="a", max_tokens=4, temperature=1.0, logit_bias={"77": 100}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from tandem.core.config import EngineArgs
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.config.engine_args import EngineArgs
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.core.testing import add_request, run_to_completion
 from tandem.v0 import LLMEngine
 from tandem.v0.sampler import Sampler

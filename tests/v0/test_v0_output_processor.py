@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tandem.core.inputs import InputProcessor, OutputKind
-from tandem.core.sampling_params import SamplingParams
-from tandem.core.tokenizer import load_tokenizer
+from tandem.core.inputs.processor import InputProcessor, OutputKind
+from tandem.core.inputs.sampling_params import SamplingParams
+from tandem.core.text.tokenizer import load_tokenizer
 from tandem.v0.output_processor import OutputProcessor
 from tandem.v0.sampler import SampleResult
 from tandem.v0.sequence import Request, Sequence, SequenceStatus

@@ -5,8 +5,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tandem.core.inputs import InputProcessor
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.processor import InputProcessor
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.v0.sampler import Sampler, SamplingRow
 
 V = 12

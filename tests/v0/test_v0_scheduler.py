@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tandem.core.kv_window import blocks_behind, peak_blocks
+from tandem.core.kv.window import blocks_behind, peak_blocks
 from tandem.v0.block_manager import BlockManager, blocks_for
 from tandem.v0.scheduler import Scheduler, SchedulerOutput
 from tandem.v0.sequence import Sequence, SequenceStatus

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tandem.core.config import EngineArgs
+from tandem.core.config.engine_args import EngineArgs
 
 pytestmark = pytest.mark.engines("v1")
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from tp_support import Engine, Footprint, greedy, tokens
 
-from tandem.core.config import EngineArgs
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.config.engine_args import EngineArgs
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.core.testing import add_request
 from tandem.v1 import LLMEngine
 

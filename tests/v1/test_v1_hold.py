@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from v1_support import INPUTS
 
-from tandem.core.inputs import OutputKind
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.processor import OutputKind
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.v1 import messages as m
 from tandem.v1.proc.hold import OutputHold
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from v1_support import sample
 
-from tandem.core.kv_window import blocks_behind, peak_blocks
+from tandem.core.kv.window import blocks_behind, peak_blocks
 from tandem.v1.core.kv_cache_manager import KVCacheManager
 from tandem.v1.core.request import Request
 from tandem.v1.core.scheduler import Scheduler

@@ -15,7 +15,7 @@ import psutil
 import pytest
 from proc_watch import wait_gone
 
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.core.testing import add_request
 from tandem.v1 import EngineDeadError, LLMEngine
 from tandem.v1.errors import EngineStartupError
@@ -97,7 +97,7 @@ def test_start_up_failure_carries_the_child_traceback(
 
 PARENT = textwrap.dedent("""
     import sys, time
-    from tandem.core.config import EngineArgs
+    from tandem.core.config.engine_args import EngineArgs
     from tandem.v1 import LLMEngine
     engine = LLMEngine.from_engine_args(EngineArgs(model=sys.argv[1], device="cpu"))
     print(" ".join(str(p) for p in engine.client.pids.values()), flush=True)

@@ -5,7 +5,7 @@ import pytest
 from v1_support import engine_request
 
 from tandem.core.child_failure import ChildError
-from tandem.core.outputs import Logprob
+from tandem.core.outputs.request_output import Logprob
 from tandem.v1 import messages as m
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.core.testing import HFReference, run_to_completion
 from tandem.v1 import LLMEngine
 

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from v1_support import sample
 
-from tandem.core.inputs import OutputKind
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.processor import OutputKind
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.core.testing import add_request, inputs_of, run_to_completion
 from tandem.v1 import LLMEngine
 from tandem.v1.core.kv_cache_manager import KVCacheManager
@@ -215,9 +215,9 @@ def test_outputs_of_accepted_lists_streamed_and_final(
 
 
 def test_a_stop_string_before_the_cores_own_finish_aborts_nothing(tiny_dir: Path) -> None:
-    from tandem.core.config import EngineArgs
-    from tandem.core.inputs import InputProcessor
-    from tandem.core.tokenizer import load_tokenizer
+    from tandem.core.config.engine_args import EngineArgs
+    from tandem.core.inputs.processor import InputProcessor
+    from tandem.core.text.tokenizer import load_tokenizer
     from tandem.v1 import messages as m
     from tandem.v1.detokenizer.processor import OutputProcessor
 
@@ -287,7 +287,7 @@ def test_seeded_speculation_gives_engine_v0s_tokens(
 ) -> None:
     """Both engines verify a sampled row the same way (rejection sampling, its coins
     seeded from the sample's seed and output count): the same tokens, drafts, accepts."""
-    from tandem.core.engines import load_engine_class
+    from tandem.core.engine.protocol import load_engine_class
 
     spec = NGRAM if method == "ngram" else {"model": str(tiny_dir), "num_speculative_tokens": 3}
     bias = {A: 3.0, 69: 3.0}

@@ -13,9 +13,9 @@ from typing import Any
 import psutil
 import pytest
 
-from tandem.core.config import EngineArgs
+from tandem.core.config.engine_args import EngineArgs
 from tandem.core.models.architectures import build_spec
-from tandem.core.tokenizer import TextDecoder, Tokenizer, load_tokenizer
+from tandem.core.text.tokenizer import TextDecoder, Tokenizer, load_tokenizer
 from tandem.v1 import LLMEngine
 from tandem.v1.frontend.client import MPClient
 from tandem.v1.proc.ipc import read_payload, write_payload

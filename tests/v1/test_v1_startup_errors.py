@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from tp_support import Engine, Footprint
 
-from tandem.core.config import EngineArgs, EngineConfig
-from tandem.core.tokenizer import Tokenizer, load_tokenizer
+from tandem.core.config.engine_args import EngineArgs, EngineConfig
+from tandem.core.text.tokenizer import Tokenizer, load_tokenizer
 from tandem.v1 import EngineDeadError, EngineStartupError, LLMEngine
 from tandem.v1.frontend.client import MPClient
 

@@ -8,7 +8,7 @@ import dataclasses
 import msgspec
 from v1_support import engine_request, sample
 
-from tandem.core.config import EngineArgs
+from tandem.core.config.engine_args import EngineArgs
 from tandem.v1 import messages as m
 from tandem.v1.core.engine_core import EngineCore
 from tandem.v1.core.kv_cache_manager import KVCacheManager

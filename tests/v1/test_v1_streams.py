@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tandem.core.config import EngineArgs
-from tandem.core.inputs import InputProcessor, OutputKind
-from tandem.core.sampling_params import SamplingParams
-from tandem.core.tokenizer import load_tokenizer
+from tandem.core.config.engine_args import EngineArgs
+from tandem.core.inputs.processor import InputProcessor, OutputKind
+from tandem.core.inputs.sampling_params import SamplingParams
+from tandem.core.text.tokenizer import load_tokenizer
 from tandem.v1 import messages as m
 from tandem.v1.detokenizer.processor import OutputProcessor
 from tandem.v1.frontend.streams import RequestStream

@@ -10,8 +10,8 @@ import pytest
 from tp_support import NEW, PROMPTS, greedy, tokens
 
 from tandem.core import LLM
-from tandem.core.config import EngineArgs
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.config.engine_args import EngineArgs
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.core.testing import make_model
 from tandem.v1 import LLMEngine
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from proc_watch import wait_gone
 
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.sampling_params import SamplingParams
 
 EOS = {"ignore_eos": True}
 
@@ -24,7 +24,7 @@ def test_the_server_answers_the_openai_client(tiny_dir: Path) -> None:
     openai = pytest.importorskip("openai")
     pytest.importorskip("fastapi")
     from tandem.core import LLM
-    from tandem.core.async_llm import AsyncLLM
+    from tandem.core.entrypoints.async_llm import AsyncLLM
     from tandem.core.server import running_server
 
     greedy = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)

@@ -10,7 +10,7 @@ from typing import Any
 import psutil
 from proc_watch import descendants, listening_anywhere, listening_ports, shm_segments, wait_gone
 
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.core.testing import run_to_completion
 
 PROMPTS = [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tandem.core.inputs import EngineRequest, InputProcessor
-from tandem.core.sampling_params import SamplingParams
+from tandem.core.inputs.processor import EngineRequest, InputProcessor
+from tandem.core.inputs.sampling_params import SamplingParams
 from tandem.v1.core.request import Request
 
 # token-id prompts only (no tokenizer), a vocabulary and length no test reaches

@@ -10,21 +10,23 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "LLM": "tandem.core.llm",
-    "SamplingParams": "tandem.core.sampling_params",
+    "LLM": "tandem.core.entrypoints.llm",
+    "AsyncLLM": "tandem.core.entrypoints.async_llm",
+    "SamplingParams": "tandem.core.inputs.sampling_params",
     "StructuredOutputsParams": "tandem.core.structured",
-    "RequestOutput": "tandem.core.outputs",
-    "CompletionOutput": "tandem.core.outputs",
-    "Logprob": "tandem.core.outputs",
-    "EngineArgs": "tandem.core.config",
-    "EngineConfig": "tandem.core.config",
-    "ModelConfig": "tandem.core.config",
+    "RequestOutput": "tandem.core.outputs.request_output",
+    "CompletionOutput": "tandem.core.outputs.request_output",
+    "Logprob": "tandem.core.outputs.request_output",
+    "EngineArgs": "tandem.core.config.engine_args",
+    "EngineConfig": "tandem.core.config.engine",
+    "ModelConfig": "tandem.core.config.model",
     "env_cache": "tandem.core.env_cache",
-    "installed_engines": "tandem.core.engines",
+    "installed_engines": "tandem.core.engine.protocol",
 }
 
 __all__ = [
     "LLM",
+    "AsyncLLM",
     "CompletionOutput",
     "EngineArgs",
     "EngineConfig",
@@ -38,12 +40,15 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from tandem.core.config import EngineArgs, EngineConfig, ModelConfig
-    from tandem.core.engines import installed_engines
+    from tandem.core.config.engine import EngineConfig
+    from tandem.core.config.engine_args import EngineArgs
+    from tandem.core.config.model import ModelConfig
+    from tandem.core.engine.protocol import installed_engines
+    from tandem.core.entrypoints.async_llm import AsyncLLM
+    from tandem.core.entrypoints.llm import LLM
     from tandem.core.env_cache import env_cache
-    from tandem.core.llm import LLM
-    from tandem.core.outputs import CompletionOutput, Logprob, RequestOutput
-    from tandem.core.sampling_params import SamplingParams
+    from tandem.core.inputs.sampling_params import SamplingParams
+    from tandem.core.outputs.request_output import CompletionOutput, Logprob, RequestOutput
     from tandem.core.structured import StructuredOutputsParams
 
 

@@ -6,7 +6,7 @@ in ``block_table[j // block_size]`` at offset ``j % block_size`` (the layout of
 the bookkeeping there is.
 
 With a sliding window on every layer (``window``), the blocks a sequence's window has
-left behind are returned after each step (:mod:`tandem.core.kv_window`); their table
+left behind are returned after each step (:mod:`tandem.core.kv.window`); their table
 entries become :attr:`BlockManager.null_block` (one past the usable blocks), so a long
 generation holds the blocks of its window only.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from tandem.core.kv_window import blocks_behind, peak_blocks
+from tandem.core.kv.window import blocks_behind, peak_blocks
 from tandem.v0.sequence import Sequence
 
 

@@ -2,7 +2,7 @@
 
 ``step()`` = schedule -> one forward pass -> sample -> detokenize / check stops ->
 outputs of the requests that made progress. It takes requests the front door checked
-(:mod:`tandem.core.inputs`); a request the KV cache could never hold is refused before
+(:mod:`tandem.core.inputs.processor`); a request the KV cache could never hold is refused before
 it touches any queue, so it leaves the engine exactly as it was.
 """
 
@@ -12,14 +12,14 @@ import functools
 import itertools
 from typing import Any
 
-from tandem.core.context_fit import warn_shortened
-from tandem.core.engine_request import EngineRequest
-from tandem.core.kv_cache import allocate_kv_caches
-from tandem.core.memory import available_memory
-from tandem.core.outputs import RequestOutput, error_text
-from tandem.core.stats import EngineStats
+from tandem.core.engine.context_fit import warn_shortened
+from tandem.core.engine.stats import EngineStats
+from tandem.core.inputs.engine_request import EngineRequest
+from tandem.core.kv.cache import allocate_kv_caches
+from tandem.core.kv.memory import available_memory
+from tandem.core.outputs.request_output import RequestOutput, error_text
 from tandem.core.structured.compiler import LazyGrammars
-from tandem.core.tokenizer import Tokenizer, load_tokenizer
+from tandem.core.text.tokenizer import Tokenizer, load_tokenizer
 from tandem.kernels.sampling import derive_seed
 from tandem.v0.grouped_blocks import block_manager
 from tandem.v0.model_runner import ModelRunner, StepRequest
@@ -47,11 +47,11 @@ class LLMEngine:
         mc = config.model
         config.configure_process()
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(mc.tokenizer)
-        from tandem.core.attention_backend import for_device
+        from tandem.core.layers.attention_backend import for_device
         from tandem.core.models.plan import plan_model
 
         if model is None:
-            from tandem.core.loader import load_model
+            from tandem.core.engine.loader import load_model
 
             model = load_model(
                 mc, config.device, config.dtype, config.quantization, kernels=config.kernels
@@ -108,7 +108,7 @@ class LLMEngine:
     @classmethod
     def from_engine_args(cls, engine_args: Any, **components: Any) -> LLMEngine:
         """Build from ``EngineArgs``; ``components`` may inject model, sampler, tokenizer."""
-        from tandem.core.config import EngineArgs
+        from tandem.core.config.engine_args import EngineArgs
 
         if not isinstance(engine_args, EngineArgs):
             raise TypeError(f"engine_args must be an EngineArgs, got {type(engine_args).__name__}")
@@ -117,8 +117,9 @@ class LLMEngine:
 
     # requests ------------------------------------------------------------------------
     def add(self, request: EngineRequest) -> None:
-        """Queue a request the front door checked (:class:`~tandem.core.inputs.InputProcessor`;
-        its id is not one already running). Only the KV cache's size is checked here:
+        """Queue a request the front door checked
+        (:class:`~tandem.core.inputs.processor.InputProcessor`; its id is not one already
+        running). Only the KV cache's size is checked here:
         a request it could never hold raises ValueError and nothing is queued."""
         self._check_open()
         assert request.request_id not in self.requests, request.request_id

@@ -4,7 +4,7 @@ Gemma 2 and 3 alternate local layers (a query sees its last ``window`` keys) wit
 ones (it sees every key). Each kind of layer has its own pool of blocks and each
 sequence a table per pool: ``seq.block_table`` for the global layers, which keep every
 block, and ``seq.local_table`` for the local ones, whose blocks behind the window go
-back after each step (:mod:`tandem.core.kv_window`), so a long sequence costs what its
+back after each step (:mod:`tandem.core.kv.window`), so a long sequence costs what its
 global layers need. A step is scheduled only where both pools have room.
 """
 
@@ -16,7 +16,7 @@ from tandem.v0.block_manager import BlockManager
 from tandem.v0.sequence import Sequence
 
 if TYPE_CHECKING:
-    from tandem.core.cache_config import CacheConfig
+    from tandem.core.config.cache import CacheConfig
 
 
 def block_manager(cache: CacheConfig) -> BlockManager | GroupedBlockManager:

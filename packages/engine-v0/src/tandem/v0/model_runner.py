@@ -21,9 +21,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tandem.core.attention_metadata import build_metadata
-from tandem.core.logprobs import TopEntry
-from tandem.core.outputs import error_text
+from tandem.core.layers.attention_metadata import build_metadata
+from tandem.core.outputs.logprobs import TopEntry
+from tandem.core.outputs.request_output import error_text
 from tandem.v0.sampler import Sampler, SampleResult, SamplingRow
 from tandem.v0.scheduler import ScheduledSeq
 from tandem.v0.sequence import Request

@@ -1,8 +1,8 @@
 """Turning sampled tokens into text, stop decisions and ``RequestOutput``s.
 
-The stop rules and the text of a sample are core's (:mod:`tandem.core.stopping`), the
+The stop rules and the text of a sample are core's (:mod:`tandem.core.engine.stopping`), the
 same code engine v1 runs in its core and detokenizer processes; the logprob shape is
-core's too (:mod:`tandem.core.logprobs`).
+core's too (:mod:`tandem.core.outputs.logprobs`).
 
 An output is of the kind its request asked for (``OutputKind``): the whole request so
 far (cumulative), what changed since its previous output (delta: the new text, ids
@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tandem.core.engine_request import OutputKind
-from tandem.core.logprobs import LogprobDict, TopEntry, entry
-from tandem.core.outputs import CompletionOutput, RequestMetrics, RequestOutput
-from tandem.core.stopping import SampleText, token_stop
+from tandem.core.engine.stopping import SampleText, token_stop
+from tandem.core.inputs.engine_request import OutputKind
+from tandem.core.outputs.logprobs import LogprobDict, TopEntry, entry
+from tandem.core.outputs.request_output import CompletionOutput, RequestMetrics, RequestOutput
 from tandem.v0.sampler import SampleResult
 from tandem.v0.sequence import Request, Sequence
 

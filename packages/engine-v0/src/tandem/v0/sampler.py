@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from tandem.core.engine_request import SamplingSpec
-from tandem.core.logprobs import TopEntry, entries, top_logprobs
-from tandem.core.outputs import error_text
+from tandem.core.inputs.engine_request import SamplingSpec
+from tandem.core.outputs.logprobs import TopEntry, entries, top_logprobs
+from tandem.core.outputs.request_output import error_text
 from tandem.core.structured.bitmask import GrammarMask, apply_mask, build_mask
 from tandem.core.structured.state import GrammarState
 from tandem.kernels.sampling import apply_penalties, choose_tokens, greedy_with_logprob

@@ -12,8 +12,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tandem.core.engine_request import EngineRequest
-from tandem.core.stopping import SampleText
+from tandem.core.engine.stopping import SampleText
+from tandem.core.inputs.engine_request import EngineRequest
 
 if TYPE_CHECKING:
     from tandem.core.structured.state import GrammarState

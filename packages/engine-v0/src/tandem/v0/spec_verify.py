@@ -15,9 +15,9 @@ from dataclasses import replace
 import torch
 from torch import Tensor
 
-from tandem.core.engine_request import SamplingSpec
-from tandem.core.logprobs import entries, top_logprobs
-from tandem.core.outputs import error_text
+from tandem.core.inputs.engine_request import SamplingSpec
+from tandem.core.outputs.logprobs import entries, top_logprobs
+from tandem.core.outputs.request_output import error_text
 from tandem.core.speculative.verify import verify_greedy, verify_sampled, verify_seed
 from tandem.kernels.sampling import filtered_probs
 from tandem.v0.sampler import INVALID, Sampler, SampleResult, SamplingRow

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tandem.core.speculative.config import SpeculativeConfig
+from tandem.core.config.speculative import SpeculativeConfig
 from tandem.core.speculative.ngram import propose_ngram
 from tandem.core.speculative.verify import draft_seed
 from tandem.v0.block_manager import BlockManager

@@ -22,12 +22,13 @@ from __future__ import annotations
 import msgspec
 
 from tandem.core.child_failure import ChildError
-from tandem.core.engine_request import EngineRequest
-from tandem.core.logprobs import LogprobDict, TopEntry
+from tandem.core.inputs.engine_request import EngineRequest
+from tandem.core.outputs.logprobs import LogprobDict, TopEntry
 
 
 class AddRequest(msgspec.Struct, tag="add", array_like=True, frozen=True):
-    """A request as the front door checked it (``tandem.core.engine_request``), sent unchanged."""
+    """A request as the front door checked it (``tandem.core.inputs.engine_request``), sent
+    unchanged."""
 
     request: EngineRequest
 
@@ -44,7 +45,7 @@ class GetStats(msgspec.Struct, tag="get_stats", array_like=True, frozen=True):
 
 
 class CoreStats(msgspec.Struct, array_like=True, frozen=True):
-    """The fields of ``tandem.core.stats.EngineStats``, as the core counts them."""
+    """The fields of ``tandem.core.engine.stats.EngineStats``, as the core counts them."""
 
     num_running: int
     num_waiting: int

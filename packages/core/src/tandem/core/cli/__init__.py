@@ -5,7 +5,7 @@
 
 Without a model both run SmolLM2-135M-Instruct, a real trained model (fetched once, with
 progress shown); ``tiny`` runs the built-in tiny test model instead (the names of
-:mod:`tandem.core.named_models`, the same as ``LLM("tiny")``). Flags are whole names, a
+:mod:`tandem.core.catalog.named_models`, the same as ``LLM("tiny")``). Flags are whole names, a
 wrong one answered with the nearest (:mod:`tandem.core.cli.parser`). Ctrl-C ends
 ``generate`` with one line and exit code 130, its engine shut down; ``serve`` stops as on
 SIGTERM (:mod:`tandem.core.cli.serve`).

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from tandem.core.cli.flags import number
-from tandem.core.kv_budget import DEFAULT_KV_CACHE_CAP_BYTES, DEFAULT_KV_CACHE_MEMORY_FRACTION
+from tandem.core.kv.budget import DEFAULT_KV_CACHE_CAP_BYTES, DEFAULT_KV_CACHE_MEMORY_FRACTION
 
 NAMES = ("max_model_len", "kv_cache_memory_fraction", "kv_cache_memory_bytes")
 

@@ -72,10 +72,10 @@ def _answer(llm: Any, prompt: Any, params: Any) -> str:
 
 
 def run_chat(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from tandem.core.catalog.named_models import resolve_model
     from tandem.core.cli.engine_kwargs import engine_args
     from tandem.core.cli.engine_label import chosen_engine
-    from tandem.core.llm import LLM
-    from tandem.core.named_models import resolve_model
+    from tandem.core.entrypoints.llm import LLM
     from tandem.core.progress import say
 
     try:

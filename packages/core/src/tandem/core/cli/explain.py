@@ -11,8 +11,8 @@ from tandem.core.cli.engine_kwargs import engine_args
 
 
 def run_explain(args: argparse.Namespace) -> int:
-    from tandem.core.llm import LLM
-    from tandem.core.named_models import resolve_model
+    from tandem.core.catalog.named_models import resolve_model
+    from tandem.core.entrypoints.llm import LLM
     from tandem.core.progress import say
 
     model = resolve_model(args.model)

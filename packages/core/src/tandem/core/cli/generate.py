@@ -24,9 +24,9 @@ ERROR = "tandem generate: error:"
 def open_llm(args: argparse.Namespace) -> tuple[Any, bool]:
     """The LLM the options ask for, once its prompts are known to fit, and whether the
     prompts go through the chat template; its construction reports its progress."""
+    from tandem.core.catalog.named_models import resolve_model
     from tandem.core.cli.engine_label import chosen_engine
-    from tandem.core.llm import LLM
-    from tandem.core.named_models import resolve_model
+    from tandem.core.entrypoints.llm import LLM
     from tandem.core.progress import say
 
     model = resolve_model(args.model)

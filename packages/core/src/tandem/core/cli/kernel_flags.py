@@ -1,12 +1,12 @@
 """The kernel switches of ``tandem generate``, ``serve`` and ``explain``: what runs the
-ops (:mod:`tandem.core.kernel_choice`); each left out takes its environment variable."""
+ops (:mod:`tandem.core.layers.kernel_choice`); each left out takes its environment variable."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from tandem.core.kernel_choice import ATTENTION_BACKENDS, DECODE_STACKS, LINEAR_KERNELS
+from tandem.core.layers.kernel_choice import ATTENTION_BACKENDS, DECODE_STACKS, LINEAR_KERNELS
 
 NAMES = ("attention_backend", "cpu_linear", "decode_stack")
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from tandem.core.catalog.named_models import DEFAULT, TINY, find_named, is_model_path, nearest
 from tandem.core.cli.parser import CommandParser
-from tandem.core.named_models import DEFAULT, TINY, find_named, is_model_path, nearest
 
 # a first word at least this alike to a model name is taken for a mistyped model
 MISTYPED_CUTOFF = 0.85

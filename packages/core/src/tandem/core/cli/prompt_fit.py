@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tandem.core.context_limit import model_context_limit, prompt_too_long
+from tandem.core.inputs.context_limit import model_context_limit, prompt_too_long
 
 
 def _ids(tokenizer: Any, prompt: str, chat: bool) -> list[int]:
@@ -33,8 +33,8 @@ def check_prompts_fit(
     through the template when the model has one. Returns which it is."""
     import torch
 
-    from tandem.core.model_config import load_model_config
-    from tandem.core.tokenizer import load_tokenizer
+    from tandem.core.config.model import load_model_config
+    from tandem.core.text.tokenizer import load_tokenizer
 
     config = load_model_config(model, device=torch.device("cpu"))
     limit = model_context_limit(config.hf_config)

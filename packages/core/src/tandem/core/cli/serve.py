@@ -147,8 +147,8 @@ def run_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from tandem.core.async_llm import AsyncLLM
-    from tandem.core.named_models import resolve_model, served_names
+    from tandem.core.catalog.named_models import resolve_model, served_names
+    from tandem.core.entrypoints.async_llm import AsyncLLM
     from tandem.core.progress import say
     from tandem.core.server.app import build_app
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from tandem.core.attention_metadata import AttentionMetadata
+from tandem.core.layers.attention_metadata import AttentionMetadata
 from tandem.kernels.backends import AttentionBackend
 from tandem.kernels.decode_inputs import AttentionLayer, DecodeStep
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
-from tandem.core.attention_metadata import AttentionMetadata
+from tandem.core.layers.attention_metadata import AttentionMetadata
 from tandem.core.layers.linear import Linear
 from tandem.core.layers.norm import RMSNorm
 from tandem.core.layers.rotary import RotaryEmbedding

@@ -1,6 +1,6 @@
 """``nn.Linear`` whose CPU matmul runs on a packed copy of its weight.
 
-Its ``kernel`` is the engine's choice (:class:`tandem.core.kernel_choice.KernelChoice`,
+Its ``kernel`` is the engine's choice (:class:`tandem.core.layers.kernel_choice.KernelChoice`,
 given through :meth:`Linear.use_kernel` before the weights are packed): ``native`` (the
 default: this project's C kernel where the CPU has AVX-512 or AVX2 with FMA and the
 weight is fp32, oneDNN elsewhere), ``onednn``, or ``torch`` for plain ``F.linear``. The
@@ -13,7 +13,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from tandem.core.kernel_choice import LINEAR_KERNELS
+from tandem.core.layers.kernel_choice import LINEAR_KERNELS
 from tandem.core.layers.no_init import skipping
 from tandem.kernels.gguf_blocks import QuantStack, QuantWeight
 from tandem.kernels.native.linear_f32 import PackedF32

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
-from tandem.core.attention_metadata import AttentionMetadata
 from tandem.core.layers.attention import PagedAttention
+from tandem.core.layers.attention_metadata import AttentionMetadata
 from tandem.core.layers.linear import Linear
 from tandem.core.layers.norm import RMSNorm
 from tandem.core.layers.parallel import RowParallelLinear

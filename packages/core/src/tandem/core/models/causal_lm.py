@@ -13,9 +13,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from tandem.core.attention_backend import for_device, get_attention_backend
-from tandem.core.attention_metadata import AttentionMetadata
-from tandem.core.kernel_choice import KernelChoice, resolve_kernels
+from tandem.core.layers.attention_backend import for_device, get_attention_backend
+from tandem.core.layers.attention_metadata import AttentionMetadata
+from tandem.core.layers.kernel_choice import KernelChoice, resolve_kernels
 from tandem.core.layers.linear import Linear, cpu_copy, packed_linear
 from tandem.core.layers.norm import RMSNorm
 from tandem.core.layers.parallel import collect_layouts, vocab_layout

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from tandem.core.attention_metadata import AttentionMetadata
+from tandem.core.layers.attention_metadata import AttentionMetadata
 from tandem.core.layers.linear import Linear, cpu_copy
 from tandem.core.layers.mlp import MLP_ROWS, GatedMLP
 from tandem.core.layers.self_attention import KVCache, SelfAttention

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from tandem.core.attention_metadata import AttentionMetadata
+from tandem.core.layers.attention_metadata import AttentionMetadata
 from tandem.core.layers.embedding import Embedding
 from tandem.core.layers.mlp import GatedMLP
 from tandem.core.layers.norm import RMSNorm

@@ -1,7 +1,7 @@
 """The execution plan of a loaded model: what runs each op, decided once at start-up.
 
 From the model's :class:`~tandem.core.spec.model.ModelSpec`, the weights as loaded and
-the engine's :class:`~tandem.core.kernel_choice.KernelChoice`: the attention backend,
+the engine's :class:`~tandem.core.layers.kernel_choice.KernelChoice`: the attention backend,
 the linear layers' matmul kernel, whether a decode step runs the layer stack in one C
 call (and why not, where not), the form each weight is kept in, and each layer's
 program, op by op. It is data: one line in the log at start-up
@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from tandem.core.kernel_choice import KernelChoice
+from tandem.core.layers.kernel_choice import KernelChoice
 from tandem.core.spec.model import AttentionSpec, LayerSpec, MLPSpec, ModelSpec
 
 LOGGER = logging.getLogger("tandem")
@@ -65,7 +65,7 @@ def plan_model(model: Any, config: Any) -> ExecutionPlan:
     """Give ``model`` (loaded, not yet packed) the kernels of ``config`` (an
     EngineConfig) where it was built without them, make its plan, keep it in
     ``config.plan`` and log it in one line."""
-    from tandem.core.attention_backend import for_device
+    from tandem.core.layers.attention_backend import for_device
 
     if model.kernels != for_device(config.kernels, config.device.type):
         model.use_kernels(config.kernels)

@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse
 
-from tandem.core.async_llm import AsyncLLM
+from tandem.core.entrypoints.async_llm import AsyncLLM
 from tandem.core.server import endpoints, errors, openapi
 from tandem.core.server.body import read_body
 from tandem.core.server.config import ServerConfig, config_for
@@ -54,7 +54,7 @@ def build_app(
 ) -> Any:
     """The application serving ``llm``; ``config`` is a ``ServerConfig`` or the served
     model name(s), the first announced (None: the names ``llm`` was opened by, as
-    :func:`~tandem.core.named_models.served_names` gives them); ``options``: the other
+    :func:`~tandem.core.catalog.named_models.served_names` gives them); ``options``: the other
     ``ServerConfig`` fields."""
     cfg = config_for(llm.model_names if config is None else config, **options)
     app = FastAPI(

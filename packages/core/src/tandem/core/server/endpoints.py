@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from tandem.core.async_llm import EngineStopped
+from tandem.core.entrypoints.async_llm import EngineStopped
 from tandem.core.server.errors import ApiError, error_response
 from tandem.core.server.protocol import ChatCompletionRequest, CompletionRequest
 from tandem.core.server.responses import ChatShape, CompletionShape

@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from tandem.core.outputs import error_text, mask_paths
+from tandem.core.outputs.request_output import error_text, mask_paths
 from tandem.core.validate import ContextLengthExceeded, RequestError
 
 LOGGER = logging.getLogger("tandem")

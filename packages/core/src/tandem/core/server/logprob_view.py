@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tandem.core.outputs import CompletionOutput, Logprob, RequestOutput
+from tandem.core.outputs.request_output import CompletionOutput, Logprob, RequestOutput
 
 FLOOR = -9999.0  # JSON has no -inf: a logprob below this is sent as this
 Decode = Callable[[int, bool], str]  # (token id, skip special tokens) -> text

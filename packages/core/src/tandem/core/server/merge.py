@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from tandem.core.outputs import RequestOutput
+from tandem.core.outputs.request_output import RequestOutput
 
 
 class ServerStopping(RuntimeError):

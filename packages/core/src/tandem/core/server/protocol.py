@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, PrivateAttr
 
-from tandem.core.sampling_params import REPETITION_PENALTY_RANGE, SamplingParams
+from tandem.core.inputs.sampling_params import REPETITION_PENALTY_RANGE, SamplingParams
 from tandem.core.server.field_types import Int, NonEmptyText, PromptList, TokenId
 from tandem.core.server.formats import ResponseFormat, StructuredOutputsBody, constraint_of
 from tandem.core.server.open_model import _Open

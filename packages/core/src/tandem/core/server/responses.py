@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tandem.core.outputs import CompletionOutput, RequestOutput
+from tandem.core.outputs.request_output import CompletionOutput, RequestOutput
 from tandem.core.server.logprob_view import LegacyLogprobs, chat_logprobs, prompt_logprobs
 from tandem.core.server.tool_view import ToolView
 from tandem.core.server.tools import ToolPlan

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from tandem.core.async_llm import AsyncLLM
+from tandem.core.entrypoints.async_llm import AsyncLLM
 from tandem.core.server.config import ServerConfig
 
 

@@ -19,10 +19,10 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from tandem.core.async_llm import AsyncLLM, EngineStopped
-from tandem.core.context_limit import model_context_limit
-from tandem.core.inputs import EngineRequest
-from tandem.core.outputs import RequestOutput
+from tandem.core.entrypoints.async_llm import AsyncLLM, EngineStopped
+from tandem.core.inputs.context_limit import model_context_limit
+from tandem.core.inputs.processor import EngineRequest
+from tandem.core.outputs.request_output import RequestOutput
 from tandem.core.server.admission import Admission, Draining, QueueFull, Ticket
 from tandem.core.server.config import DEFAULT_WINDOW, ServerConfig
 from tandem.core.server.errors import ApiError, failure_line

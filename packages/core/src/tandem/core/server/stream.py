@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi.responses import StreamingResponse
 
-from tandem.core.async_llm import EngineStopped
+from tandem.core.entrypoints.async_llm import EngineStopped
 from tandem.core.server.errors import error_body, failure_line, scrub
 from tandem.core.server.merge import ServerStopping, merge
 

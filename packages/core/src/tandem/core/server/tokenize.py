@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
-from tandem.core.context_limit import longer_context
+from tandem.core.inputs.context_limit import longer_context
 from tandem.core.server.field_types import NonEmptyText, TokenId
 from tandem.core.server.protocol import ChatMessage, _Open
 from tandem.core.validate import ContextLengthExceeded, RequestError

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from tandem.core.loop_calls import post, settle
+from tandem.core.entrypoints.loop_calls import post, settle
 
 T = TypeVar("T")
 

@@ -19,8 +19,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tandem.core.attention_metadata import build_metadata
-from tandem.core.speculative.config import SpeculativeConfig
+from tandem.core.config.speculative import SpeculativeConfig
+from tandem.core.layers.attention_metadata import build_metadata
 
 DRAFT_BLOCK_SIZE = 16
 
@@ -57,9 +57,9 @@ class DraftProposer:
         """The draft model ``spec.model`` on the target config's device, with a cache for
         ``max_num_seqs`` requests of ``max_model_len`` tokens (within the bytes of the
         target's KV cache, once resolved)."""
-        from tandem.core.config import EngineArgs
-        from tandem.core.kv_cache import allocate_kv_caches, kv_cache_bytes_per_block
-        from tandem.core.loader import load_model
+        from tandem.core.config.engine_args import EngineArgs
+        from tandem.core.engine.loader import load_model
+        from tandem.core.kv.cache import allocate_kv_caches, kv_cache_bytes_per_block
 
         if spec.method != "draft" or spec.model is None:
             raise ValueError(f"DraftProposer needs method 'draft' with a model, got {spec}")

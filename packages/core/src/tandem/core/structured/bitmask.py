@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from tandem.core.outputs import error_text
+from tandem.core.outputs.request_output import error_text
 from tandem.core.structured.engine import xgrammar
 from tandem.core.structured.state import GrammarState
 

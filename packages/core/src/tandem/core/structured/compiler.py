@@ -59,7 +59,7 @@ class Grammars:
         tokenizer is loaded when not given (engine v1's core process has none)."""
         mc = config.model
         if tokenizer is None:
-            from tandem.core.tokenizer import load_tokenizer
+            from tandem.core.text.tokenizer import load_tokenizer
 
             tokenizer = load_tokenizer(mc.tokenizer)
         stops = list(mc.eos_token_ids)

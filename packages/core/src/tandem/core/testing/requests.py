@@ -1,6 +1,6 @@
 """Driving an engine directly, as the front door does: check, then ``engine.add``.
 
-Engines take only checked requests (:class:`~tandem.core.engine_request.EngineRequest`).
+Engines take only checked requests (:class:`~tandem.core.inputs.engine_request.EngineRequest`).
 Tests and benchmarks that step an engine themselves get the engine's input processor
 here: one per engine, so unseeded requests draw the same seeds, in arrival order, as
 they would through ``LLM``.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from tandem.core.inputs import InputProcessor
+from tandem.core.inputs.processor import InputProcessor
 
 _PROCESSORS: weakref.WeakKeyDictionary[Any, InputProcessor] = weakref.WeakKeyDictionary()
 

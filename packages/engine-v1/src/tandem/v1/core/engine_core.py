@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tandem.core.engine_request import EngineRequest
-from tandem.core.outputs import error_text
+from tandem.core.inputs.engine_request import EngineRequest
+from tandem.core.outputs.request_output import error_text
 from tandem.kernels.sampling import derive_seed
 from tandem.v1 import messages as m
 from tandem.v1.core.grouped_kv import GroupedKVCacheManager
@@ -20,7 +20,7 @@ from tandem.v1.core.request import Request
 from tandem.v1.core.scheduler import Scheduler
 
 if TYPE_CHECKING:
-    from tandem.core.config import EngineConfig
+    from tandem.core.config.engine_args import EngineConfig
     from tandem.v1.core.step import Executor
 
 

@@ -10,7 +10,7 @@ takes the least recently freed one first, dropping its cached hash at that momen
 A cached free block can be revived by a hit until then.
 
 With a sliding window on every layer (``window``), a request's blocks that fall behind
-its window go back to the free queue after each step (:mod:`tandem.core.kv_window`);
+its window go back to the free queue after each step (:mod:`tandem.core.kv.window`);
 their table entries point at the null block from then on, so a long generation holds
 the blocks of its window only. They stay in the prefix cache until evicted: a hit then
 needs the blocks that cover the window before its first computed token, not the ones
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from tandem.core.kv_window import blocks_behind
+from tandem.core.kv.window import blocks_behind
 from tandem.v1.core.request import Request
 
 _ROOT = 0x7A4D3E  # parent hash of a sequence's first block

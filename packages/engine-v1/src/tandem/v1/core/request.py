@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from tandem.core.engine_request import SamplingSpec, StopRules
+from tandem.core.inputs.engine_request import SamplingSpec, StopRules
 from tandem.v1.core.step import PromptLogprobs
 
 

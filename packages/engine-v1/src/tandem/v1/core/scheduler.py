@@ -12,7 +12,7 @@ a request the worker does not hold yet; the keys of requests that left (finished
 aborted, preempted), so the worker drops their rows before it lays out the step.
 After the model ran, :meth:`Scheduler.update_from_output` retires the step: it counts
 the computed tokens, appends each sampled token, applies the token stop rules
-(:func:`tandem.core.stopping.token_stop`), fails the requests the worker could not
+(:func:`tandem.core.engine.stopping.token_stop`), fails the requests the worker could not
 serve, and turns the step into ``CoreOutput``s.
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from tandem.core.logprobs import TopEntry
+from tandem.core.outputs.logprobs import TopEntry
 from tandem.v1 import messages as m
 from tandem.v1.core import spec_sched as spec
 from tandem.v1.core.grouped_kv import GroupedKVCacheManager

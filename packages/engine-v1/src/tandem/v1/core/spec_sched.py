@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tandem.core.stopping import token_stop
+from tandem.core.engine.stopping import token_stop
 from tandem.v1.core.request import Request
 
 

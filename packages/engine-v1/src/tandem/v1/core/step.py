@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tandem.core.engine_request import SamplingSpec
-from tandem.core.logprobs import TopEntry
+from tandem.core.inputs.engine_request import SamplingSpec
+from tandem.core.outputs.logprobs import TopEntry
 
 
 @dataclass(slots=True)

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tandem.core.engine_request import OutputKind
-from tandem.core.logprobs import LogprobDict, TopEntry, entry
-from tandem.core.outputs import error_text
-from tandem.core.stopping import SampleText
-from tandem.core.tokenizer import TextDecoder, Tokenizer
+from tandem.core.engine.stopping import SampleText
+from tandem.core.inputs.engine_request import OutputKind
+from tandem.core.outputs.logprobs import LogprobDict, TopEntry, entry
+from tandem.core.outputs.request_output import error_text
+from tandem.core.text.tokenizer import TextDecoder, Tokenizer
 from tandem.v1 import messages as m
 
 

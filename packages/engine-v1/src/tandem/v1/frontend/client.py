@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import zmq
 
-from tandem.core.tokenizer import Tokenizer
+from tandem.core.text.tokenizer import Tokenizer
 from tandem.v1 import messages as m
 from tandem.v1.errors import EngineDeadError, EngineStartupError
 from tandem.v1.proc.ipc import endpoint, write_payload
@@ -29,7 +29,7 @@ from tandem.v1.proc.procs import Child, describe_exit, launch, stop
 
 if TYPE_CHECKING:
     from tandem.core.child_failure import ChildError
-    from tandem.core.config import EngineConfig
+    from tandem.core.config.engine_args import EngineConfig
 
 POLL_MS = 100
 ROLES = ("core", "detokenizer")

@@ -22,8 +22,8 @@ from tandem.v1.errors import EngineDeadError
 from tandem.v1.frontend.client import POLL_MS, MPClient
 
 if TYPE_CHECKING:
-    from tandem.core.config import EngineConfig
-    from tandem.core.tokenizer import Tokenizer
+    from tandem.core.config.engine_args import EngineConfig
+    from tandem.core.text.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 

@@ -12,18 +12,18 @@ import os
 from typing import TYPE_CHECKING
 
 from tandem.core import envs
-from tandem.core.context_fit import warn_shortened
-from tandem.core.engine_request import EngineRequest
-from tandem.core.outputs import RequestOutput
-from tandem.core.stats import EngineStats
-from tandem.core.tokenizer import load_tokenizer
+from tandem.core.engine.context_fit import warn_shortened
+from tandem.core.engine.stats import EngineStats
+from tandem.core.inputs.engine_request import EngineRequest
+from tandem.core.outputs.request_output import RequestOutput
+from tandem.core.text.tokenizer import load_tokenizer
 from tandem.v1 import messages as m
 from tandem.v1.errors import EngineDeadError
 from tandem.v1.frontend.streams import RequestStream
 
 if TYPE_CHECKING:
-    from tandem.core.config import EngineArgs, EngineConfig
-    from tandem.core.parallel.config import ParallelConfig
+    from tandem.core.config.engine_args import EngineArgs, EngineConfig
+    from tandem.core.config.parallel import ParallelConfig
     from tandem.v1.frontend.client import MPClient
     from tandem.v1.frontend.dp_client import DPClient
     from tandem.v1.frontend.inproc_client import InprocClient
@@ -82,7 +82,7 @@ class LLMEngine:
     def from_engine_args(cls, engine_args: EngineArgs, multiprocess: bool = True) -> LLMEngine:
         """Build from ``EngineArgs``; the children start before the config is resolved,
         so their imports overlap the parent's reading of the model directory."""
-        from tandem.core.config import EngineArgs
+        from tandem.core.config.engine_args import EngineArgs
 
         if not isinstance(engine_args, EngineArgs):
             raise TypeError(f"engine_args must be an EngineArgs, got {type(engine_args).__name__}")
@@ -106,8 +106,9 @@ class LLMEngine:
             raise RuntimeError("this engine was shut down; create a new one")
 
     def add(self, request: EngineRequest) -> None:
-        """Send a request the front door checked (:class:`~tandem.core.inputs.InputProcessor`;
-        its id is not one already running): the children trust it as it is."""
+        """Send a request the front door checked
+        (:class:`~tandem.core.inputs.processor.InputProcessor`; its id is not one already
+        running): the children trust it as it is."""
         self._usable()
         assert request.request_id not in self._streams, request.request_id
         self.client.send(m.AddRequest(request))

@@ -15,8 +15,8 @@ from tandem.v1.proc.executors import make_executor
 from tandem.v1.proc.ranks import RankLost
 
 if TYPE_CHECKING:
-    from tandem.core.config import EngineConfig
-    from tandem.core.tokenizer import Tokenizer
+    from tandem.core.config.engine_args import EngineConfig
+    from tandem.core.text.tokenizer import Tokenizer
 
 T = TypeVar("T")
 

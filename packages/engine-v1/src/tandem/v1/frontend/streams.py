@@ -18,9 +18,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from tandem.core.engine_request import EngineRequest, OutputKind
-from tandem.core.logprobs import LogprobDict
-from tandem.core.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from tandem.core.inputs.engine_request import EngineRequest, OutputKind
+from tandem.core.outputs.logprobs import LogprobDict
+from tandem.core.outputs.request_output import CompletionOutput, RequestMetrics, RequestOutput
 from tandem.v1 import messages as m
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from tandem.v1.worker.model_runner import ModelRunner
 
 if TYPE_CHECKING:
-    from tandem.core.config import EngineConfig
+    from tandem.core.config.engine_args import EngineConfig
     from tandem.v1.core.step import Executor
 
 

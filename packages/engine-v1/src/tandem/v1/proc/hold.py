@@ -12,7 +12,7 @@ straight through, so streamed requests see each token as soon as it is made.
 
 from __future__ import annotations
 
-from tandem.core.engine_request import EngineRequest, OutputKind
+from tandem.core.inputs.engine_request import EngineRequest, OutputKind
 from tandem.v1 import messages as m
 
 

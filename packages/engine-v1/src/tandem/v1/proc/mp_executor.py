@@ -32,7 +32,7 @@ from tandem.v1.proc.ranks import RankLost, culprit
 from tandem.v1.worker.rank import RankSetup
 
 if TYPE_CHECKING:
-    from tandem.core.config import EngineConfig
+    from tandem.core.config.engine_args import EngineConfig
     from tandem.v1.core.step import SchedulerOutput, StepOutput
 
 POLL_MS = 100

@@ -5,7 +5,7 @@
   import transformers (half a second to a second) in a process that never uses it.
   The model reads it through its own ``build_spec``, as it reads the original.
 * The detokenizer gets the tokenizer's fast backend as ``tokenizers`` JSON, so it
-  decodes with a :class:`~tandem.core.tokenizer.TextDecoder` and never imports torch
+  decodes with a :class:`~tandem.core.text.tokenizer.TextDecoder` and never imports torch
   or transformers; a tokenizer without a fast backend is loaded there in full.
 """
 
@@ -15,10 +15,10 @@ import dataclasses
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from tandem.core.tokenizer import TextDecoder, Tokenizer, load_tokenizer
+from tandem.core.text.tokenizer import TextDecoder, Tokenizer, load_tokenizer
 
 if TYPE_CHECKING:
-    from tandem.core.config import EngineConfig
+    from tandem.core.config.engine_args import EngineConfig
 
 _PLAIN = (str, int, float, bool, type(None))
 

@@ -28,7 +28,7 @@ from tandem.v1.proc.ray_rank import RankActor, connect, require_ray, restore_env
 from tandem.v1.worker.rank import RankSetup
 
 if TYPE_CHECKING:
-    from tandem.core.config import EngineConfig
+    from tandem.core.config.engine_args import EngineConfig
     from tandem.v1.core.step import SchedulerOutput, StepOutput
 
 _COLOURS = re.compile(r"\x1b\[[0-9;]*m")

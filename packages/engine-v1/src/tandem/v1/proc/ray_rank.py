@@ -11,7 +11,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tandem.core.config import EngineConfig
+    from tandem.core.config.engine_args import EngineConfig
     from tandem.v1.core.step import SchedulerOutput, StepOutput
     from tandem.v1.worker.rank import RankSetup
 

@@ -20,9 +20,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tandem.core.engine_request import SamplingSpec
-from tandem.core.logprobs import TopEntry, entries, top_logprobs
-from tandem.core.outputs import error_text
+from tandem.core.inputs.engine_request import SamplingSpec
+from tandem.core.outputs.logprobs import TopEntry, entries, top_logprobs
+from tandem.core.outputs.request_output import error_text
 from tandem.core.parallel.group import CollectiveError
 from tandem.core.structured.bitmask import build_mask
 from tandem.v1.core.step import ScheduledRequest, StepOutput

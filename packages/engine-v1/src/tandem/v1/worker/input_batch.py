@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from tandem.core.engine_request import SamplingSpec
+from tandem.core.inputs.engine_request import SamplingSpec
 from tandem.v1.core.step import NewRequest
 
 if TYPE_CHECKING:

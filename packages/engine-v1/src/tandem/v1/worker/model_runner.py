@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from tandem.core.attention_metadata import build_metadata
-from tandem.core.kv_cache import allocate_kv_caches
-from tandem.core.loader import load_model
-from tandem.core.logprobs import TopEntry, entries, top_logprobs
-from tandem.core.memory import available_memory
+from tandem.core.engine.loader import load_model
+from tandem.core.kv.cache import allocate_kv_caches
+from tandem.core.kv.memory import available_memory
+from tandem.core.layers.attention_metadata import build_metadata
 from tandem.core.models.plan import plan_model
-from tandem.core.outputs import error_text
+from tandem.core.outputs.logprobs import TopEntry, entries, top_logprobs
+from tandem.core.outputs.request_output import error_text
 from tandem.core.parallel.group import CollectiveError, TensorParallel
 from tandem.core.structured.compiler import LazyGrammars
 from tandem.v1.core.step import ScheduledRequest, SchedulerOutput, StepOutput
@@ -36,7 +36,7 @@ from tandem.v1.worker.sampler import Sampler
 from tandem.v1.worker.spec import place_drafts
 
 if TYPE_CHECKING:
-    from tandem.core.config import EngineConfig
+    from tandem.core.config.engine_args import EngineConfig
 
 
 def _available(config: EngineConfig, tp: TensorParallel | None) -> int | None:

@@ -21,7 +21,7 @@ from tandem.core.speculative.verify import draft_seed
 from tandem.v1.worker.input_batch import InputBatch
 
 if TYPE_CHECKING:
-    from tandem.core.config import EngineConfig
+    from tandem.core.config.engine_args import EngineConfig
 
 
 @dataclass(slots=True, frozen=True)

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from tandem.core.logprobs import top_logprobs
-from tandem.core.outputs import error_text
+from tandem.core.outputs.logprobs import top_logprobs
+from tandem.core.outputs.request_output import error_text
 from tandem.core.structured.bitmask import GrammarMask, apply_mask
 from tandem.kernels.sampling import apply_penalties, choose_tokens, greedy_with_logprob
 from tandem.v1.worker.input_batch import InputBatch

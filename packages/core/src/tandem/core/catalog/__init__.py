@@ -1,0 +1,1 @@
+"""Models by name: the default model and the named ones."""

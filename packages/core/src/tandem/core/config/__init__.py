@@ -1,0 +1,1 @@
+"""EngineArgs (what a user passes) and the resolved configs both engines run on."""

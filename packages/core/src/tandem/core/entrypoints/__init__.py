@@ -1,0 +1,1 @@
+"""The Python front door: ``LLM``, ``AsyncLLM`` and the engine opener they share."""

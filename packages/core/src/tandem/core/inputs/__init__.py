@@ -1,0 +1,2 @@
+"""The request contract: user input (prompts, SamplingParams) made into one checked
+``EngineRequest``."""

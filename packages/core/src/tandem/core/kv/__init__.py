@@ -1,0 +1,1 @@
+"""The paged KV cache: its memory budget, its blocks, the sliding window."""

@@ -1,0 +1,1 @@
+"""What a request returns: ``RequestOutput``, its completions and logprobs."""
