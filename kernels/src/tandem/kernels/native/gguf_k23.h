@@ -102,10 +102,10 @@ static inline __attribute__((always_inline)) __m128i vec_scales(int type, const 
 
 /* One super-block (index s) against R <= 4 rows of x (linear_gguf_k.c's row driver) */
 static inline __attribute__((always_inline)) void super_k23(int type, int R, const uint8_t *blk,
-                                                        int64_t s, const int8_t *xq,
-                                                        const float *xd, const float *xs,
-                                                        const float *xh, int64_t K, __m256 *acc,
-                                                        __m256 *acc2, __m256 *extra)
+                                                            int64_t s, const int8_t *xq,
+                                                            const float *xd, const float *xs,
+                                                            const float *xh, int64_t K, __m256 *acc,
+                                                            __m256 *acc2, __m256 *extra)
 {
     const int64_t nb = K / QK, b0 = s * 8;
     __m256 even, odd;
