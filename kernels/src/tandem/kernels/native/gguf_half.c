@@ -195,18 +195,23 @@ void tandem_gguf_half_rows(int type, int R, const uint8_t *w, int n, int64_t row
     }
 }
 
-void tandem_gguf_half_decode_row(int type, const uint8_t *w, int64_t K, float *out)
+/* A row of K 16-bit values (bf16 where bf, else f16) -> out; bf a constant where inlined */
+static inline __attribute__((always_inline)) void widen_row(int bf, const uint8_t *w, int64_t K,
+                                                            float *out)
 {
-    const int bf = type == BF16;
     int64_t k = 0;
 #ifdef VW
-    if (bf)
-        for (; k + VW <= K; k += VW)
-            STORE(out + k, load_w(1, w + 2 * k));
-    else
-        for (; k + VW <= K; k += VW)
-            STORE(out + k, load_w(0, w + 2 * k));
+    for (; k + VW <= K; k += VW)
+        STORE(out + k, load_w(bf, w + 2 * k));
 #endif
     for (; k < K; k++)
         out[k] = value(bf, w + 2 * k);
+}
+
+void tandem_gguf_half_decode_row(int type, const uint8_t *w, int64_t K, float *out)
+{
+    if (type == BF16)
+        widen_row(1, w, K, out);
+    else
+        widen_row(0, w, K, out);
 }
