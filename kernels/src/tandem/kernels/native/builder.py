@@ -38,7 +38,7 @@ SOURCES = (
     "decode_stack.c",
 )
 HEADER = "tandem_kernels.h"  # the contract: every export, struct and shared constant
-HEADERS = (HEADER, "fastmath.h", "gguf_common.h", "linear_f32_avx2.h")
+HEADERS = (HEADER, "fastmath.h", "gguf_common.h", "gguf_k23.h", "linear_f32_avx2.h")
 FLAGS = (
     "-O3",
     "-march=native",

@@ -1,7 +1,7 @@
 /* What the GGUF block kernels (linear_gguf.c, linear_gguf_k.c, gguf_k23.c, gguf_half.c,
  * gguf_decode.c, linear_gguf_f32.c) share: the formats, the f16 reader, the K-quant scale
- * unpacking, the unsigned x signed byte dot product, a horizontal sum, and the entries
- * between the files. */
+ * unpacking and bit shifts, the unsigned x signed byte dot product, a horizontal sum, and
+ * the entries between the files. */
 #ifndef TANDEM_GGUF_COMMON_H
 #define TANDEM_GGUF_COMMON_H
 
@@ -118,6 +118,13 @@ static inline float hsum(__m256 v)
     r = _mm_add_ss(r, _mm_movehdup_ps(r));
     return _mm_cvtss_f32(r);
 }
+
+/* v shifted left by n (right by -n) in 16-bit lanes: a K-quant's high-bit bytes moved so
+ * that the bit wanted lands on one bit of each byte (linear_gguf_k.c, gguf_k23.h) */
+static inline __m256i up(__m256i v, int n)
+{
+    return n > 0 ? _mm256_slli_epi16(v, n) : n < 0 ? _mm256_srli_epi16(v, -n) : v;
+}
 #endif
 
 #if GGUF_SIMD
@@ -151,16 +158,12 @@ __attribute__((visibility("hidden"))) void
 tandem_gguf_rows(int type, int R, const uint8_t *w, int n, int64_t row, const int8_t *xq,
                  const float *xd, const float *xs, int64_t K, float *out, int64_t ldo);
 
-/* One K-quant weight row (K / 256 super-blocks of ``type``) against R <= 4 rows of the
- * quantized x (xq [R, K], xd, xs and xh [R, K / 32]): out[r * ldo]. */
+/* One K-quant weight row (K / 256 super-blocks of ``type``, Q2_K to Q6_K) against R <= 4
+ * rows of the quantized x (xq [R, K], xd, xs and xh [R, K / 32]): out[r * ldo]
+ * (linear_gguf_k.c). */
 __attribute__((visibility("hidden"))) void
 tandem_gguf_k_rows(int type, int R, const uint8_t *w, const int8_t *xq, const float *xd,
                    const float *xs, const float *xh, int64_t K, float *out, int64_t ldo);
-
-/* As tandem_gguf_k_rows for Q2_K and Q3_K (gguf_k23.c) */
-__attribute__((visibility("hidden"))) void
-tandem_gguf_k23_rows(int type, int R, const uint8_t *w, const int8_t *xq, const float *xd,
-                     const float *xs, const float *xh, int64_t K, float *out, int64_t ldo);
 
 /* One Q2_K / Q3_K row of K values -> out[0..K-1] fp32 (gguf_k23.c) */
 __attribute__((visibility("hidden"))) void tandem_gguf_k23_decode_row(int type, const uint8_t *w,

@@ -32,43 +32,42 @@
 
 #if defined(__AVX512F__) && GGUF_SIMD
 #define VW 16
+#define V(op) _mm512_##op /* an fp32 vector's intrinsic */
 typedef __m512 vf;
-static inline vf load_w(int bf, const uint8_t *p)
-{
-    const __m256i h = _mm256_loadu_si256((const __m256i *)p);
-    return bf ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
-              : _mm512_cvtph_ps(h);
-}
-#define LOAD_X _mm512_loadu_ps
-#define STORE _mm512_storeu_ps
-#define FMA _mm512_fmadd_ps
-#define ZERO _mm512_setzero_ps
+typedef __m256i vh; /* VW 16-bit values */
+#define LOAD_H(p) _mm256_loadu_si256((const __m256i *)(p))
+#define AS_FLOAT _mm512_castsi512_ps
 #define SUM _mm512_reduce_add_ps
-#define ADD _mm512_add_ps
-#define UNROLL(R) ((R) == 1 ? 4 : 2) /* vectors of k a step, one row of weights */
-#define WIDE(R) 4   /* weight rows a tile, two to four rows of x */
+#define WIDE(R) 4 /* weight rows a tile, two to four rows of x */
 #elif GGUF_SIMD
 #define VW 8
+#define V(op) _mm256_##op
 typedef __m256 vf;
-static inline vf load_w(int bf, const uint8_t *p)
-{
-    const __m128i h = _mm_loadu_si128((const __m128i *)p);
-    return bf ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
-              : _mm256_cvtph_ps(h);
-}
-#define LOAD_X _mm256_loadu_ps
-#define STORE _mm256_storeu_ps
-#define FMA _mm256_fmadd_ps
-#define ZERO _mm256_setzero_ps
+typedef __m128i vh;
+#define LOAD_H(p) _mm_loadu_si128((const __m128i *)(p))
+#define AS_FLOAT _mm256_castsi256_ps
 #define SUM hsum
-#define ADD _mm256_add_ps
-#define UNROLL(R) ((R) == 1 ? 4 : 2)
 #define WIDE(R) ((R) <= 2 ? 4 : 2)
 #endif
 
 static inline float value(int bf, const uint8_t *p) { return bf ? bf16(p) : half(p); }
 
 #ifdef VW
+#define LOAD_X V(loadu_ps)
+#define STORE V(storeu_ps)
+#define FMA V(fmadd_ps)
+#define ZERO V(setzero_ps)
+#define ADD V(add_ps)
+#define UNROLL(R) ((R) == 1 ? 4 : 2) /* vectors of k a step, one row of weights */
+
+/* VW weights at p widened to fp32: f16 converted, bf16's 16 bits moved to the top of a
+ * 32-bit lane (the float they stand for) */
+static inline vf load_w(int bf, const uint8_t *p)
+{
+    const vh h = LOAD_H(p);
+    return bf ? AS_FLOAT(V(slli_epi32)(V(cvtepu16_epi32)(h), 16)) : V(cvtph_ps)(h);
+}
+
 /* One weight row against R rows of x, U vectors of k a step (U accumulators a row of x,
  * so the multiply-adds' latency is covered): out[r * ldo]. R and U are constants where
  * inlined, so the accumulators live in registers. */
@@ -196,18 +195,23 @@ void tandem_gguf_half_rows(int type, int R, const uint8_t *w, int n, int64_t row
     }
 }
 
-void tandem_gguf_half_decode_row(int type, const uint8_t *w, int64_t K, float *out)
+/* A row of K 16-bit values (bf16 where bf, else f16) -> out; bf a constant where inlined */
+static inline __attribute__((always_inline)) void widen_row(int bf, const uint8_t *w, int64_t K,
+                                                            float *out)
 {
-    const int bf = type == BF16;
     int64_t k = 0;
 #ifdef VW
-    if (bf)
-        for (; k + VW <= K; k += VW)
-            STORE(out + k, load_w(1, w + 2 * k));
-    else
-        for (; k + VW <= K; k += VW)
-            STORE(out + k, load_w(0, w + 2 * k));
+    for (; k + VW <= K; k += VW)
+        STORE(out + k, load_w(bf, w + 2 * k));
 #endif
     for (; k < K; k++)
         out[k] = value(bf, w + 2 * k);
+}
+
+void tandem_gguf_half_decode_row(int type, const uint8_t *w, int64_t K, float *out)
+{
+    if (type == BF16)
+        widen_row(1, w, K, out);
+    else
+        widen_row(0, w, K, out);
 }

@@ -17,8 +17,8 @@
  * The integer sums use unsigned x signed byte products (AVX2 maddubs, or VNNI's dpbusd
  * where the compiler targets AVX-512 VNNI), the same sums in plain C elsewhere.
  *
- * The K-quants (Q4_K, Q5_K, Q6_K: super-blocks of 256) are in linear_gguf_k.c, Q2_K and
- * Q3_K in gguf_k23.c; they share the quantized x and the work split. F16 and BF16 rows
+ * The K-quants (Q2_K to Q6_K: super-blocks of 256) are in linear_gguf_k.c (Q2_K and Q3_K's
+ * blocks in gguf_k23.h); they share the quantized x and the work split. F16 and BF16 rows
  * (gguf_half.c) share the work split only: x stays in fp32 for them.
  *
  * Work split: threads take bands of output channels; within a band each weight block is
@@ -190,12 +190,8 @@ int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K, const uin
                                  out + m * N + n0, N);
                 continue;
             }
-            for (int64_t n = n0; n < n1; n++) {
-                if (type == Q2_K || type == Q3_K)
-                    tandem_gguf_k23_rows(type, R, w + n * row, q, d, s, h, K, out + m * N + n, N);
-                else
-                    tandem_gguf_k_rows(type, R, w + n * row, q, d, s, h, K, out + m * N + n, N);
-            }
+            for (int64_t n = n0; n < n1; n++)
+                tandem_gguf_k_rows(type, R, w + n * row, q, d, s, h, K, out + m * N + n, N);
         }
     }
     return 0;

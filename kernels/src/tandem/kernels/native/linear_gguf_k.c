@@ -1,5 +1,7 @@
 /* The K-quant rows of linear_gguf.c: one weight row of K / 256 super-blocks against up to
  * four rows of x, quantized as there (int8 per 32 values: xq, scale xd, xs = xd * sum(q)).
+ * One row driver takes every K-quant, a super-block at a time, each format with its own
+ * super-block dot product: Q4_K, Q5_K and Q6_K's here, Q2_K and Q3_K's in gguf_k23.h.
  *
  *   Q4_K (12, 144 bytes): f16 d, f16 dmin, 12 bytes of 6-bit scales sc[8] / mins m[8],
  *         128 bytes of nibbles; byte 32c + l: element l of sub-block 2c (low nibble) and
@@ -21,16 +23,23 @@
  */
 #include "tandem_kernels.h"
 #include "gguf_common.h"
+#include "gguf_k23.h"
 
-#if GGUF_SIMD
 #define RB 4
 
-/* v shifted left by n (right by -n) in 16-bit lanes, -3 <= n <= 4 */
-static inline __m256i up(__m256i v, int n)
+/* Bytes of a super-block of ``type`` (a K-quant) */
+static inline int64_t super_bytes(int type)
 {
-    return n > 0 ? _mm256_slli_epi16(v, n) : n < 0 ? _mm256_srli_epi16(v, -n) : v;
+    switch (type) {
+    case Q2_K: return 84;
+    case Q3_K: return 110;
+    case Q4_K: return 144;
+    case Q5_K: return 176;
+    default: return 210; /* Q6_K */
+    }
 }
 
+#if GGUF_SIMD
 /* A Q4_K / Q5_K super-block (index s) against R rows of x. */
 static inline __attribute__((always_inline)) void super_q45(int five, int R, const uint8_t *blk,
                                                              int64_t s, const int8_t *xq,
@@ -151,14 +160,16 @@ k_row(int type, int R, const uint8_t *w, const int8_t *xq, const float *xd, cons
     __m256 acc[RB], acc2[RB], extra[RB]; /* two chains of adds, so none waits long */
     for (int r = 0; r < RB; r++)
         acc[r] = acc2[r] = extra[r] = _mm256_setzero_ps();
-    const int64_t bb = type == Q4_K ? 144 : type == Q5_K ? 176 : 210;
+    const int64_t bb = super_bytes(type);
     for (int64_t s = 0; s < K / QK_K; s++) {
         for (int64_t o = 0; o < bb; o += 64) /* as linear_gguf_rows.c, 2 KB ahead */
             _mm_prefetch((const char *)w + s * bb + 2048 + o, _MM_HINT_T0);
         if (type == Q6_K)
             super_q6(R, w + s * bb, s, xq, xd, xs, xh, K, acc, acc2, extra);
-        else
+        else if (type == Q4_K || type == Q5_K)
             super_q45(type == Q5_K, R, w + s * bb, s, xq, xd, xs, K, acc, acc2, extra);
+        else
+            super_k23(type, R, w + s * bb, s, xq, xd, xs, xh, K, acc, acc2, extra);
     }
     for (int r = 0; r < R; r++)
         out[r * ldo] = hsum(_mm256_add_ps(_mm256_add_ps(acc[r], acc2[r]), extra[r]));
@@ -180,11 +191,33 @@ static inline int code(int type, const uint8_t *blk, int i)
     return type == Q5_K ? q | (((blk[16 + l] >> j) & 1) << 4) : q;
 }
 
+/* Block j (0..7, 32 values) of a Q4_K / Q5_K / Q6_K super-block against the 32 codes x of a
+ * block of x, its scale xd and code sum xs */
+static inline float block_k(int type, const uint8_t *blk, int j, const int8_t *x, float xd,
+                            float xs)
+{
+    if (type == Q6_K) {
+        const int8_t *sc = (const int8_t *)(blk + 192);
+        int32_t sum0 = 0, sum1 = 0;
+        for (int i = 0; i < 16; i++) {
+            sum0 += code(type, blk, 32 * j + i) * x[i];
+            sum1 += code(type, blk, 32 * j + 16 + i) * x[16 + i];
+        }
+        return half(blk + 208) * xd * (float)(sc[2 * j] * sum0 + sc[2 * j + 1] * sum1);
+    }
+    int sc, m;
+    scale_min(blk + 4, j, &sc, &m);
+    int32_t sum = 0;
+    for (int i = 0; i < QK; i++)
+        sum += code(type, blk, 32 * j + i) * x[i];
+    return half(blk) * (float)sc * xd * (float)sum - half(blk + 2) * (float)m * xs;
+}
+
 static inline void k_row(int type, int R, const uint8_t *w, const int8_t *xq, const float *xd,
                          const float *xs, const float *xh, int64_t K, float *out, int64_t ldo)
 {
-    (void)xh; /* the scalar loop takes the signed codes directly */
-    const int64_t nb = K / QK, bb = type == Q4_K ? 144 : type == Q5_K ? 176 : 210;
+    const int64_t nb = K / QK, bb = super_bytes(type);
+    const int low = type == Q2_K || type == Q3_K;
     for (int r = 0; r < R; r++) {
         float total = 0.0f;
         for (int64_t s = 0; s < K / QK_K; s++) {
@@ -192,24 +225,9 @@ static inline void k_row(int type, int R, const uint8_t *w, const int8_t *xq, co
             for (int j = 0; j < 8; j++) { /* block b of x: 32 values */
                 const int64_t b = s * 8 + j;
                 const int8_t *x = xq + r * K + b * QK;
-                if (type == Q6_K) {
-                    const int8_t *sc = (const int8_t *)(blk + 192);
-                    int32_t sum0 = 0, sum1 = 0;
-                    for (int i = 0; i < 16; i++) {
-                        sum0 += code(type, blk, 32 * j + i) * x[i];
-                        sum1 += code(type, blk, 32 * j + 16 + i) * x[16 + i];
-                    }
-                    total += half(blk + 208) * xd[r * nb + b] *
-                             (float)(sc[2 * j] * sum0 + sc[2 * j + 1] * sum1);
-                    continue;
-                }
-                int sc, m;
-                scale_min(blk + 4, j, &sc, &m);
-                int32_t sum = 0;
-                for (int i = 0; i < QK; i++)
-                    sum += code(type, blk, 32 * j + i) * x[i];
-                total += half(blk) * (float)sc * xd[r * nb + b] * (float)sum -
-                         half(blk + 2) * (float)m * xs[r * nb + b];
+                const float d = xd[r * nb + b], sum = xs[r * nb + b];
+                total += low ? block_k23(type, blk, j, x, d, sum, xh[r * nb + b])
+                             : block_k(type, blk, j, x, d, sum);
             }
         }
         out[r * ldo] = total;
@@ -227,6 +245,8 @@ void tandem_gguf_k_rows(int type, int R, const uint8_t *w, const int8_t *xq, con
                         const float *xs, const float *xh, int64_t K, float *out, int64_t ldo)
 {
     switch (type * 8 + R) {
+        KCASES(Q2_K)
+        KCASES(Q3_K)
         KCASES(Q4_K)
         KCASES(Q5_K)
         KCASES(Q6_K)

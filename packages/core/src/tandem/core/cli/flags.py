@@ -1,4 +1,5 @@
-"""Checked argparse types: a flag's value parsed and held to its range, the flag named."""
+"""Checked argparse types: a flag's value parsed and held to its range, the flag named;
+and the declaration of a flag that takes one such number."""
 
 from __future__ import annotations
 
@@ -28,3 +29,25 @@ def number(
         return value
 
     return parse
+
+
+def add_number(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    kind: type,
+    help: str,
+    default: Any = None,
+    metavar: str | None = None,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+) -> None:
+    """A flag taking one number of ``kind`` held to its range (:func:`number`), the flag
+    named once for both the parser and its error messages."""
+    parser.add_argument(
+        flag,
+        type=number(kind, flag, lo, hi, lo_open),
+        default=default,
+        metavar=metavar,
+        help=help,
+    )

@@ -7,7 +7,7 @@ import argparse
 from tandem.core.cli.cache_command import add_cache_command
 from tandem.core.cli.cache_flags import add_cache_flags
 from tandem.core.cli.chat import add_chat_command
-from tandem.core.cli.flags import number
+from tandem.core.cli.flags import add_number
 from tandem.core.cli.kernel_flags import add_kernel_flags
 from tandem.core.cli.model_arg import (
     add_model_flag,
@@ -59,22 +59,26 @@ def _engine_options(cmd: argparse.ArgumentParser) -> None:
 
 
 def _parallel_options(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument(
+    add_number(
+        cmd,
         "--tensor-parallel-size",
-        type=number(int, "--tensor-parallel-size", lo=1),
-        default=1,
-        metavar="N",
-        help="split each layer over N rank processes in one torch.distributed group "
+        int,
+        "split each layer over N rank processes in one torch.distributed group "
         "(gloo on the CPU, nccl on CUDA; engine v1; default: 1)",
-    )
-    cmd.add_argument(
-        "--data-parallel-size",
-        type=number(int, "--data-parallel-size", lo=1),
         default=1,
         metavar="N",
-        help="run N engine cores, each with the whole model and its own KV cache, behind "
+        lo=1,
+    )
+    add_number(
+        cmd,
+        "--data-parallel-size",
+        int,
+        "run N engine cores, each with the whole model and its own KV cache, behind "
         "one front door that sends each request to the one holding the fewest; a core "
         "that dies fails only its own requests (engine v1; default: 1)",
+        default=1,
+        metavar="N",
+        lo=1,
     )
     cmd.add_argument(
         "--distributed-executor-backend",
@@ -151,11 +155,14 @@ def build_parser() -> GuidingParser:
     serve.add_argument(
         "--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)"
     )
-    serve.add_argument(
+    add_number(
+        serve,
         "--port",
-        type=number(int, "--port", lo=0, hi=65535),
+        int,
+        "the port to listen on; 0 takes a free one (default: 8000)",
         default=8000,
-        help="the port to listen on; 0 takes a free one (default: 8000)",
+        lo=0,
+        hi=65535,
     )
     serve.add_argument(
         "--served-model-name",
@@ -166,12 +173,14 @@ def build_parser() -> GuidingParser:
         "the name typed, then its aliases: 'smollm2' also answers to "
         "'SmolLM2-135M-Instruct'; a path: its directory or file name)",
     )
-    serve.add_argument(
+    add_number(
+        serve,
         "--shutdown-timeout",
-        type=number(float, "--shutdown-timeout", lo=0.0),
+        float,
+        "how long requests in flight may run on after SIGTERM or Ctrl-C (default: 10)",
         default=10.0,
         metavar="SECONDS",
-        help="how long requests in flight may run on after SIGTERM or Ctrl-C (default: 10)",
+        lo=0.0,
     )
     add_server_flags(serve)
     explain = sub.add_parser(

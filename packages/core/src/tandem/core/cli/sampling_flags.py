@@ -4,8 +4,24 @@ take the model's own (its generation_config)."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from tandem.core.cli.flags import number
+from tandem.core.cli.flags import add_number
+
+# The flags whose default is the model's: flag, kind, range, what a value means, and what
+# the sampler does when neither the flag nor the model's generation_config sets one.
+MODEL_DEFAULTED: tuple[tuple[str, type, dict[str, Any], str, str], ...] = (
+    ("--temperature", float, {"lo": 0.0}, "0 means greedy", "greedy"),
+    ("--top-p", float, {"lo": 0.0, "hi": 1.0, "lo_open": True}, "", "1"),
+    ("--top-k", int, {"lo": 0}, "0 turns top-k off", "off"),
+    (
+        "--min-p",
+        float,
+        {"lo": 0.0, "hi": 1.0},
+        "drop tokens less likely than this fraction of the likeliest one; 0 turns it off",
+        "off",
+    ),
+)
 
 
 def add_sampling_flags(
@@ -13,45 +29,23 @@ def add_sampling_flags(
 ) -> None:
     """The sampling flags (``args.max_tokens``, ``args.temperature``...); ``several``:
     also ``--n`` and ``--logprobs`` (completions side by side, printed at the end)."""
-    model_default = "default: the model's generation_config, else %s"
-    gen.add_argument(
+    add_number(
+        gen,
         "--max-tokens",
-        type=number(int, "--max-tokens", lo=1),
+        int,
+        f"most tokens generated per completion (default: {max_tokens})",
         default=max_tokens,
         metavar="N",
-        help=f"most tokens generated per completion (default: {max_tokens})",
+        lo=1,
     )
-    gen.add_argument(
-        "--temperature",
-        type=number(float, "--temperature", lo=0.0),
-        default=None,
-        help="0 means greedy (" + model_default % "greedy" + ")",
-    )
-    gen.add_argument(
-        "--top-p",
-        type=number(float, "--top-p", lo=0.0, hi=1.0, lo_open=True),
-        default=None,
-        help=model_default % "1",
-    )
-    gen.add_argument(
-        "--top-k",
-        type=number(int, "--top-k", lo=0),
-        default=None,
-        help="0 turns top-k off (" + model_default % "off" + ")",
-    )
-    gen.add_argument(
-        "--min-p",
-        type=number(float, "--min-p", lo=0.0, hi=1.0),
-        default=None,
-        help="drop tokens less likely than this fraction of the likeliest one; 0 turns it off ("
-        + model_default % "off"
-        + ")",
-    )
-    gen.add_argument(
+    for flag, kind, bounds, meaning, fallback in MODEL_DEFAULTED:
+        default = f"default: the model's generation_config, else {fallback}"
+        add_number(gen, flag, kind, f"{meaning} ({default})" if meaning else default, **bounds)
+    add_number(
+        gen,
         "--seed",
-        type=number(int, "--seed"),
-        default=None,
-        help="the seed of each prompt's sampling (default: drawn in order from the engine's "
+        int,
+        "the seed of each prompt's sampling (default: drawn in order from the engine's "
         "seed, 0, so the same command gives the same completions)",
     )
     gen.add_argument(
@@ -60,11 +54,12 @@ def add_sampling_flags(
     gen.add_argument("--ignore-eos", action="store_true", help="keep going past EOS")
     if not several:
         return
-    gen.add_argument("--n", type=number(int, "--n", lo=1), default=1, help="completions per prompt")
-    gen.add_argument(
+    add_number(gen, "--n", int, "completions per prompt", default=1, lo=1)
+    add_number(
+        gen,
         "--logprobs",
-        type=number(int, "--logprobs", lo=0),
-        default=None,
+        int,
+        "print each token's logprob and the top K alternatives",
         metavar="K",
-        help="print each token's logprob and the top K alternatives",
+        lo=0,
     )

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from tandem.core.cli.flags import number
+from tandem.core.cli.flags import add_number
 
 
 def name_list(flag: str) -> Callable[[str], tuple[str, ...]]:
@@ -54,35 +54,35 @@ def add_server_flags(serve: argparse.ArgumentParser) -> None:
         ("--max-waiting", d.max_waiting, "sequences waiting for the engine (a 429 past it)"),
     ]
     for flag, default, what in limits:
-        serve.add_argument(
-            flag,
-            type=number(int, flag, lo=1),
-            default=default,
-            metavar="N",
-            help=f"{what} (default: {default})",
-        )
-    serve.add_argument(
+        add_number(serve, flag, int, f"{what} (default: {default})", default, "N", lo=1)
+    add_number(
+        serve,
         "--engine-window",
-        type=number(int, "--engine-window", lo=1),
-        default=None,
-        metavar="N",
-        help="sequences inside the engine at once, let in round-robin between clients "
+        int,
+        "sequences inside the engine at once, let in round-robin between clients "
         "(default: 64, at most the engine's max_num_seqs; larger: more throughput for one "
         "client, a longer wait for the others)",
+        metavar="N",
+        lo=1,
     )
-    serve.add_argument(
+    add_number(
+        serve,
         "--timeout-keep-alive",
-        type=number(int, "--timeout-keep-alive", lo=1),
+        int,
+        "close an idle connection after this long (default: 5)",
         default=5,
         metavar="SECONDS",
-        help="close an idle connection after this long (default: 5)",
+        lo=1,
     )
-    serve.add_argument(
+    add_number(
+        serve,
         "--timeout-body",
-        type=number(float, "--timeout-body", lo=0.0, lo_open=True),
+        float,
+        f"a 408 when a body stalls this long (default: {d.body_timeout:g})",
         default=d.body_timeout,
         metavar="SECONDS",
-        help=f"a 408 when a body stalls this long (default: {d.body_timeout:g})",
+        lo=0.0,
+        lo_open=True,
     )
     serve.add_argument(
         "--strict-fields",

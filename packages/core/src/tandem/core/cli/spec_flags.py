@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from tandem.core.cli.flags import number
+from tandem.core.cli.flags import add_number
 
 
 def _json_object(raw: str) -> dict[str, Any]:
@@ -39,12 +39,14 @@ def add_spec_flags(cmd: argparse.ArgumentParser) -> None:
         help="a small model with the target's vocabulary that drafts tokens (a directory, "
         ".gguf file or model name); the target checks them in one step",
     )
-    cmd.add_argument(
+    add_number(
+        cmd,
         "--num-speculative-tokens",
-        type=number(int, "--num-speculative-tokens", lo=1, hi=16),
-        default=None,
+        int,
+        "tokens drafted per step (1..16; default: 4)",
         metavar="K",
-        help="tokens drafted per step (1..16; default: 4)",
+        lo=1,
+        hi=16,
     )
 
 

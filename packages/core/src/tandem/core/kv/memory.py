@@ -88,14 +88,18 @@ def _read_int(path: Path) -> int | None:
         return None
 
 
+def _lines(path: Path) -> list[str]:
+    """The file's lines; none where it cannot be read (no such cgroup file, not Linux)."""
+    try:
+        return path.read_text().splitlines()
+    except OSError:
+        return []
+
+
 def _read_table(path: Path) -> dict[str, int]:
     """``name value`` lines (cgroup ``memory.stat``)."""
     out: dict[str, int] = {}
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return out
-    for line in lines:
+    for line in _lines(path):
         parts = line.split()
         if len(parts) == 2 and parts[1].isdigit():
             out[parts[0]] = int(parts[1])
@@ -105,11 +109,7 @@ def _read_table(path: Path) -> dict[str, int]:
 def _read_kib_table(path: Path) -> dict[str, int]:
     """``Name:   123 kB`` lines (/proc/meminfo, /proc/self/status), in bytes."""
     out: dict[str, int] = {}
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return out
-    for line in lines:
+    for line in _lines(path):
         name, _, rest = line.partition(":")
         parts = rest.split()
         if len(parts) == 2 and parts[1] == "kB" and parts[0].isdigit():
