@@ -21,6 +21,7 @@ the embedding hold forms; the decode stack and the plan ask them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -35,8 +36,8 @@ from tandem.kernels.ops.gguf_linear import gguf_rows, linear_gguf
 from tandem.kernels.ops.linear import PackedWeight, linear
 from tandem.kernels.ops.linear_int8 import Int8Weight, linear_int8
 
-# a weight's entry in the C decode stack's table, or why it has none
-CEntry = native.LinSpec | str
+CEntry = native.LinSpec | str  # a weight's entry in the C stack's table, or why it has none
+Takes = Callable[[int], bool]  # whether the C kernels take a GGUF format
 
 
 class WeightForm(ABC):
@@ -63,14 +64,15 @@ class WeightForm(ABC):
         """The rows ``ids`` [T] as floats [T, k] (an embedding lookup)."""
         raise TypeError(f"a weight kept as {self.name} has no row lookup")
 
-    def c_entry(self, bias: Tensor | None, keep: list[Tensor]) -> CEntry:
+    def c_entry(self, bias: Tensor | None, keep: list[Tensor], takes: Takes = supports) -> CEntry:
         """This weight's (and ``bias``'s) entry in the C decode stack's table, the tensors
-        it points into appended to ``keep``; or why the C stack cannot multiply by it."""
+        it points into appended to ``keep``; or why the C stack cannot multiply by it.
+        ``takes``: the GGUF formats the C kernels take (the stack's to say)."""
         if bias is not None and not (
             bias.dtype == torch.float32 and bias.is_contiguous() and bias.is_cpu
         ):
             return "a bias the C stack cannot read (it takes fp32, contiguous, on the CPU)"
-        entry = self._c_weight(bias)
+        entry = self._c_weight(bias, takes)
         if isinstance(entry, native.LinSpec):
             keep.extend(entry.weights)
             if bias is not None:
@@ -78,7 +80,7 @@ class WeightForm(ABC):
         return entry
 
     @abstractmethod
-    def _c_weight(self, bias: Tensor | None) -> CEntry: ...
+    def _c_weight(self, bias: Tensor | None, takes: Takes) -> CEntry: ...
 
     def prepare(self) -> None:  # noqa: B027 (most forms have nothing to make)
         """Make now what the first ``matmul`` would (a packed copy)."""
@@ -146,7 +148,7 @@ class Dense(WeightForm):
     def rows(self, ids: Tensor) -> Tensor:
         return F.embedding(ids, self.weight)
 
-    def _c_weight(self, bias: Tensor | None) -> CEntry:
+    def _c_weight(self, bias: Tensor | None, takes: Takes) -> CEntry:
         weight = self.weight
         packed = self.copy(weight)
         if not isinstance(packed, PackedF32) or weight.dtype != torch.float32:
@@ -197,7 +199,7 @@ class Int8(WeightForm):
             return self.dense.matmul(x, bias)
         return linear_int8(x, self.weight, bias=bias)
 
-    def _c_weight(self, bias: Tensor | None) -> CEntry:
+    def _c_weight(self, bias: Tensor | None, takes: Takes) -> CEntry:
         return "int8 (the C stack has no int8 kernel)"
 
     def use_kernel(self, kernel: str) -> None:
@@ -242,13 +244,13 @@ class GgufBlocks(WeightForm):
     def rows(self, ids: Tensor) -> Tensor:
         return gguf_rows(self.blocks, ids)  # type: ignore[arg-type]
 
-    def _c_weight(self, bias: Tensor | None) -> CEntry:
+    def _c_weight(self, bias: Tensor | None, takes: Takes) -> CEntry:
         parts = self.parts
         if len(parts) > native.MAX_PARTS or not all(type(p) is QuantWeight for p in parts):
             return f"{self.name}: more than {native.MAX_PARTS} formats stacked"
         if not all(p.data.is_cpu and p.data.is_contiguous() for p in parts):
             return f"{self.name}: blocks not contiguous on the CPU"
-        if not all(supports(p.qtype) for p in parts):
+        if not all(takes(p.qtype) for p in parts):
             return f"{self.name}: a format the C kernels do not take"
         data, qtypes = tuple(p.data for p in parts), tuple(p.qtype for p in parts)
         rows, (n, k) = tuple(p.n for p in parts), self.shape

@@ -29,6 +29,7 @@ from tandem.core.layers.self_attention import KVCache, SelfAttention
 from tandem.kernels import ops
 from tandem.kernels.decode_inputs import DecodeStep
 from tandem.kernels.native import decode_stack as native
+from tandem.kernels.native.linear_gguf import supports
 from tandem.kernels.ops.decode_step import check_rope_decode
 
 FEW_TOKENS = 256  # the longest step of prefills the C stack takes (its scratch grows with it)
@@ -39,7 +40,7 @@ def _lin(layer: Linear, keep: list[Tensor]) -> native.LinSpec | None:
     driver cannot run it."""
     if type(layer) is not Linear:
         return None
-    entry = layer.form.c_entry(layer.bias, keep)
+    entry = layer.form.c_entry(layer.bias, keep, supports)
     return None if isinstance(entry, str) else entry
 
 
