@@ -103,8 +103,12 @@ def quantize_rows(x: Tensor, rel: float) -> tuple[Tensor, Tensor, Tensor, Tensor
     return u.sub_(128).to(torch.int8), scale, z.sub_(128).int(), bound
 
 
-def linear_int8(x: Tensor, weight: Int8Weight, outlier: float = OUTLIER) -> Tensor:
-    """``x @ W.T + b`` for ``W`` and ``b`` held by ``weight``: x [..., K] -> [..., N] fp32.
+def linear_int8(
+    x: Tensor, weight: Int8Weight, outlier: float = OUTLIER, bias: Tensor | None = None
+) -> Tensor:
+    """``x @ W.T + b`` for ``W`` held by ``weight`` and ``b`` its bias, or ``bias`` [N]
+    where given (the layer's, added where the weight's own would be: before the
+    outliers): x [..., K] -> [..., N] fp32.
 
     Where the CPU has AVX-512 VNNI the whole layer is one C call (``native.linear_i8``:
     quantize, matmul on the weight's blocked copy, rescale, outliers); else the
@@ -116,9 +120,12 @@ def linear_int8(x: Tensor, weight: Int8Weight, outlier: float = OUTLIER) -> Tens
     n, k = weight.shape
     if x.dim() < 1 or x.shape[-1] != k:
         raise ValueError(f"x must have shape [..., {k}], got {tuple(x.shape)}")
+    if bias is not None and tuple(bias.shape) != (n,):
+        raise ValueError(f"bias must have shape [{n}], got {list(bias.shape)}")
     x2 = x.reshape(-1, k).float().contiguous()  # [M, K]
+    b = weight.bias if bias is None else bias.detach().float().contiguous()
     if weight.native is not None:
-        out = native.linear_i8.linear(x2, weight.native, weight.scale, weight.bias, outlier)
+        out = native.linear_i8.linear(x2, weight.native, weight.scale, b, outlier)
         if out is not None:
             return out.view(*x.shape[:-1], n)
     fast = native.quantize_rows(x2, outlier)
@@ -128,12 +135,12 @@ def linear_int8(x: Tensor, weight: Int8Weight, outlier: float = OUTLIER) -> Tens
         xq, sx, zero, bound = quantize_rows(x2, outlier)
         count = 1
     acc = _int_matmul(xq, weight.qweight)  # [M, N] int32
-    out = native.rescale(acc, zero, weight.wsum, sx, weight.scale, weight.bias)
+    out = native.rescale(acc, zero, weight.wsum, sx, weight.scale, b)
     if out is None:
         acc.sub_(zero[:, None] * weight.wsum[None, :])
         out = acc.float().mul_(sx[:, None]).mul_(weight.scale)
-        if weight.bias is not None:
-            out.add_(weight.bias)
+        if b is not None:
+            out.add_(b)
     if count:  # the outliers: x in fp32 times the weight's columns dequantized
         is_outlier = outliers(x2, bound)  # [M, K]
         cols = is_outlier.any(dim=0).nonzero().flatten()  # [C]: the channels holding one

@@ -63,7 +63,9 @@ def _deinterleave_linear(layer: Linear, start: int, dim: int, every: int) -> Non
         deinterleave(layer.weight, start, dim, every)
     elif isinstance(quant, QuantWeight):
         order = pairs_to_halves(quant.n, start, dim, every).to(quant.data.device)
-        layer.quant = QuantWeight(quant.data[order].contiguous(), quant.qtype, quant.n, quant.k)
+        layer.use_quantized(
+            QuantWeight(quant.data[order].contiguous(), quant.qtype, quant.n, quant.k)
+        )
     else:
         raise ValueError(f"rows of a weight kept in several formats ({quant.name}) do not move")
     if layer.bias is not None:

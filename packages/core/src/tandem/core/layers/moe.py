@@ -7,7 +7,8 @@ the CPU each expert's matrices go through the same packed kernels as the dense l
 (or int8 after :meth:`SparseMoE.quantize`); elsewhere through ``tandem::torch_fused_moe``.
 A GGUF file's experts may stay in their blocks (``quantization="gguf"``): each expert's
 projections are then GGUF weights (:meth:`Stacked.use_quantized`), run one expert at a
-time through ``tandem::torch_linear_gguf`` on any device.
+time through ``tandem::torch_linear_gguf`` on any device. Each expert's weight is one
+:class:`~tandem.core.layers.weight_form.WeightForm`, as a dense layer's.
 
 Under tensor parallelism the experts are split, not sliced: each rank holds a contiguous
 run of whole experts (expert parallel) and runs the pairs routed to them; the router is
@@ -20,19 +21,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tandem.core.layers.linear import Linear, check_kernel, cpu_copy, packed_linear
+from tandem.core.layers.linear import Linear, check_kernel
 from tandem.core.layers.mlp import GatedMLP
+from tandem.core.layers.weight_form import Dense, GgufBlocks, Int8, WeightForm, gguf_form
 from tandem.core.parallel.group import TensorParallel
 from tandem.core.parallel.layout import split
 from tandem.core.parallel.partition import spread_range
 from tandem.kernels import ops as kernel_ops
 from tandem.kernels.gguf_blocks import QuantStack, QuantWeight
-from tandem.kernels.ops.gguf_linear import linear_gguf
-from tandem.kernels.ops.linear import PackedWeight
-from tandem.kernels.ops.linear_int8 import Int8Weight, linear_int8
+from tandem.kernels.ops.linear_int8 import Int8Weight
 from tandem.kernels.ops.moe import gate_and_mul, grouped_route, run_grouped, topk_route
 
 if TYPE_CHECKING:  # models imports layers: keep this edge type-only
@@ -40,14 +39,15 @@ if TYPE_CHECKING:  # models imports layers: keep this edge type-only
 
 
 class Stacked(nn.Module):
-    """One weight per expert, stacked: ``weight`` [E, N, K] (filled by the loader); or,
-    kept in GGUF blocks, ``quant``: expert e's [N, K] weight (then ``weight`` is None)."""
+    """One weight per expert, stacked: ``weight`` [E, N, K] (filled by the loader); expert
+    e's in the form ``forms[e]`` (the float weight's slice; int8; or kept in GGUF blocks,
+    then ``weight`` is None)."""
 
     def __init__(self, experts: int, rows: int, cols: int, dtype: torch.dtype | None) -> None:
         super().__init__()
         self.shape = (experts, rows, cols)
         self.weight = nn.Parameter(torch.empty(experts, rows, cols, dtype=dtype), False)
-        self.quant: list[QuantWeight | QuantStack] | None = None
+        self.forms: list[WeightForm] = [Dense(self._parameters, e) for e in range(experts)]
 
     def use_quantized(self, weights: list[QuantWeight | QuantStack]) -> None:
         """Multiply by ``weights`` (one per expert, GGUF blocks) from now on; the float
@@ -59,13 +59,18 @@ class Stacked(nn.Module):
                 f"weights must be {experts} quantized weights of [{rows}, {cols}], got "
                 f"{len(weights)} of {sorted(shapes)}"
             )
-        self.quant = list(weights)
+        self.forms = [gguf_form(w) for w in weights]
 
-    def project(self, e: int, rows: Tensor, pack: PackedWeight, kernel: str) -> Tensor:
-        # rows: [n, K] -> [n, N] through expert e's weight (its blocks, or packed floats)
-        if self.quant is not None:
-            return linear_gguf(rows, self.quant[e]).to(rows.dtype)
-        return packed_linear(rows, self.weight[e], None, pack, kernel)
+    def _apply(self, fn: Any, recurse: bool = True) -> Stacked:
+        self.forms = [form.moved() for form in self.forms]  # packed again from the new weights
+        return super()._apply(fn, recurse)
+
+    @property
+    def quant(self) -> list[QuantWeight | QuantStack] | None:
+        """Each expert's GGUF blocks, where they are kept in them (for inspection)."""
+        if not all(isinstance(form, GgufBlocks) for form in self.forms):
+            return None
+        return [form.blocks for form in self.forms]  # type: ignore[union-attr]
 
 
 class Experts(nn.Module):
@@ -93,20 +98,16 @@ class Experts(nn.Module):
         self.activation = activation
         self.gate_up = Stacked(experts, 2 * inter, hidden, dtype)
         self.down = Stacked(experts, hidden, inter, dtype)
-        self.packs = [(PackedWeight(), PackedWeight()) for _ in range(experts)]
         self.kernel = "native"  # the engine's choice, as Linear's
-        self.int8: list[tuple[Int8Weight, Int8Weight]] | None = None
 
     def forward(self, x: Tensor, ids: Tensor, weights: Tensor) -> Tensor:
         # x: [T, C]; ids, weights: [T, K] -> [T, C]
         if self.first is not None:
             return self._held(x, ids, weights)
-        if x.device.type == "cpu" and self.int8 is not None:
-            return run_grouped(x, ids, weights, self.num_experts, self._int8_expert)
-        if self.kept or (x.device.type == "cpu" and self.kernel != "torch"):
-            return run_grouped(x, ids, weights, self.num_experts, self._packed_expert)
-        w13, w2 = self.gate_up.weight, self.down.weight
-        return kernel_ops.fused_moe(x, w13, w2, ids, weights, self.activation)
+        if self.gate_up.forms[0].plain(x) and self.down.forms[0].plain(x):
+            w13, w2 = self.gate_up.weight, self.down.weight
+            return kernel_ops.fused_moe(x, w13, w2, ids, weights, self.activation)
+        return run_grouped(x, ids, weights, self.num_experts, self._expert)
 
     def _held(self, x: Tensor, ids: Tensor, weights: Tensor) -> Tensor:
         """The share of the output from the experts held here: pairs routed elsewhere
@@ -116,73 +117,51 @@ class Experts(nn.Module):
         local = ids - self.first  # [T, K]
         held = (local >= 0) & (local < n)
         local = torch.where(held, local, torch.full_like(local, n))
-        if x.device.type != "cpu":
-            run = self._plain_expert
-        elif self.int8 is not None:
-            run = self._int8_expert
-        else:
-            run = self._packed_expert if self.kernel != "torch" else self._plain_expert
 
         def expert(e: int, rows: Tensor) -> Tensor:
-            return rows.new_zeros(rows.shape) if e == n else run(e, rows)
+            return rows.new_zeros(rows.shape) if e == n else self._expert(e, rows)
 
         return run_grouped(x, local, weights, n + 1, expert)
 
-    def _plain_expert(self, e: int, rows: Tensor) -> Tensor:
-        # rows: [n, C] -> [n, C] with F.linear
-        h = F.linear(rows, self.gate_up.weight[e])
-        return F.linear(gate_and_mul(h, self.activation), self.down.weight[e])
+    def _expert(self, e: int, rows: Tensor) -> Tensor:
+        # rows: [n, C] -> [n, 2I] -> [n, I] -> [n, C] through expert e's weights
+        h = self.gate_up.forms[e].matmul(rows).to(rows.dtype)
+        return self.down.forms[e].matmul(gate_and_mul(h, self.activation)).to(rows.dtype)
 
     @property
     def kept(self) -> bool:
         """Whether some of the expert weights are kept in GGUF blocks."""
         return self.gate_up.quant is not None or self.down.quant is not None
 
-    def _packed_expert(self, e: int, rows: Tensor) -> Tensor:
-        # rows: [n, C] -> [n, 2I] -> [n, I] -> [n, C], on expert e's packed weights (or blocks)
-        up_pack, down_pack = self.packs[e]
-        h = self.gate_up.project(e, rows, up_pack, self.kernel)
-        return self.down.project(e, gate_and_mul(h, self.activation), down_pack, self.kernel)
-
-    def _int8_expert(self, e: int, rows: Tensor) -> Tensor:
-        assert self.int8 is not None
-        up, down = self.int8[e]
-        h = linear_int8(rows, up).to(rows.dtype)
-        return linear_int8(gate_and_mul(h, self.activation), down).to(rows.dtype)
+    @property
+    def int8(self) -> list[tuple[Int8Weight, Int8Weight]] | None:
+        """Each expert's int8 (gate_up, down), after :meth:`quantize` (for inspection)."""
+        pairs = list(zip(self.gate_up.forms, self.down.forms))
+        if not all(isinstance(f, Int8) for pair in pairs for f in pair):
+            return None
+        return [(up.weight, down.weight) for up, down in pairs]  # type: ignore[union-attr]
 
     def use_kernel(self, kernel: str) -> None:
         """Multiply the experts on ``kernel`` (one of ``LINEAR_KERNELS``) from now on."""
-        if check_kernel(kernel) != self.kernel:
-            self.kernel = kernel
-            for up, down in self.packs:
-                up.clear()
-                down.clear()
+        self.kernel = check_kernel(kernel)
+        for form in (*self.gate_up.forms, *self.down.forms):
+            form.use_kernel(kernel)
 
     def prepare(self) -> None:
-        if self.int8 is None:
-            for e, (up, down) in enumerate(self.packs):
-                for stacked, pack in ((self.gate_up, up), (self.down, down)):
-                    if stacked.quant is None:
-                        cpu_copy(stacked.weight[e], pack, self.kernel)
+        for form in (*self.gate_up.forms, *self.down.forms):
+            form.prepare()
 
     def quantize(self) -> int:
-        if self.kept:  # already in GGUF blocks
-            return 0
-        packed = [
-            (Int8Weight.pack(self.gate_up.weight[e]), Int8Weight.pack(self.down.weight[e]))
-            for e in range(self.num_experts)
-        ]
-        if any(up is None or down is None for up, down in packed):
-            return 0
-        self.int8 = packed  # type: ignore[assignment]
-        return 2 * self.num_experts
-
-    def _apply(self, fn: Any, recurse: bool = True) -> Experts:
-        for up, down in self.packs:  # .to() / .float(): packed again from the new weights
-            up.clear()
-            down.clear()
-        self.int8 = None
-        return super()._apply(fn, recurse)
+        """Every expert weight in int8; 0 (none) where one cannot be (GGUF blocks)."""
+        forms = []
+        for form in (*self.gate_up.forms, *self.down.forms):
+            int8 = form.quantized()
+            if int8 is None:
+                return 0
+            forms.append(int8)
+        e = self.num_experts
+        self.gate_up.forms, self.down.forms = forms[:e], forms[e:]
+        return 2 * e
 
 
 class SparseMoE(nn.Module):

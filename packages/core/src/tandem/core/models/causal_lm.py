@@ -16,19 +16,18 @@ from torch import Tensor, nn
 from tandem.core.layers.attention_backend import for_device, get_attention_backend
 from tandem.core.layers.attention_metadata import AttentionMetadata
 from tandem.core.layers.kernel_choice import KernelChoice, resolve_kernels
-from tandem.core.layers.linear import Linear, cpu_copy, packed_linear
+from tandem.core.layers.linear import Linear
 from tandem.core.layers.norm import RMSNorm
 from tandem.core.layers.parallel import collect_layouts, vocab_layout
 from tandem.core.layers.self_attention import KVCache
+from tandem.core.layers.weight_form import Dense, WeightForm
 from tandem.core.models.architectures import architecture, build_spec
 from tandem.core.models.decoder import DecoderModel
 from tandem.core.models.weights import drop_layers_from, load_named
 from tandem.core.parallel.group import TensorParallel
 from tandem.core.parallel.partition import check_tensor_parallel
 from tandem.kernels.backends import AttentionBackend
-from tandem.kernels.ops.gguf_linear import linear_gguf
 from tandem.kernels.ops.linear import PackedWeight
-from tandem.kernels.ops.linear_int8 import Int8Weight, linear_int8
 
 
 class CausalLM(nn.Module):
@@ -56,8 +55,8 @@ class CausalLM(nn.Module):
                 layout, rows = vocab_layout(spec.vocab_size, spec.hidden_size, tp)
                 self.tp_layouts = {"lm_head.weight": layout}
             self.lm_head = Linear(spec.hidden_size, rows, bias=False, dtype=dtype)
-        self._tied_pack = PackedWeight()  # the embedding's packed copy, for tied logits
-        self._tied_int8: Int8Weight | None = None  # its int8 copy, after quantize("int8")
+        # the embedding's int8 copy, after quantize("int8"): tied logits multiply by it
+        self._tied_int8: WeightForm | None = None
         # what runs the ops (use_kernels); a model run without an engine takes the
         # defaults at its first step
         self.kernels: KernelChoice | None = None
@@ -95,16 +94,10 @@ class CausalLM(nn.Module):
             raise ValueError(
                 f"hidden must have shape [N, {self.spec.hidden_size}], got {list(hidden.shape)}"
             )
-        embed = self.model.embed_tokens
         if self.lm_head is not None:
             logits = self.lm_head(hidden).float()
-        elif embed.quant is not None:  # tied to a table kept in its GGUF blocks
-            logits = linear_gguf(hidden, embed.quant)
-        elif self._tied_int8 is not None and hidden.device.type == "cpu":
-            logits = linear_int8(hidden, self._tied_int8)
         else:
-            tied = self._tied_pack
-            logits = packed_linear(hidden, embed.weight, None, tied, self._kernel).float()
+            logits = self.tied_head.matmul(hidden).float()
         spec = self.spec
         if self.tp is not None:  # [N, V / ranks] -> [N, V]
             logits = self.tp.gather_columns(logits, spec.vocab_size)
@@ -122,9 +115,8 @@ class CausalLM(nn.Module):
             if hasattr(module, "prepare") and module is not self:
                 module.prepare()
         self.model.decode_stack.drop()
-        tied_float = self.model.embed_tokens.quant is None and self._tied_int8 is None
-        if self.lm_head is None and tied_float:
-            cpu_copy(self.model.embed_tokens.weight, self._tied_pack, self._kernel)
+        if self.lm_head is None:
+            self.tied_head.prepare()
 
     def quantize(self, method: str) -> int:
         """Switch the MLP projections (experts included), the attention output projection
@@ -142,8 +134,8 @@ class CausalLM(nn.Module):
             raise ValueError("quantization='int8' needs torch._int_mm (torch >= 2.2 on the CPU)")
         if self.lm_head is not None:
             done += self.lm_head.quantize()
-        elif self.model.embed_tokens.quant is None:
-            self._tied_int8 = Int8Weight.pack(self.model.embed_tokens.weight)
+        else:  # none for a table kept in GGUF blocks
+            self._tied_int8 = self.model.embed_tokens.form.quantized()
             done += self._tied_int8 is not None
         return done
 
@@ -175,8 +167,17 @@ class CausalLM(nn.Module):
         return None if self.kernels is None else self.kernels.attention
 
     @property
-    def _kernel(self) -> str:
-        return "native" if self.kernels is None else self.kernels.linear
+    def tied_head(self) -> WeightForm:
+        """The weight tied logits multiply by: the embedding's table in its own form, or
+        its int8 copy after :meth:`quantize`."""
+        tied = self._tied_int8
+        return self.model.embed_tokens.form if tied is None else tied
+
+    @property
+    def _tied_pack(self) -> PackedWeight | None:
+        """The tied float table's packed copy (for inspection)."""
+        form = self.model.embed_tokens.form
+        return form.pack if isinstance(form, Dense) else None
 
     def use_kernels(self, kernels: KernelChoice) -> None:
         """Run on ``kernels`` from now on: the attention backend of every layer, the
@@ -187,7 +188,6 @@ class CausalLM(nn.Module):
         for module in self.modules():
             if module is not self and hasattr(module, "use_kernel"):
                 module.use_kernel(kernels.linear)
-        self._tied_pack.clear()
         self.model.use_decode_stack = kernels.decode_stack == "c"
         self.model.decode_stack.drop()
 

@@ -23,14 +23,12 @@ import torch
 from torch import Tensor
 
 from tandem.core.layers.attention_metadata import AttentionMetadata
-from tandem.core.layers.linear import Linear, cpu_copy
+from tandem.core.layers.linear import Linear
 from tandem.core.layers.mlp import MLP_ROWS, GatedMLP
 from tandem.core.layers.self_attention import KVCache, SelfAttention
 from tandem.kernels import ops
 from tandem.kernels.decode_inputs import DecodeStep
-from tandem.kernels.gguf_blocks import QuantStack, QuantWeight
 from tandem.kernels.native import decode_stack as native
-from tandem.kernels.native.linear_f32 import PackedF32
 from tandem.kernels.native.linear_gguf import supports
 from tandem.kernels.ops.decode_step import check_rope_decode
 
@@ -38,33 +36,12 @@ FEW_TOKENS = 256  # the longest step of prefills the C stack takes (its scratch 
 
 
 def _lin(layer: Linear, keep: list[Tensor]) -> native.LinSpec | None:
-    """The table entry of one linear layer, or None where the C driver cannot run it."""
-    if type(layer) is not Linear or layer.int8 is not None:
+    """The table entry of one linear layer (its weight form's), or None where the C
+    driver cannot run it."""
+    if type(layer) is not Linear:
         return None
-    bias = layer.bias
-    if bias is not None:
-        if bias.dtype != torch.float32 or not bias.is_contiguous() or not bias.is_cpu:
-            return None
-        keep.append(bias)
-    quant = layer.quant
-    if quant is not None:
-        parts = quant.parts if type(quant) is QuantStack else (quant,)
-        if len(parts) > native.MAX_PARTS or not all(type(p) is QuantWeight for p in parts):
-            return None
-        if not all(p.data.is_cpu and p.data.is_contiguous() for p in parts):
-            return None
-        if not all(supports(p.qtype) for p in parts):  # a format C has no kernel for
-            return None
-        keep.extend(p.data for p in parts)
-        qtypes, rows = tuple(p.qtype for p in parts), tuple(p.n for p in parts)
-        return native.LinSpec(
-            native.GGUF, tuple(p.data for p in parts), qtypes, rows, bias, quant.n, quant.k
-        )
-    packed = cpu_copy(layer.weight, layer.pack, layer.kernel)
-    if not isinstance(packed, PackedF32) or layer.weight.dtype != torch.float32:
-        return None
-    keep.append(packed.panels)
-    return native.LinSpec(native.F32, (packed.panels,), (0,), (packed.n,), bias, packed.n, packed.k)
+    entry = layer.form.c_entry(layer.bias, keep, supports)
+    return None if isinstance(entry, str) else entry
 
 
 class DecodeStack:

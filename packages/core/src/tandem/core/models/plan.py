@@ -109,22 +109,14 @@ def weight_forms(model: Any) -> list[str]:
     """The form of each matrix the model multiplies by or looks up."""
     from tandem.core.layers.embedding import Embedding
     from tandem.core.layers.linear import Linear
-    from tandem.core.layers.moe import Experts
+    from tandem.core.layers.moe import Stacked
 
     forms: list[str] = []
     for module in model.modules():
-        if isinstance(module, Linear):
-            forms.append(module.form)
-        elif isinstance(module, Experts):
-            for stacked in (module.gate_up, module.down):
-                if stacked.quant is not None:
-                    forms += [f"gguf {q.name}" for q in stacked.quant]
-                elif module.int8 is not None:
-                    forms += ["int8"] * module.num_experts
-                else:
-                    forms += [_dtype(stacked.weight)] * module.num_experts
-        elif isinstance(module, Embedding):
-            forms.append(f"gguf {module.quant.name}" if module.quant else _dtype(module.weight))
+        if isinstance(module, (Linear, Embedding)):
+            forms.append(module.form.name)
+        elif isinstance(module, Stacked):  # one weight per expert
+            forms += [form.name for form in module.forms]
     return forms
 
 
@@ -183,7 +175,3 @@ def runs(programs: tuple[str, ...]) -> list[tuple[int, int, str]]:
         else:
             out.append((i, i, program))
     return out
-
-
-def _dtype(weight: Any) -> str:
-    return str(weight.dtype).removeprefix("torch.")
