@@ -7,6 +7,7 @@ import pickle
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +196,30 @@ def test_a_missing_gguf_file_starts_no_child(
     with pytest.raises(ValueError, match="does not exist"):
         LLMEngine.from_engine_args(EngineArgs(model=str(tmp_path / "nope.gguf"), device="cpu"))
     assert launched == []
+
+
+def test_front_resolves_its_config_without_torch(
+    tiny_model: Path, fresh_python: Callable[[str], None]
+) -> None:
+    """The front process (``LLM(...)``, ``tandem serve``) never runs the model: it
+    resolves its config to names and starts the core without importing torch (200+ MiB
+    of resident memory); the core turns the names into torch's objects. The front's
+    tokenizer (transformers' AutoTokenizer, whose config machinery imports torch) is
+    what still imports it, so the check is made as the tokenizer is loaded."""
+    code = (
+        "import sys\n"
+        "from tandem.core.config import EngineArgs\n"
+        "import tandem.v1.frontend.engine as front\n"
+        "seen = []\n"
+        "real = front.load_tokenizer\n"
+        "def load(path):\n"
+        "    seen.append('torch' in sys.modules)\n"
+        "    return real(path)\n"
+        "front.load_tokenizer = load\n"
+        f"args = EngineArgs(model={str(tiny_model)!r}, device='cpu', max_model_len=64)\n"
+        "with front.LLMEngine.from_engine_args(args) as engine:\n"
+        "    assert seen == [False], 'torch was imported before the tokenizer'\n"
+        "    assert (engine.config.device, engine.config.dtype) == ('cpu', 'float32')\n"
+        "    assert engine.client.num_kv_blocks > 0\n"
+    )
+    fresh_python(code)
