@@ -44,7 +44,7 @@ def cuda_available() -> bool:
     """Whether torch finds a CUDA device. Without torch imported and without any GPU
     device file it is False without asking torch: the v1 front then decides its
     device without importing torch (200+ MiB) beside the core that runs the model."""
-    if "torch" not in sys.modules and not any(map(os.path.exists, GPU_DEVICE_FILES)):
+    if sys.modules.get("torch") is None and not any(map(os.path.exists, GPU_DEVICE_FILES)):
         return False
     import torch
 
