@@ -7,6 +7,7 @@ import pickle
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -175,9 +176,9 @@ def test_a_gguf_file_starts_the_children_before_its_config(
     seen: list[list[str]] = []
     real = EngineArgs.create_config
 
-    def create_config(self: EngineArgs) -> Any:
+    def create_config(self: EngineArgs, names: bool = False) -> Any:
         seen.append(list(launched))
-        return real(self)
+        return real(self, names=names)
 
     monkeypatch.setattr(EngineArgs, "create_config", create_config)
     bad = tmp_path / "model.gguf"
@@ -195,3 +196,32 @@ def test_a_missing_gguf_file_starts_no_child(
     with pytest.raises(ValueError, match="does not exist"):
         LLMEngine.from_engine_args(EngineArgs(model=str(tmp_path / "nope.gguf"), device="cpu"))
     assert launched == []
+
+
+def test_front_resolves_its_config_without_torch(
+    tiny_model: Path, fresh_python: Callable[[str], None]
+) -> None:
+    """The front process (``LLM(...)``, ``tandem serve``) never runs the model: it
+    resolves its config to names and starts the core without importing torch (200+ MiB
+    of resident memory); the core turns the names into torch's objects. The front's
+    tokenizer (transformers' AutoTokenizer, whose config machinery imports torch) is
+    what still imports it, so the check is made as the tokenizer is loaded."""
+    code = (
+        "import sys, traceback\n"
+        "from tandem.core.config import EngineArgs\n"
+        "from tandem.v1 import LLMEngine\n"
+        "where = []\n"
+        "class Watch:\n"  # the stack of torch's first import, if any
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch' and not where:\n"
+        "            where.append([f.name for f in traceback.extract_stack()])\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Watch())\n"
+        f"args = EngineArgs(model={str(tiny_model)!r}, device='cpu', max_model_len=64)\n"
+        "with LLMEngine.from_engine_args(args) as engine:\n"
+        "    sys.meta_path.remove(sys.meta_path[0])\n"
+        "    assert all('load_tokenizer' in stack for stack in where), where\n"
+        "    assert (engine.config.device, engine.config.dtype) == ('cpu', 'float32')\n"
+        "    assert engine.client.num_kv_blocks > 0\n"
+    )
+    fresh_python(code)
