@@ -198,30 +198,32 @@ def test_a_missing_gguf_file_starts_no_child(
     assert launched == []
 
 
-def test_front_resolves_its_config_without_torch(
+def test_front_and_detokenizer_never_import_torch(
     tiny_model: Path, fresh_python: Callable[[str], None]
 ) -> None:
-    """The front process (``LLM(...)``, ``tandem serve``) never runs the model: it
-    resolves its config to names and starts the core without importing torch (200+ MiB
-    of resident memory); the core turns the names into torch's objects. The front's
-    tokenizer (transformers' AutoTokenizer, whose config machinery imports torch) is
-    what still imports it, so the check is made as the tokenizer is loaded."""
+    """The front process (``LLM(...)``, ``tandem serve``) and the detokenizer never run
+    the model: the front resolves its config to names and loads its tokenizer without
+    AutoTokenizer (whose config machinery imports torch: 200+ MiB resident), and a
+    request's whole way (chat template, prompt, streamed text) leaves torch unimported
+    there and unmapped in the detokenizer; the core, which runs the model, maps it (so
+    the check of the maps can see it)."""
     code = (
-        "import sys, traceback\n"
-        "from tandem.core.config import EngineArgs\n"
-        "from tandem.v1 import LLMEngine\n"
-        "where = []\n"
-        "class Watch:\n"  # the stack of torch's first import, if any
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'torch' and not where:\n"
-        "            where.append([f.name for f in traceback.extract_stack()])\n"
-        "        return None\n"
-        "sys.meta_path.insert(0, Watch())\n"
-        f"args = EngineArgs(model={str(tiny_model)!r}, device='cpu', max_model_len=64)\n"
-        "with LLMEngine.from_engine_args(args) as engine:\n"
-        "    sys.meta_path.remove(sys.meta_path[0])\n"
-        "    assert all('load_tokenizer' in stack for stack in where), where\n"
-        "    assert (engine.config.device, engine.config.dtype) == ('cpu', 'float32')\n"
-        "    assert engine.client.num_kv_blocks > 0\n"
+        "import sys\n"
+        "from tandem.core import LLM, SamplingParams\n"
+        "def torch_mapped(pid):\n"
+        "    with open(f'/proc/{pid}/maps') as maps:\n"
+        "        return any('libtorch' in line for line in maps)\n"
+        f"llm = LLM(model={str(tiny_model)!r}, engine='v1', device='cpu', max_model_len=64)\n"
+        "try:\n"
+        "    params = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)\n"
+        "    llm.chat([{'role': 'user', 'content': 'Hi'}], params, use_tqdm=False)\n"
+        "    assert len(list(llm.stream('Hello', params))) > 1\n"
+        "    assert (llm.config.device, llm.config.dtype) == ('cpu', 'float32')\n"
+        "    assert 'torch' not in sys.modules, 'the front imported torch'\n"
+        "    pids = llm.engine.client.pids\n"
+        "    assert torch_mapped(pids['core'])\n"
+        "    assert not torch_mapped(pids['detokenizer']), 'the detokenizer imported torch'\n"
+        "finally:\n"
+        "    llm.shutdown()\n"
     )
     fresh_python(code)
