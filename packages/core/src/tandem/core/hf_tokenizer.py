@@ -100,7 +100,7 @@ def model_config_stand_in(root: Path) -> Any:
     and loading it imports transformers' config machinery: 1.4 s of start-up, torch's
     distributed package included. Where tokenizer_config.json names its class and no
     remote code, a bare config with config.json's ``model_type`` and the directory as its
-    name leads AutoTokenizer to the same class (``tests/core/test_tokenizer.py`` holds
+    name leads AutoTokenizer to the same class (``tests/core/test_hf_tokenizer.py`` holds
     it). None elsewhere: AutoTokenizer then reads the config itself.
     """
     tok_config, model_config = _json(root / "tokenizer_config.json"), _json(root / "config.json")

@@ -4,7 +4,9 @@ Decoding never applies ``clean_up_tokenization_spaces``: that post-pass rewrites
 across token boundaries (" ." -> "."), which would make decoding a sequence differ from
 joining the decodes of its parts, and streaming relies on that equality. The light
 decoder of another process (:class:`TextDecoder`) lives in :mod:`tandem.core.text_decoder`
-and is imported from here as well.
+and is imported from here as well. The transformers tokenizer itself is chosen and built
+by :mod:`tandem.core.hf_tokenizer`, without importing torch where it can (the v1 engine's
+front process loads a tokenizer but never runs the model).
 """
 
 from __future__ import annotations
