@@ -95,6 +95,7 @@ def test_class_is_autotokenizers(
     _same(load_hf_tokenizer(root), want)
 
 
+@pytest.mark.slow
 def test_gguf_tokenizer_is_autotokenizers(smollm2_gguf: Path) -> None:
     """The directory made from a GGUF file's vocabulary (no config.json)."""
     from tandem.core.gguf.tokenizer import tokenizer_dir
