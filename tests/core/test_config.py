@@ -4,10 +4,12 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
+from tandem.core.config.device import dtype_name
 from tandem.core.config.engine_args import (
     SUPPORTED_ARCHITECTURES,
     CacheConfig,
@@ -291,3 +293,65 @@ def test_reading_the_windows_does_not_import_torch(fresh_python) -> None:
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     fresh_python(code)
+
+
+def test_config_made_with_names_does_not_import_torch(
+    model_dir: ModelDirFactory, fresh_python: Callable[[str], None]
+) -> None:
+    """The v1 front resolves its config to names (``cpu``, ``float32``): its process
+    never runs the model, and torch (200+ MiB) stays in the core process."""
+    code = (
+        "import sys\n"
+        "from tandem.core.config.engine_args import EngineArgs\n"
+        f"cfg = EngineArgs(model={str(model_dir())!r}, device='cpu').create_config(names=True)\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "assert (cfg.device, cfg.dtype, cfg.model.dtype) == ('cpu', 'float32', 'float32')\n"
+        "assert cfg.device_type == 'cpu' and cfg.kv_bytes_per_block == 2 * 2 * 2 * 16 * 16 * 4\n"
+        "cfg.with_torch()\n"
+        "import torch\n"
+        "assert (cfg.device, cfg.dtype) == (torch.device('cpu'), torch.float32)\n"
+        "assert cfg.model.dtype is torch.float32\n"
+    )
+    fresh_python(code)
+
+
+@pytest.mark.parametrize("dtype", ["auto", "float16", "bfloat16"])
+def test_config_with_names_becomes_the_torch_config(model_dir: ModelDirFactory, dtype: str) -> None:
+    args = EngineArgs(model=str(model_dir()), device="cpu", dtype=dtype)
+    named, made = args.create_config(names=True), args.create_config()
+    assert isinstance(named.dtype, str) and isinstance(named.device, str)
+    assert named.kv_bytes_per_block == made.kv_bytes_per_block
+    assert named.with_torch() == made
+    assert made.with_torch() == made  # already torch's: kept
+
+
+def test_dtype_names_resolve_as_the_torch_dtypes() -> None:
+    class Cfg:
+        dtype = "torch.bfloat16"
+
+    assert dtype_name("auto", "cuda", Cfg()) == "bfloat16"
+    Cfg.dtype = torch.float16
+    assert dtype_name("auto", "cuda", Cfg()) == "float16"
+    Cfg.dtype = "float32"  # float32 checkpoints run in float16 on CUDA
+    assert dtype_name("auto", "cuda", Cfg()) == "float16"
+    assert dtype_name("auto", "cpu", Cfg()) == "float32"
+    assert dtype_name(torch.bfloat16, "cpu", Cfg()) == "bfloat16"
+    with pytest.raises(ValueError, match="dtype must be one of auto, float32, float16, bfloat16"):
+        dtype_name("float64", "cpu", Cfg())
+
+
+def test_no_gpu_device_file_means_no_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without torch imported and without a GPU's device file, CUDA is known absent;
+    with one, torch is asked."""
+    import tandem.core.config.device as device
+
+    monkeypatch.setattr(device, "sys", SimpleNamespace(modules={}))  # as if torch were not in
+    monkeypatch.setattr(device, "GPU_DEVICE_FILES", ("/nonexistent/nvidia0",))
+    assert device.cuda_available() is False
+    assert device.device_name("auto") == "cpu"
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        device.device_name("cuda")
+    monkeypatch.setattr(device, "GPU_DEVICE_FILES", (__file__,))  # a "device" that exists
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert device.cuda_available() is True  # torch was asked
+    assert device.device_name("auto") == "cuda"

@@ -201,8 +201,8 @@ def _same_tokenizer(got: Tokenizer, want: Any) -> None:
 def test_load_tokenizer_picks_what_autotokenizer_picks(
     tmp_path: Path, tokenizer_dir: Path, model_type: str, tokenizer_class: str
 ) -> None:
-    """Handed a stand-in for the model config, AutoTokenizer takes the class (and gives
-    the ids) it gives when it reads config.json itself."""
+    """load_tokenizer takes the class (and gives the ids) AutoTokenizer gives when it
+    reads config.json itself."""
     root = tmp_path / "tok"
     shutil.copytree(tokenizer_dir, root)
     config = json.loads((root / "tokenizer_config.json").read_text())

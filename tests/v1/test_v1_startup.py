@@ -7,6 +7,7 @@ import pickle
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -175,9 +176,9 @@ def test_a_gguf_file_starts_the_children_before_its_config(
     seen: list[list[str]] = []
     real = EngineArgs.create_config
 
-    def create_config(self: EngineArgs) -> Any:
+    def create_config(self: EngineArgs, names: bool = False) -> Any:
         seen.append(list(launched))
-        return real(self)
+        return real(self, names=names)
 
     monkeypatch.setattr(EngineArgs, "create_config", create_config)
     bad = tmp_path / "model.gguf"
@@ -195,3 +196,34 @@ def test_a_missing_gguf_file_starts_no_child(
     with pytest.raises(ValueError, match="does not exist"):
         LLMEngine.from_engine_args(EngineArgs(model=str(tmp_path / "nope.gguf"), device="cpu"))
     assert launched == []
+
+
+def test_front_and_detokenizer_never_import_torch(
+    tiny_model: Path, fresh_python: Callable[[str], None]
+) -> None:
+    """The front process (``LLM(...)``, ``tandem serve``) and the detokenizer never run
+    the model: the front resolves its config to names and loads its tokenizer without
+    AutoTokenizer (whose config machinery imports torch: 200+ MiB resident), and a
+    request's whole way (chat template, prompt, streamed text) leaves torch unimported
+    there and unmapped in the detokenizer; the core, which runs the model, maps it (so
+    the check of the maps can see it)."""
+    code = (
+        "import sys\n"
+        "from tandem.core import LLM, SamplingParams\n"
+        "def torch_mapped(pid):\n"
+        "    with open(f'/proc/{pid}/maps') as maps:\n"
+        "        return any('libtorch' in line for line in maps)\n"
+        f"llm = LLM(model={str(tiny_model)!r}, engine='v1', device='cpu', max_model_len=64)\n"
+        "try:\n"
+        "    params = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)\n"
+        "    llm.chat([{'role': 'user', 'content': 'Hi'}], params, use_tqdm=False)\n"
+        "    assert len(list(llm.stream('Hello', params))) > 1\n"
+        "    assert (llm.config.device, llm.config.dtype) == ('cpu', 'float32')\n"
+        "    assert 'torch' not in sys.modules, 'the front imported torch'\n"
+        "    pids = llm.engine.client.pids\n"
+        "    assert torch_mapped(pids['core'])\n"
+        "    assert not torch_mapped(pids['detokenizer']), 'the detokenizer imported torch'\n"
+        "finally:\n"
+        "    llm.shutdown()\n"
+    )
+    fresh_python(code)

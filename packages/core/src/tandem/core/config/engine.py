@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tandem.core.config.device import device_type, itemsize
 from tandem.core.config.parallel import ParallelConfig
 from tandem.core.layers.kernel_choice import KernelChoice
 
@@ -33,6 +34,8 @@ class EngineConfig:
     model: ModelConfig
     cache: CacheConfig
     scheduler: SchedulerConfig
+    # torch's objects, or their names ("cpu", "float32") in a config made with names
+    # (``EngineArgs.create_config(names=True)``: the v1 front's, without torch)
     device: torch.device
     dtype: torch.dtype
     seed: int
@@ -46,13 +49,31 @@ class EngineConfig:
     # what the model runs, op by op: made by the process that loads it (see models/plan.py)
     plan: ExecutionPlan | None = None
 
+    @property
+    def device_type(self) -> str:
+        """``cpu`` or ``cuda``, whether ``device`` is a torch.device or a name."""
+        return device_type(self.device)
+
+    def with_torch(self) -> EngineConfig:
+        """This config with torch's device and dtypes where it holds their names (in
+        place; returned for chaining): what a process that runs the model needs."""
+        import torch
+
+        from tandem.core.config.device import torch_dtype
+
+        if isinstance(self.device, str):
+            self.device = torch.device(self.device)
+        self.dtype = torch_dtype(self.dtype)
+        self.model.dtype = torch_dtype(self.model.dtype)
+        return self
+
     def configure_process(self) -> None:
         """Process-wide settings of the process that runs the model: torch's CPU threads
         and, for a CPU model, glibc's heap thresholds (:mod:`tandem.core.heap`)."""
         import torch
 
         torch.set_num_threads(self.thread_count())
-        if self.device.type == "cpu":
+        if self.device_type == "cpu":
             from tandem.core.heap import keep_activations_in_heap
 
             keep_activations_in_heap()
@@ -81,7 +102,7 @@ class EngineConfig:
     def kv_sharers(self) -> int:
         """Processes whose KV caches share one memory: every rank of every replica on
         the CPU; on CUDA (one device per tensor-parallel rank) the replicas."""
-        if self.device.type == "cuda":
+        if self.device_type == "cuda":
             return self.parallel.data_parallel_size
         return self.parallel.processes
 
@@ -129,10 +150,7 @@ class EngineConfig:
     @property
     def kv_bytes_per_block(self) -> int:
         """Bytes of one KV block over all layers (K and V) at the model's dtype, in one
-        rank's cache."""
-        from tandem.core.kv.cache import kv_cache_bytes_per_block
-
+        rank's cache (as ``kv_cache.kv_cache_bytes_per_block`` counts, without torch)."""
         m = self.model
-        return kv_cache_bytes_per_block(
-            m.num_layers, self.kv_heads_per_rank, m.head_dim, self.cache.block_size, self.dtype
-        )
+        per_layer = self.kv_heads_per_rank * m.head_dim * self.cache.block_size
+        return 2 * m.num_layers * per_layer * itemsize(self.dtype)

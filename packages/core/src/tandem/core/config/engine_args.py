@@ -184,10 +184,11 @@ class EngineArgs:
 
     def _quantization(self, model: Any) -> str | None:
         """``quantization``, or "gguf" (as stored) for a .gguf file read in float32."""
-        import torch
+        from tandem.core.config.device import dtype_of
 
+        dtype = dtype_of(model.dtype)
         if self.quantization is None:
-            gguf = model.gguf is not None and model.dtype == torch.float32
+            gguf = model.gguf is not None and dtype == "float32"
             return "gguf" if gguf else None
         if self.quantization == "gguf":
             if model.gguf is None:
@@ -195,17 +196,19 @@ class EngineArgs:
                     "quantization='gguf' needs a model read from a .gguf file, got "
                     f"{os.fspath(self.model)!r}"
                 )
-            if model.dtype != torch.float32:
-                raise ValueError(f"quantization='gguf' runs with dtype float32, got {model.dtype}")
+            if dtype != "float32":
+                raise ValueError(f"quantization='gguf' runs with dtype float32, got {dtype}")
         return self.quantization
 
-    def create_config(self) -> EngineConfig:
-        import torch
-
-        from tandem.core.config.device import resolve_device
+    def create_config(self, names: bool = False) -> EngineConfig:
+        """The resolved config, with torch's device and dtypes; with ``names`` their
+        names instead (``cpu``, ``float32``), made without importing torch where no GPU
+        can be there (:func:`tandem.core.config.device.cuda_available`): the v1 front's, whose
+        core process calls ``EngineConfig.with_torch``."""
+        from tandem.core.config.device import device_name
         from tandem.core.config.model import SUPPORTED_ARCHITECTURES, load_model_config
 
-        device = resolve_device(self.device)
+        device = device_name(self.device)
         model = load_model_config(
             self.model,
             tokenizer=self.tokenizer,
@@ -213,6 +216,7 @@ class EngineArgs:
             device=device,
             max_model_len=self.max_model_len,
             supported=SUPPORTED_ARCHITECTURES,
+            names=True,
         )
         max_len = model.max_model_len
         batched = self.max_num_batched_tokens
@@ -268,16 +272,16 @@ class EngineArgs:
         )
         if self.tensor_parallel_size > 1:
             check_splits(config.parallel, config.model.spec, config.device)
-        if self.quantization == "int8" and (device.type != "cpu" or model.dtype != torch.float32):
+        if self.quantization == "int8" and (device != "cpu" or model.dtype != "float32"):
             raise ValueError(
                 "quantization='int8' runs on the CPU with dtype float32, "
-                f"got device={device.type!r} dtype={model.dtype}"
+                f"got device={device!r} dtype={model.dtype}"
             )
         if not cache.needs_memory:
             # a count or byte budget too small for one sequence (of the max_model_len
             # given, or of one block) fails here, not in the engine's child
             replace(cache).resolve_num_blocks(config.kv_bytes_per_block)
-        return config
+        return config if names else config.with_torch()
 
     def fraction(self) -> float:
         """``kv_cache_memory_fraction``, or its default."""

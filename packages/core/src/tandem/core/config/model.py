@@ -11,14 +11,15 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from tandem.core.config.device import resolve_device, resolve_dtype
+from tandem.core.config.device import device_name, dtype_name, torch_dtype
 from tandem.core.config.hf import DEFAULTS, load_hf_config, read_hf_config
 from tandem.core.gguf.checkpoint import is_gguf
 from tandem.core.spec.model import ModelSpec
+
+if TYPE_CHECKING:
+    import torch
 
 # every architecture tandem.core.models implements (tests/models holds the two lists equal)
 SUPPORTED_ARCHITECTURES = tuple(DEFAULTS)
@@ -30,7 +31,7 @@ class ModelConfig:
     path: Path
     hf_config: Any  # config.json as a namespace (tandem.core.config.hf)
     architecture: str
-    dtype: torch.dtype
+    dtype: torch.dtype  # or its name, in a config made with names (load_model_config)
     max_model_len: int
     weight_files: list[Path]
     tokenizer: Path
@@ -147,13 +148,15 @@ def load_model_config(
     model: str | os.PathLike[str],
     tokenizer: str | os.PathLike[str] | None = None,
     dtype: str | torch.dtype = "auto",
-    device: torch.device | None = None,
+    device: torch.device | str | None = None,
     max_model_len: int | None = None,
     supported: tuple[str, ...] = SUPPORTED_ARCHITECTURES,
+    names: bool = False,
 ) -> ModelConfig:
     """Read and check a local Hugging Face model directory, or a ``.gguf`` file (its
     metadata as the config, its tokenizer, its tensors read in place at load:
-    :mod:`tandem.core.gguf`)."""
+    :mod:`tandem.core.gguf`). With ``names`` its dtype stays a name (``float32``) and
+    torch is not imported."""
     root = Path(model).expanduser()
     if is_gguf(root):
         root = root.resolve()  # a child process must find it from any directory
@@ -184,12 +187,13 @@ def load_model_config(
         tok = tokenizer_dir(root)
     if not tok.is_dir():
         raise ValueError(f"tokenizer must be an existing directory, got {tok}")
-    device = device if device is not None else resolve_device("auto")
+    device = device if device is not None else device_name("auto")
+    chosen = dtype_name(dtype, device, hf_config)
     return ModelConfig(
         path=root,
         hf_config=hf_config,
         architecture=arch,
-        dtype=resolve_dtype(dtype, device, hf_config),
+        dtype=chosen if names else torch_dtype(chosen),
         max_model_len=max_model_len,
         weight_files=weights,
         tokenizer=tok,

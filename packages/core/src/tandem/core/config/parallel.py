@@ -44,16 +44,19 @@ class ParallelConfig:
         return self.tensor_parallel_size * self.data_parallel_size
 
 
-def check_splits(parallel: ParallelConfig, spec: ModelSpec, device: torch.device) -> None:
+def check_splits(parallel: ParallelConfig, spec: ModelSpec, device: torch.device | str) -> None:
     """The model (its spec) splits over the ranks and the devices are there, before any
     process starts: a ValueError naming the field otherwise."""
-    import torch
-
+    from tandem.core.config.device import device_type
     from tandem.core.parallel.partition import check_tensor_parallel
 
     size = parallel.tensor_parallel_size
     check_tensor_parallel(spec, size)
-    if device.type == "cuda" and torch.cuda.device_count() < size:
+    if device_type(device) != "cuda":
+        return
+    import torch
+
+    if torch.cuda.device_count() < size:
         raise ValueError(
             f"tensor_parallel_size={size} needs {size} CUDA devices, "
             f"found {torch.cuda.device_count()}"

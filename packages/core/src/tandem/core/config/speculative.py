@@ -172,7 +172,7 @@ def check_target(spec: SpeculativeConfig | None, target: Any) -> SpeculativeConf
 
     try:
         path = resolve_model(spec.model)
-        draft = load_model_config(path)
+        draft = load_model_config(path, names=True)  # its vocabulary, without torch
     except (OSError, ValueError) as exc:
         raise RequestError(
             "speculative_config.model", f"speculative_config.model {spec.model!r}: {exc}"

@@ -4,12 +4,13 @@ Decoding never applies ``clean_up_tokenization_spaces``: that post-pass rewrites
 across token boundaries (" ." -> "."), which would make decoding a sequence differ from
 joining the decodes of its parts, and streaming relies on that equality. The light
 decoder of another process (:class:`TextDecoder`) lives in :mod:`tandem.core.text.decoder`
-and is imported from here as well.
+and is imported from here as well. The transformers tokenizer itself is chosen and built
+by :mod:`tandem.core.text.hf_tokenizer`, without importing torch where it can (the v1 engine's
+front process loads a tokenizer but never runs the model).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -176,47 +177,10 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
         raise ValueError(
             f"no tokenizer found in {root}: expected one of {', '.join(TOKENIZER_FILES)}"
         )
-    from transformers import AutoTokenizer
+    from tandem.core.text.hf_tokenizer import load_hf_tokenizer
 
-    kwargs: dict[str, Any] = {"local_files_only": True}
-    stand_in = _model_config_stand_in(root)
-    if stand_in is not None:
-        kwargs["config"] = stand_in
     try:
-        hf = AutoTokenizer.from_pretrained(str(root), **kwargs)
+        hf = load_hf_tokenizer(root)
     except Exception as exc:  # transformers raises many kinds; keep the cause attached
         raise ValueError(f"could not load the tokenizer in {root}: {exc}") from exc
     return Tokenizer(hf, path=root)
-
-
-def _model_config_stand_in(root: Path) -> Any:
-    """What AutoTokenizer needs of the model's config, where it can be had without it.
-
-    AutoTokenizer reads the model's config.json through AutoConfig only for its
-    ``model_type`` (and, when tokenizer_config.json names no class, its config class),
-    and loading it imports transformers' config machinery: 1.4 s of start-up, torch's
-    distributed package included. Where tokenizer_config.json names its class and no
-    remote code, a bare config with config.json's ``model_type`` and the directory as its
-    name leads AutoTokenizer to the same class (``tests/core/test_tokenizer.py`` holds
-    it). None elsewhere: AutoTokenizer then reads the config itself.
-    """
-    tok_config, model_config = _json(root / "tokenizer_config.json"), _json(root / "config.json")
-    if tok_config is None or model_config is None or "auto_map" in tok_config:
-        return None
-    model_type = model_config.get("model_type")
-    if not isinstance(tok_config.get("tokenizer_class"), str) or not isinstance(model_type, str):
-        return None
-    from transformers import PretrainedConfig
-
-    config = PretrainedConfig()
-    config.model_type = model_type
-    config.name_or_path = str(root)
-    return config
-
-
-def _json(path: Path) -> dict[str, Any] | None:
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return raw if isinstance(raw, dict) else None

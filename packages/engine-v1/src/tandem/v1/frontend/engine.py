@@ -94,7 +94,9 @@ class LLMEngine:
             return cls(engine_args.create_config(), multiprocess=multiprocess)
         client = _new_client(engine_args.data_parallel_size)
         try:
-            config = engine_args.create_config()
+            # names, not torch's objects: this process never runs the model, and need
+            # not import torch (the core process turns them into torch's)
+            config = engine_args.create_config(names=True)
         except BaseException:
             client.shutdown()
             raise

@@ -23,6 +23,7 @@ T = TypeVar("T")
 
 class InprocClient:
     def __init__(self, config: EngineConfig, tokenizer: Tokenizer) -> None:
+        config.with_torch()  # a config made with names runs here too
         try:
             self.runner = runner = make_executor(config)
         except RankLost as exc:

@@ -55,7 +55,7 @@ class _Core:
         payload = read_payload(sys.stdin.buffer)
         if payload is None:  # the client gave up before sending the config
             return None
-        config = payload["config"]
+        config = payload["config"].with_torch()  # the client's may hold names
         self.executor = make_executor(config)
         return EngineCore(config, self.executor)
 
