@@ -108,7 +108,8 @@ def runner_names(model: BenchModel, args: argparse.Namespace) -> list[str]:
         base = [f"tandem {e} {f}" for f in model.files for e in args.engines]
         base += [f"llama.cpp {f}" for f in model.files] + ["transformers"]
     else:
-        quants, base = args.quant, ["transformers", "llama.cpp"]
+        quants, base = args.quant, ["transformers", "llama.cpp"] if model.gguf else ["transformers"]
+    quants = [q for q in quants if q != "gguf" or model.gguf]  # "gguf": the model's own file
     names = [f"tandem {e} {q}" for q in quants for e in args.engines]
     if args.baseline:
         names += [f"tandem {e} {q} @{args.baseline}" for q in quants for e in args.engines]
