@@ -23,14 +23,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from gguf_files import make
-
-MARK = "RESULT "
-OUT_DIR = Path(__file__).parent / "results" / "gguf"
+from llama_cpp_child import (
+    OUT_DIR,
+    add_child_arguments,
+    chat_ids,
+    report,
+    require_venv,
+    smollm2_files,
+    spawn,
+)
 
 
 def llama_cpp_scores(gguf: str, text: str, ids: list[int]) -> dict:
@@ -64,21 +67,9 @@ def tandem_logprobs(path: str, ids: list[int], quant: str) -> list[float]:
 def child(args: argparse.Namespace) -> None:
     job = json.loads(Path(args.job).read_text())
     if args.child == "llama.cpp":
-        result = llama_cpp_scores(args.file, job["text"], job["ids"])
+        report(llama_cpp_scores(args.file, job["text"], job["ids"]))
     else:
-        result = tandem_logprobs(args.file, job["ids"], args.child)
-    print(MARK + json.dumps(result), flush=True)
-
-
-def spawn(kind: str, file: str, venv: str, job: Path):
-    python = str(Path(venv) / "bin" / "python") if kind == "llama.cpp" else sys.executable
-    cmd = [python, __file__, "--child", kind, "--file", file, "--job", str(job)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-4:]
-        raise RuntimeError(f"{kind} on {file} failed: " + " | ".join(tail))
-    return json.loads(lines[-1][len(MARK) :])
+        report(tandem_logprobs(args.file, job["ids"], args.child))
 
 
 def rounded_inputs(model, ids: list[int], half_scale: bool):
@@ -130,14 +121,12 @@ def main() -> None:
     parser.add_argument("--llama-cpp-venv", default=None, metavar="DIR")
     parser.add_argument("--prompt", default="What is the capital of France?")
     parser.add_argument("--top", type=int, default=5)
-    for hidden in ("--child", "--file", "--job"):
-        parser.add_argument(hidden, default="", help=argparse.SUPPRESS)
+    add_child_arguments(parser, "--job")
     args = parser.parse_args()
     if args.child:
         child(args)
         return
-    if not args.llama_cpp_venv:
-        parser.error("--llama-cpp-venv is required (made by benchmarks/llama_cpp_venv.sh)")
+    require_venv(parser, args.llama_cpp_venv)
     if not args.prompt.strip():
         parser.error("--prompt must be non-empty text")
     if not 1 <= args.top <= 50:
@@ -145,28 +134,23 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from tandem.core.catalog.default_model import gguf_file
-    from tandem.core.gguf.export import exported
-
-    shipped = gguf_file(print)
-    path = exported(shipped)
-    files = make(Path(args.llama_cpp_venv), path, shipped, OUT_DIR, ["f32", "q4_1"])
+    path, shipped, files = smollm2_files(args.llama_cpp_venv, ["f32", "q4_1"])
     tok = AutoTokenizer.from_pretrained(str(path))
-    chat = [{"role": "user", "content": args.prompt}]
-    text = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
-    ids = tok.encode(text, add_special_tokens=False)
+    text, ids = chat_ids(tok, args.prompt)
     job = OUT_DIR / "first-logits-job.json"
     job.write_text(json.dumps({"text": text, "ids": ids}))
+    venv, on_job = args.llama_cpp_venv, ["--job", str(job)]
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
     with torch.no_grad():
         hf = model(torch.tensor([ids])).logits[0, -1].double()
     runs = {"hf f32": torch.log_softmax(hf, -1)}
     runs["hf x-int8 fp32"] = rounded_inputs(model, ids, half_scale=False)
     runs["hf x-int8 fp16"] = rounded_inputs(model, ids, half_scale=True)
-    runs["tandem f32"] = torch.tensor(spawn("f32", str(path), "", job), dtype=torch.float64)
-    runs["tandem q4_1"] = torch.tensor(spawn("gguf", str(shipped), "", job), dtype=torch.float64)
+    for name, kind, file in (("f32", "f32", path), ("q4_1", "gguf", shipped)):
+        got = spawn(__file__, kind, str(file), venv, on_job)
+        runs[f"tandem {name}"] = torch.tensor(got, dtype=torch.float64)
     for fmt in ("f32", "q4_1"):
-        got = spawn("llama.cpp", files[fmt], args.llama_cpp_venv, job)
+        got = spawn(__file__, "llama.cpp", files[fmt], venv, on_job)
         if not got["same_tokens"]:
             print(f"note: llama.cpp tokenizes the prompt differently ({fmt}); ids are Tandem's")
         logits = torch.tensor(got["logits"], dtype=torch.float64)

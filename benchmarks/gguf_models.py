@@ -3,8 +3,9 @@
 Start-up and memory depend on a model's shape and file format, not on trained weights, so
 ``gguf_startup.py`` measures files made here: a Hugging Face checkpoint initialised at
 random (transformers' own init), saved as float16 safetensors, then llama.cpp's converter
-(to F16) and quantizer (``gguf_files.py``). ``make(venv, name, root, formats)`` returns
-``{format: path}``; everything is made once under ``root/name`` and kept.
+(to F16, and F32 where asked) and quantizer (from the F16 file: :data:`QUANTIZED`;
+``gguf_files.py``), so every format holds the same weights. ``make(venv, name, root,
+formats)`` returns ``{format: path}``; everything is made once under ``root/name`` and kept.
 
 Shapes (:data:`SHAPES`):
 
@@ -13,7 +14,10 @@ Shapes (:data:`SHAPES`):
 - ``gemma3-270m``: Gemma 3 270M's shape (18 layers, hidden 640, 4 heads / 1 KV head,
   head_dim 256, intermediate 2048, sliding window 512 on five layers of six, vocabulary
   262144, tied): 268 M parameters, two thirds of them the embedding. Its vocabulary is a
-  sentencepiece model made here (:func:`write_spm`), the real one's size and special ids.
+  sentencepiece model made here (:func:`write_spm`), the real one's size and special ids;
+- ``qwen3-0.6b``: Qwen 3 0.6B's shape (28 layers, hidden 1024, 16 heads / 8 KV heads,
+  head_dim 128, q/k norms, intermediate 3072, vocabulary 151936, tied): 596 M parameters.
+  Its tokenizer is SmolLM2's (49152 pieces; the converter pads the rest of the rows).
 
 The checkpoint is made in the llama.cpp venv's python (it has torch, transformers and
 sentencepiece; this file runs there as a script), with the tokenizer SmolLM2's file
@@ -62,38 +66,75 @@ SHAPES: dict[str, dict[str, Any]] = {
         "rms_norm_eps": 1e-6,
         "tie_word_embeddings": True,
     },
+    "qwen3-0.6b": {
+        "model_type": "qwen3",
+        "architectures": ["Qwen3ForCausalLM"],
+        "hidden_size": 1024,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 151936,
+        "max_position_embeddings": 40960,
+        "rope_theta": 1000000.0,
+        "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": True,
+    },
 }
 SPM_SHAPES = ("gemma3-270m",)  # the vocabulary is a sentencepiece model made here
-QUANTIZED = ("q4_k_m", "q4_1")  # llama.cpp's quantizer, from the F16 file
+CONVERTED = ("f16", "f32")  # llama.cpp's converter, from the checkpoint
+QUANTIZED = ("q8_0", "q4_k_m", "q4_1")  # llama.cpp's quantizer, from the F16 file
+FORMATS = (*CONVERTED, *QUANTIZED)
 
 
 def make(venv: Path, name: str, root: Path, formats: list[str]) -> dict[str, str]:
-    """``name``'s GGUF files in ``formats`` (f16 and :data:`QUANTIZED`), made where missing."""
+    """``name``'s GGUF files in ``formats`` (among :data:`FORMATS`), made where missing."""
     from gguf_files import convert, quantize
 
     if name not in SHAPES:
         raise ValueError(f"name must be one of {', '.join(SHAPES)}, got {name!r}")
-    unknown = sorted(set(formats) - {"f16", *QUANTIZED})
+    unknown = sorted(set(formats) - set(FORMATS))
     if unknown:
-        raise ValueError(f"formats must be among f16, {', '.join(QUANTIZED)}, got {unknown}")
+        raise ValueError(f"formats must be among {', '.join(FORMATS)}, got {unknown}")
     out = root / name
     out.mkdir(parents=True, exist_ok=True)
-    files = {fmt: out / f"{name}-{fmt}.gguf" for fmt in ("f16", *QUANTIZED)}
-    if any(not files[f].exists() for f in formats) and not files["f16"].exists():
-        hf = out / "hf"
-        if not (hf / "config.json").is_file():
-            tokenizer = "" if name in SPM_SHAPES else str(_smollm2_tokenizer())
-            cmd = [str(venv / "bin" / "python"), __file__, "--checkpoint", name]
-            subprocess.run([*cmd, "--out", str(hf), "--tokenizer", tokenizer], check=True)
-        part = files["f16"].with_suffix(".part")
-        convert(venv, hf, "f16", part)
-        part.rename(files["f16"])
+    files = {fmt: out / f"{name}-{fmt}.gguf" for fmt in FORMATS}
+    hf = checkpoint(venv, name, root)
+    for fmt in CONVERTED:
+        needed = fmt in formats or (fmt == "f16" and set(formats) & set(QUANTIZED))
+        if needed and not files[fmt].exists():
+            part = files[fmt].with_suffix(".part")
+            convert(venv, hf, fmt, part)
+            part.rename(files[fmt])
     for fmt in QUANTIZED:
         if fmt in formats and not files[fmt].exists():
             part = files[fmt].with_suffix(".part")
             quantize(venv, files["f16"], part, fmt)
             part.rename(files[fmt])
+    made = [files[f] for f in FORMATS if files[f].exists()]
+    if made and not (hf / "tokenizer.json").exists():
+        _fast_tokenizer(hf, made[0])
     return {fmt: str(files[fmt]) for fmt in formats}
+
+
+def _fast_tokenizer(hf: Path, gguf: Path) -> None:
+    """``hf/tokenizer.json``, the vocabulary as the file carries it, so that the checkpoint's
+    tokenizer loads without sentencepiece (which only the llama.cpp venv has)."""
+    from tandem.core.gguf.tokenizer import tokenizer_dir
+
+    shutil.copy(tokenizer_dir(gguf) / "tokenizer.json", hf / "tokenizer.json")
+
+
+def checkpoint(venv: Path, name: str, root: Path) -> Path:
+    """The random-init Hugging Face checkpoint of shape ``name`` (``root/name/hf``), made
+    in the llama.cpp venv where missing."""
+    hf = root / name / "hf"
+    if not (hf / "config.json").is_file():
+        tokenizer = "" if name in SPM_SHAPES else str(_smollm2_tokenizer())
+        cmd = [str(venv / "bin" / "python"), __file__, "--checkpoint", name]
+        subprocess.run([*cmd, "--out", str(hf), "--tokenizer", tokenizer], check=True)
+    return hf
 
 
 def _smollm2_tokenizer() -> Path:

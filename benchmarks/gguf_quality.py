@@ -19,14 +19,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from gguf_files import FORMATS, make
+from gguf_files import FORMATS
+from llama_cpp_child import (
+    OUT_DIR,
+    add_child_arguments,
+    chat_ids,
+    report,
+    require_venv,
+    smollm2_files,
+    spawn,
+)
 
-MARK = "RESULT "
-OUT_DIR = Path(__file__).parent / "results" / "gguf"
 PROMPTS = [
     "Write a short story about a lighthouse keeper who finds a message in a bottle.",
     "Explain why the sky is blue to a ten-year-old.",
@@ -77,24 +82,9 @@ def tandem_top1(path: str, seqs: list[list[int]], engine: str, quant: str) -> li
 def child(args: argparse.Namespace) -> None:
     seqs = json.loads(Path(args.seqs).read_text())
     if args.child == "llama.cpp":
-        tops = llama_cpp_top1(args.file, seqs)
+        report(llama_cpp_top1(args.file, seqs))
     else:
-        tops = tandem_top1(args.file, seqs, args.engine, args.child)
-    print(MARK + json.dumps(tops), flush=True)
-
-
-def spawn(kind: str, file: str, args: argparse.Namespace, seqs_file: Path) -> list[list[int]]:
-    python = sys.executable
-    if kind == "llama.cpp":
-        python = str(Path(args.llama_cpp_venv) / "bin" / "python")
-    cmd = [python, __file__, "--child", kind, "--file", file, "--seqs", str(seqs_file)]
-    cmd += ["--engine", args.engine]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-4:]
-        raise RuntimeError(f"{kind} on {file} failed: " + " | ".join(tail))
-    return json.loads(lines[-1][len(MARK) :])
+        report(tandem_top1(args.file, seqs, args.engine, args.child))
 
 
 def reference(path: str, prompts: list[list[int]], new: int) -> list[list[int]]:
@@ -136,41 +126,34 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--new-tokens", type=int, default=48)
     parser.add_argument("--engine", default="v0", choices=("v0", "v1"))
-    for hidden in ("--child", "--file", "--seqs"):
-        parser.add_argument(hidden, default="", help=argparse.SUPPRESS)
+    add_child_arguments(parser, "--seqs")
     args = parser.parse_args()
     if args.child:
         child(args)
         return
-    if not args.llama_cpp_venv:
-        parser.error("--llama-cpp-venv is required (made by benchmarks/llama_cpp_venv.sh)")
+    require_venv(parser, args.llama_cpp_venv)
     if not 1 <= args.prompts <= len(PROMPTS):
         parser.error(f"--prompts must be in [1, {len(PROMPTS)}], got {args.prompts}")
     from transformers import AutoTokenizer
 
-    from tandem.core.catalog.default_model import gguf_file
-    from tandem.core.gguf.export import exported
-
-    path, shipped = exported(gguf_file(print)), gguf_file(print)
-    files = make(Path(args.llama_cpp_venv), path, shipped, OUT_DIR, list(args.formats))
+    path, _, files = smollm2_files(args.llama_cpp_venv, list(args.formats))
     tok = AutoTokenizer.from_pretrained(str(path))
-    chats = [[{"role": "user", "content": p}] for p in PROMPTS[: args.prompts]]
-    texts = [tok.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in chats]
-    prompts = [tok.encode(t, add_special_tokens=False) for t in texts]
+    prompts = [chat_ids(tok, p)[1] for p in PROMPTS[: args.prompts]]
     answers = reference(str(path), prompts, args.new_tokens)
     seqs = [p + a for p, a in zip(prompts, answers)]
     seqs_file = OUT_DIR / "quality-seqs.json"
     seqs_file.write_text(json.dumps(seqs))
     n = sum(len(a) for a in answers)
     print(f"{len(prompts)} prompts, {n} answer positions (fp32 transformers' greedy answers)")
-    fp32 = spawn("fp32", str(path), args, seqs_file)
+    venv, job = args.llama_cpp_venv, ["--seqs", str(seqs_file), "--engine", args.engine]
+    fp32 = spawn(__file__, "fp32", str(path), venv, job)
     own = agreement(fp32, prompts, answers)
     print(f"tandem {args.engine} on the fp32 directory vs transformers: {own:.1%}")
     head = f"{'file':<10}{'llama.cpp':>11}{'tandem ' + args.engine:>11}{'same top-1':>12}"
     rows = [head + "   (agreement with fp32's greedy token, teacher-forced)", "-" * len(head)]
     for fmt, file in files.items():
-        ours = spawn("gguf", file, args, seqs_file)
-        theirs = spawn("llama.cpp", file, args, seqs_file)
+        ours = spawn(__file__, "gguf", file, venv, job)
+        theirs = spawn(__file__, "llama.cpp", file, venv, job)
         a, b = agreement(theirs, prompts, answers), agreement(ours, prompts, answers)
         same = mutual(ours, theirs, prompts, args.new_tokens)
         rows.append(f"{fmt:<10}{a:>11.1%}{b:>11.1%}{same:>12.1%}")

@@ -33,6 +33,7 @@ class Result:
     answers: list[Run] = field(default_factory=list)  # final-only runs (one output at the end)
     phases: dict[str, float] = field(default_factory=dict)  # seconds per decode token
     note: str = ""
+    plan: str = ""  # a tandem engine's execution plan (``engine.plan``)
 
 
 class PhaseClock:
@@ -154,9 +155,11 @@ def run_tandem(
     repeats: int,
     quant: str,
     max_model_len: int | None = None,
+    detail: bool = True,
 ) -> Result:
     """Timed runs of the engine as users get it, then one run taken apart (v1: in process);
-    ``max_model_len`` None: the model's own."""
+    ``max_model_len`` None: the model's own. ``detail`` False: streamed runs only (no
+    final-only answers, no run taken apart)."""
     from tandem.core.inputs.sampling_params import SamplingParams
 
     params = SamplingParams(temperature=0.0, max_tokens=new, ignore_eos=True)
@@ -167,12 +170,16 @@ def run_tandem(
         kwargs["quantization"] = quant
     out = Result()
     with _engine(path, engine, kwargs) as eng:
+        out.plan = getattr(eng, "plan", "")  # an engine at an older --baseline has none
         go = _stream(eng, prompt, params)
         whole = _stream(eng, prompt, params, final=True)
         stamp(go)  # warm-up
         for _ in range(repeats):
             out.runs.append(stamp(go)[0])
-            out.answers.append(stamp(whole)[0])
+            if detail:
+                out.answers.append(stamp(whole)[0])
+    if not detail:
+        return out
     with _engine(path, engine, kwargs, multiprocess=False) as eng:
         clock = PhaseClock()
         instrument(eng, clock)
