@@ -22,6 +22,11 @@ from tandem.kernels.native.loader import library
 
 MAX_PARTS = constant("TANDEM_MAX_PARTS")
 GGUF, F32 = constant("TANDEM_LINEAR_GGUF"), constant("TANDEM_LINEAR_F32")  # LinSpec.kind
+# LayerProgram's fields in C's numbers
+PLACEMENTS = {p: constant(f"TANDEM_NORM_{p.upper()}") for p in ("pre", "sandwich", "post")}
+QK_NORMS = {q: constant(f"TANDEM_QK_NORM_{q.upper()}") for q in ("none", "head", "proj")}
+GATES = {g: constant(f"TANDEM_GATE_{g.upper()}") for g in ("silu", "gelu_tanh")}
+NORMS = ("in_norm", "post_attention_norm", "pre_feedforward_norm", "post_feedforward_norm")
 Lin, Layer, StackShape = (
     struct("tandem_linear"),
     struct("tandem_layer"),
@@ -53,6 +58,30 @@ class Shape:
     eps: float
 
 
+@dataclass(frozen=True, slots=True)
+class LayerProgram:
+    """What a layer does besides its weights: where its norms sit (a key of
+    :data:`PLACEMENTS`), its q/k norms (of :data:`QK_NORMS`), its MLP's gate (of
+    :data:`GATES`) and the scale of each block's output before its residual add."""
+
+    placement: str = "pre"
+    qk_norm: str = "none"
+    gate: str = "silu"
+    residual_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name, allowed in (
+            ("placement", PLACEMENTS),
+            ("qk_norm", QK_NORMS),
+            ("gate", GATES),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"LayerProgram.{name} must be one of {', '.join(allowed)}, "
+                    f"got {getattr(self, name)!r}"
+                )
+
+
 def available() -> bool:
     lib = library()
     return lib is not None and hasattr(lib, "tandem_decode_stack_f32")
@@ -71,14 +100,24 @@ class StackTable:
     """The C table of a model's layers and the tensors it points into (kept alive here)."""
 
     def __init__(self, shape: Shape, layers: list[dict], keep: list[Tensor]) -> None:
-        """``layers``: per layer, in_norm and post_norm (fp32 [C]), qkv, o, gate_up, down
-        (:class:`LinSpec`), k_cache and v_cache, window, softcap, scale."""
+        """``layers``: per layer, its ``program`` (:class:`LayerProgram`), the norms of
+        :data:`NORMS` its placement uses (fp32 [C]; the others absent or None), q_norm and
+        k_norm where it has q/k norms, qkv, o, gate_up, down (:class:`LinSpec`), cos_sin
+        (its rope table, fp32 [P, D]), k_cache and v_cache, window, softcap, scale."""
         self.shape = shape
         self._keep = keep
         self._table = (Layer * len(layers))()
         self._max_part = 1
         for row, spec in zip(self._table, layers):
-            row.in_norm, row.post_norm = spec["in_norm"].data_ptr(), spec["post_norm"].data_ptr()
+            program: LayerProgram = spec["program"]
+            row.placement = PLACEMENTS[program.placement]
+            row.qk_norm = QK_NORMS[program.qk_norm]
+            row.gate = GATES[program.gate]
+            row.residual_scale = program.residual_scale
+            for name in (*NORMS, "q_norm", "k_norm"):
+                weight = spec.get(name)
+                setattr(row, name, None if weight is None else weight.data_ptr())
+            row.cos_sin = spec["cos_sin"].data_ptr()
             for name in ("qkv", "o", "gate_up", "down"):
                 setattr(row, name, _lin(spec[name]))
                 self._max_part = max(self._max_part, *spec[name].rows, 1)
@@ -89,14 +128,12 @@ class StackTable:
         self._shape = StackShape(shape.hidden, shape.intermediate, self._max_part, shape.eps)
         self._scratch = torch.empty(0)
 
-    def scratch_floats(self, tokens: int, offsets: bool = False) -> int:
-        """Floats of scratch a step of ``tokens`` needs (``offsets``: a step given its
-        sequences' token offsets, which rotates q and k into scratch of their own)."""
+    def scratch_floats(self, tokens: int) -> int:
+        """Floats of scratch a step of ``tokens`` needs."""
         s = self.shape
         q = (s.heads + 2 * s.kv_heads) * s.head_dim
         per_row = s.hidden + q + s.heads * s.head_dim + 3 * s.intermediate + self._max_part
-        if offsets:
-            per_row += (s.heads + s.kv_heads) * s.head_dim
+        per_row += 2 * (s.heads + s.kv_heads) * s.head_dim  # q and k normed, then rotated
         return tokens * per_row
 
     def run(
@@ -119,7 +156,7 @@ class StackTable:
         if lib is None:
             return None
         t = x.shape[0]
-        need = self.scratch_floats(t, cu_seqlens is not None)
+        need = self.scratch_floats(t)
         if self._scratch.numel() < need:
             self._scratch = torch.empty(need, dtype=torch.float32)
         res = torch.empty_like(x)

@@ -72,10 +72,32 @@ typedef struct {
     int64_t k;                        /* input channels */
 } tandem_linear;
 
-/* One pre-norm decoder layer of the decode stack. */
+/* tandem_layer.placement: where a layer's norms sit (ModelSpec.norm) */
+#define TANDEM_NORM_PRE 0      /* norm > block > add (Llama) */
+#define TANDEM_NORM_SANDWICH 1 /* norm > block > norm > add (Gemma) */
+#define TANDEM_NORM_POST 2     /* block > norm > add (OLMo 2) */
+/* tandem_layer.qk_norm: RMSNorm on q and on k before rope */
+#define TANDEM_QK_NORM_NONE 0
+#define TANDEM_QK_NORM_HEAD 1 /* over each head's D values */
+#define TANDEM_QK_NORM_PROJ 2 /* over the whole projection: H * D (q), KVH * D (k) */
+/* tandem_layer.gate: the MLP's activation */
+#define TANDEM_GATE_SILU 0
+#define TANDEM_GATE_GELU_TANH 1
+
+/* One decoder layer of the decode stack: its program (norm placement, q/k norms, gate,
+ * residual scale, rope table) and its weights. A norm a placement does not use is NULL. */
 typedef struct {
-    const float *in_norm;   /* [C] */
-    const float *post_norm; /* [C] */
+    int64_t placement;                /* TANDEM_NORM_* */
+    const float *in_norm;             /* [C] pre, sandwich: before attention */
+    const float *post_attention_norm; /* [C] pre: before the MLP; else: on attention's output */
+    const float *pre_feedforward_norm;  /* [C] sandwich: before the MLP */
+    const float *post_feedforward_norm; /* [C] sandwich, post: on the MLP's output */
+    int64_t qk_norm;                  /* TANDEM_QK_NORM_* */
+    const float *q_norm;              /* [D] or [H * D] */
+    const float *k_norm;              /* [D] or [KVH * D] */
+    int64_t gate;                     /* TANDEM_GATE_* */
+    float residual_scale;             /* each block's output times this before its add */
+    const float *cos_sin;             /* [P, D] this layer's rope table */
     tandem_linear qkv;
     tandem_linear o;
     tandem_linear gate_up;
@@ -107,7 +129,8 @@ TANDEM_API void tandem_write_kv_f32(const float *k, int64_t k_stride, const floa
                                     int64_t v_stride, const int64_t *slots, int64_t T,
                                     int64_t row, float *k_cache, float *v_cache);
 
-/* decode_stack.c: x, res [T, C] (updated in place). Returns 0, or -(layer + 1). */
+/* decode_stack.c: x, res [T, C] (updated in place). Returns 0, or -(layer + 1). The
+ * step's cos_sin is unused: each layer names its own rope table. */
 TANDEM_API int64_t tandem_decode_stack_f32(const tandem_layer *layers, int64_t count,
                                            const tandem_stack_shape *shape,
                                            const tandem_step *step, float *x, float *res,
@@ -118,6 +141,7 @@ TANDEM_API void tandem_add_rms_norm_f32(const float *x, const float *residual,
                                         const float *weight, float eps, int64_t T, int64_t C,
                                         float *out, float *summed);
 TANDEM_API void tandem_silu_and_mul_f32(const float *x, int64_t T, int64_t I, float *out);
+TANDEM_API void tandem_gelu_tanh_and_mul_f32(const float *x, int64_t T, int64_t I, float *out);
 TANDEM_API void tandem_rotary_f32(const int64_t *positions, const float *x, int64_t row_stride,
                                   const float *cos_sin, int64_t T, int64_t H, int64_t D,
                                   float *out);

@@ -7,14 +7,18 @@ of the same size. :class:`DecodeStack` gives the C driver (``native/decode_stack
 table of the layers once and then runs a decode-only step in one call, through the same
 kernels in the same order as the modules (the same numbers, bit for bit).
 
-It takes Llama-family stacks only: pre-norm layers with SiLU gated MLPs, attention with
-one rope table and no q/k norms, no tensor parallelism, every linear layer a GGUF weight
-kept as stored in a format the C kernels take (blocks, K-quants, F16 / BF16; up to three
-formats stacked) or an fp32 weight packed for the C kernel. A step of prefills only, of at
-most ``FEW_TOKENS`` tokens, goes through too (its attention is the module path's for a
-prefill: rope, K/V write, paged prefill attention): a speculative verify is k + 1 tokens
-a sequence, and a draft model catching up after a verify feeds two or more. Anything else
-(long prompts, steps mixing prefills and decodes) runs the modules.
+Each layer's program comes from the :class:`~tandem.core.spec.model.ModelSpec`: where its
+norms sit (pre, sandwich, post), q/k norms (over each head or the whole projection), the
+MLP's gate (SiLU or tanh-GELU), the residual scale, its rope table, its attention's scale,
+window and soft-cap; scaled embeddings are scaled before the call. It takes stacks of
+plain attention and dense gated MLPs (no latent attention, no experts, no partial rotary,
+no tensor parallelism), every linear layer a GGUF weight kept as stored in a format the C
+kernels take (blocks, K-quants, F16 / BF16; up to three formats stacked) or an fp32 weight
+packed for the C kernel. A step of prefills only, of at most ``FEW_TOKENS`` tokens, goes
+through too (its attention is the module path's for a prefill: rope, K/V write, paged
+prefill attention): a speculative verify is k + 1 tokens a sequence, and a draft model
+catching up after a verify feeds two or more. Anything else (long prompts, steps mixing
+prefills and decodes) runs the modules.
 """
 
 from __future__ import annotations
@@ -24,9 +28,9 @@ from torch import Tensor
 
 from tandem.core.attention_metadata import AttentionMetadata
 from tandem.core.layers.linear import Linear, cpu_copy
-from tandem.core.layers.mlp import MLP_ROWS, GatedMLP
-from tandem.core.layers.self_attention import KVCache, SelfAttention
-from tandem.kernels import ops
+from tandem.core.layers.mlp import MLP_ROWS
+from tandem.core.layers.self_attention import KVCache
+from tandem.core.spec.model import ModelSpec
 from tandem.kernels.decode_inputs import DecodeStep
 from tandem.kernels.gguf_blocks import QuantStack, QuantWeight
 from tandem.kernels.native import decode_stack as native
@@ -71,10 +75,13 @@ class DecodeStack:
     """The decoder stack's decode steps (and short prefill-only steps) through one C call;
     :meth:`run` answers None where it does not apply, and the caller runs the modules."""
 
-    __slots__ = ("_caches", "_f32", "_model", "_norms", "_rope", "_table", "reason", "usable")
+    __slots__ = (
+        "_caches", "_f32", "_model", "_norms", "_rope", "_spec", "_table", "reason", "usable",
+    )  # fmt: skip
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: torch.nn.Module, spec: ModelSpec) -> None:
         self._model = model  # a DecoderModel
+        self._spec = spec
         self._table: native.StackTable | None = None
         self._caches: list[KVCache] | None = None  # the list the table was made for
         self._f32: list[Linear] = []  # fp32 layers: their packed copy must still hold
@@ -82,7 +89,8 @@ class DecodeStack:
         self._norms: list[tuple[dict[str, object], Tensor]] = []
         self._rope: Tensor | None = None
         # why the C driver cannot run this stack (None: it can, if the weights allow)
-        self.reason = "the C kernels did not build" if not native.available() else why_not(model)
+        reason = why_not(spec) or _sharded(model)
+        self.reason = "the C kernels did not build" if not native.available() else reason
         self.usable = self.reason is None
 
     def weights_reason(self) -> str | None:
@@ -161,11 +169,11 @@ class DecodeStack:
         return self._table
 
     def _build(self, kv_caches: list[KVCache]) -> native.StackTable | None:
-        model = self._model
-        first = model.layers[0]
+        model, spec = self._model, self._spec
+        cpu = torch.device("cpu")
         keep: list[Tensor] = []
         rows = []
-        for layer, (kc, vc) in zip(model.layers, kv_caches):
+        for i, (layer, (kc, vc)) in enumerate(zip(model.layers, kv_caches)):
             if not all(
                 c.dtype == torch.float32 and c.is_cpu and c.is_contiguous() for c in (kc, vc)
             ):
@@ -181,21 +189,20 @@ class DecodeStack:
             }
             if any(s is None for s in specs.values()):
                 return None
-            norms = (layer.input_layernorm.weight, layer.post_attention_layernorm.weight)
-            if not all(w.dtype == torch.float32 and w.is_cpu and w.is_contiguous() for w in norms):
+            norms = _norms(layer)
+            if not all(_plain(n.weight) for n in norms.values()):
                 return None
-            keep += [*norms, kc, vc]
-            self._norms += [
-                (layer.input_layernorm._parameters, norms[0]),
-                (layer.post_attention_layernorm._parameters, norms[1]),
-            ]
+            rope = attn.rotary.table(cpu)
+            keep += [*(n.weight for n in norms.values()), rope, kc, vc]
+            self._norms += [(n._parameters, n.weight) for n in norms.values()]
             lins = (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)
             self._f32 += [lin for lin in lins if lin.quant is None]
             rows.append(
                 {
                     **specs,
-                    "in_norm": norms[0],
-                    "post_norm": norms[1],
+                    **{name: n.weight for name, n in norms.items()},
+                    "program": program(spec, i),
+                    "cos_sin": rope,
                     "k_cache": kc,
                     "v_cache": vc,
                     "window": attn.attn.layer.window,
@@ -203,48 +210,67 @@ class DecodeStack:
                     "scale": attn.attn.layer.scale,
                 }
             )
-        h, kvh, d = first.self_attn.shape
-        inter = first.mlp.down_proj.in_features
-        shape = native.Shape(
-            first.input_layernorm.weight.shape[0], h, kvh, d, inter, first.input_layernorm.eps
-        )
-        self._rope = first.self_attn.rotary.table(torch.device("cpu"))
-        keep.append(self._rope)
+        self._rope = rows[0]["cos_sin"]  # what a step's positions are checked against
+        if any(row["cos_sin"].shape != self._rope.shape for row in rows):
+            return None
+        h, kvh, d = model.layers[0].self_attn.shape
+        inter = model.layers[0].mlp.down_proj.in_features
+        shape = native.Shape(spec.hidden_size, h, kvh, d, inter, spec.rms_norm_eps)
         return native.StackTable(shape, rows, keep)
 
 
-def why_not(model: torch.nn.Module) -> str | None:
-    """Why the stack's structure is not one the C driver runs (weights are seen later),
-    or None where it is."""
-    layers = list(getattr(model, "layers", []))
-    if not layers:
+def program(spec: ModelSpec, index: int) -> native.LayerProgram:
+    """Layer ``index``'s program as the C driver reads it."""
+    return native.LayerProgram(
+        spec.norm, spec.attention.qk_norm, spec.layer_mlp(index).activation, spec.residual_scale
+    )
+
+
+# the norm modules of each placement, by the C table's names
+_NORM_MODULES = {
+    "in_norm": "input_layernorm",
+    "post_attention_norm": "post_attention_layernorm",
+    "pre_feedforward_norm": "pre_feedforward_layernorm",
+    "post_feedforward_norm": "post_feedforward_layernorm",
+}
+
+
+def _norms(layer: torch.nn.Module) -> dict[str, torch.nn.Module]:
+    """The layer's norms by the C table's names: those its placement has, and its q/k norms."""
+    out = {c: getattr(layer, m) for c, m in _NORM_MODULES.items() if hasattr(layer, m)}
+    attn = layer.self_attn
+    if attn.qk_norm != "none":
+        out |= {"q_norm": attn.q_norm, "k_norm": attn.k_norm}
+    return out
+
+
+def _plain(t: Tensor) -> bool:
+    return t.dtype == torch.float32 and t.is_cpu and t.is_contiguous()
+
+
+def why_not(spec: ModelSpec) -> str | None:
+    """Why the stack's structure (its spec) is not one the C driver runs (weights are
+    seen later), or None where it is."""
+    if not spec.layers:
         return "no layers"
-    if getattr(model, "embedding_scale", 1.0) != 1.0:
-        return "scaled embeddings"
-    if any(layer.placement != "pre" for layer in layers):  # only pre-norm layers have both
-        return "norms after the blocks"
-    first = layers[0]
-    if not isinstance(first.self_attn, SelfAttention) or not isinstance(first.mlp, GatedMLP):
-        return "attention or MLP not the plain kind (latent attention, experts)"
-    rotary, eps = first.self_attn.rotary, first.input_layernorm.eps
-    shape, inter = first.self_attn.shape, first.mlp.down_proj.in_features
-    for i, layer in enumerate(layers):
+    if spec.attention.latent is not None:
+        return "latent attention"
+    inter = spec.layer_mlp(0).intermediate_size
+    for i in range(spec.num_layers):
+        mlp = spec.layer_mlp(i)
+        if mlp.moe is not None:
+            return f"layer {i}: a mixture of experts"
+        if mlp.intermediate_size != inter:
+            return f"layer {i}: an MLP of another size"
+        if spec.layers[i].rope.partial != 1.0:
+            return f"layer {i}: a partial rotary"
+    return None
+
+
+def _sharded(model: torch.nn.Module) -> str | None:
+    """Why the modules as built are not what the C driver runs: tensor-parallel shards."""
+    for i, layer in enumerate(getattr(model, "layers", [])):
         attn, mlp = layer.self_attn, layer.mlp
-        if layer.residual_scale != 1.0:
-            return "scaled residuals"
-        if type(attn) is not SelfAttention or type(mlp) is not GatedMLP:
-            return f"layer {i}: attention or MLP not the plain kind (latent attention, experts)"
-        if not attn.fused_decode:
-            return f"layer {i}: q/k norms or a partial rotary"
-        if attn.rotary is not rotary:
-            return f"layer {i}: a second rope table"
-        if attn.shape != shape or getattr(attn, "tp_layouts", None) is not None:
-            return f"layer {i}: tensor-parallel or differently shaped attention"
-        if mlp.gate is not ops.silu_and_mul:
-            return f"layer {i}: a GELU gate"
-        if mlp.down_proj.in_features != inter or getattr(mlp.down_proj, "tp_layouts", None):
-            return f"layer {i}: tensor-parallel or differently sized MLP"
-        norms = (layer.input_layernorm, layer.post_attention_layernorm)
-        if any(n.eps != eps for n in norms):
-            return f"layer {i}: another norm epsilon"
+        if getattr(attn, "tp_layouts", None) is not None or getattr(mlp, "tp_layouts", None):
+            return f"layer {i}: tensor-parallel"
     return None
