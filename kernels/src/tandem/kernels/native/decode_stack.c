@@ -110,7 +110,8 @@ static int layer(const tandem_layer *ly, const tandem_stack_shape *shape, const 
  * written). */
 int64_t tandem_decode_stack_f32(const tandem_layer *layers, int64_t count,
                                 const tandem_stack_shape *shape, const tandem_step *st,
-                                float *x, float *res, float *scratch)
+                                const tandem_step *local_step, float *x, float *res,
+                                float *scratch)
 {
     if (count <= 0)
         return 0;
@@ -128,8 +129,10 @@ int64_t tandem_decode_stack_f32(const tandem_layer *layers, int64_t count,
     s.kn = s.qn + T * HD;
     s.qr = s.kn + T * KD;
     s.kr = s.qr + T * HD;
-    for (int64_t i = 0; i < count; i++)
-        if (layer(layers + i, shape, st, x, res, &s, i == 0) != 0)
+    for (int64_t i = 0; i < count; i++) {
+        const tandem_step *step = layers[i].local && local_step ? local_step : st;
+        if (layer(layers + i, shape, step, x, res, &s, i == 0) != 0)
             return -(i + 1);
+    }
     return 0;
 }

@@ -103,7 +103,8 @@ class StackTable:
         """``layers``: per layer, its ``program`` (:class:`LayerProgram`), the norms of
         :data:`NORMS` its placement uses (fp32 [C]; the others absent or None), q_norm and
         k_norm where it has q/k norms, qkv, o, gate_up, down (:class:`LinSpec`), cos_sin
-        (its rope table, fp32 [P, D]), k_cache and v_cache, window, softcap, scale."""
+        (its rope table, fp32 [P, D]), k_cache and v_cache, window, softcap, scale, and
+        ``local`` (True: its caches are the local pool's, its step the ``local`` one)."""
         self.shape = shape
         self._keep = keep
         self._table = (Layer * len(layers))()
@@ -118,6 +119,7 @@ class StackTable:
                 weight = spec.get(name)
                 setattr(row, name, None if weight is None else weight.data_ptr())
             row.cos_sin = spec["cos_sin"].data_ptr()
+            row.local = int(spec.get("local", False))
             for name in ("qkv", "o", "gate_up", "down"):
                 setattr(row, name, _lin(spec[name]))
                 self._max_part = max(self._max_part, *spec[name].rows, 1)
@@ -145,12 +147,14 @@ class StackTable:
         seq_lens: Tensor,
         tables: Tensor,
         cu_seqlens: Tensor | None = None,
+        local: tuple[Tensor, Tensor, Tensor] | None = None,
     ) -> tuple[Tensor, Tensor] | None:
         """x: [T, C] fp32 contiguous (the embeddings; overwritten) -> (x, residual) after
         the last layer; None where the library is missing. positions, slots int64 [T];
         seq_lens int32 [B]; tables int32 [B, M]; ``cu_seqlens`` int32 [B + 1], the
         sequences' token offsets of a step laid out as a prefill (None: a step of decodes,
-        B == T); all contiguous. A kernel refusing its call half-way (the table promised it
+        B == T); ``local``: (slots, seq_lens, tables) of the local layers' pool, where
+        they have one; all contiguous. A kernel refusing its call half-way (the table promised it
         would not) raises: the caches are half written."""
         lib = library()
         if lib is None:
@@ -161,9 +165,14 @@ class StackTable:
             self._scratch = torch.empty(need, dtype=torch.float32)
         res = torch.empty_like(x)
         step = step_args(seq_lens, tables, t, cu_seqlens, positions, cos_sin, slots)
+        pool = None
+        if local is not None:
+            l_slots, l_lens, l_tables = local
+            pool = step_args(l_lens, l_tables, t, cu_seqlens, positions, cos_sin, l_slots)
         rc = lib.tandem_decode_stack_f32(
             self._table, len(self._table), ctypes.byref(self._shape), ctypes.byref(step),
-            x.data_ptr(), res.data_ptr(), self._scratch.data_ptr(),
+            None if pool is None else ctypes.byref(pool), x.data_ptr(), res.data_ptr(),
+            self._scratch.data_ptr(),
         )  # fmt: skip
         if rc != 0:
             raise RuntimeError(f"decode stack: a kernel refused layer {-rc - 1}'s call")

@@ -98,6 +98,7 @@ typedef struct {
     int64_t gate;                     /* TANDEM_GATE_* */
     float residual_scale;             /* each block's output times this before its add */
     const float *cos_sin;             /* [P, D] this layer's rope table */
+    int64_t local;                    /* 1: its blocks are the local pool's (local_step) */
     tandem_linear qkv;
     tandem_linear o;
     tandem_linear gate_up;
@@ -130,11 +131,14 @@ TANDEM_API void tandem_write_kv_f32(const float *k, int64_t k_stride, const floa
                                     int64_t row, float *k_cache, float *v_cache);
 
 /* decode_stack.c: x, res [T, C] (updated in place). Returns 0, or -(layer + 1). The
- * step's cos_sin is unused: each layer names its own rope table. */
+ * steps' cos_sin is unused: each layer names its own rope table. local_step: the same
+ * tokens' slots and block tables in the local (sliding-window) layers' pool of blocks,
+ * read by the layers marked local; NULL where every layer reads `step`'s. */
 TANDEM_API int64_t tandem_decode_stack_f32(const tandem_layer *layers, int64_t count,
                                            const tandem_stack_shape *shape,
-                                           const tandem_step *step, float *x, float *res,
-                                           float *scratch);
+                                           const tandem_step *step,
+                                           const tandem_step *local_step, float *x,
+                                           float *res, float *scratch);
 
 /* elementwise.c */
 TANDEM_API void tandem_add_rms_norm_f32(const float *x, const float *residual,

@@ -125,31 +125,52 @@ class DecodeStack:
         few = meta.num_decodes == 0 and t <= FEW_TOKENS
         if not self.usable or not (decodes or few) or not 0 < t <= 2 * MLP_ROWS:
             return None
-        if meta.local is not None:  # one block table for every layer only
-            return None
         if x.dtype != torch.float32 or not x.is_cpu or not x.is_contiguous() or x.dim() != 2:
             return None
         table = self._table_for(kv_caches)
         if table is None:
             return None
+        cu = None if decodes else meta.prefill_cu_seqlens_q.to(torch.int32).contiguous()
+        pos = positions.to(torch.int64).contiguous()
+        step = self._checked(meta, pos, cu, kv_caches, local=False)
+        pool = None
+        if meta.local is not None:  # the sliding-window layers keep a pool of their own
+            if not any(layer.self_attn.local for layer in self._model.layers):
+                return None
+            pool = self._checked(meta.local, pos, cu, kv_caches, local=True)
+        return table.run(
+            x, pos, step.cos_sin, step.slot_mapping, step.seq_lens, step.block_tables, cu,
+            None if pool is None else (pool.slot_mapping, pool.seq_lens, pool.block_tables),
+        )  # fmt: skip
+
+    def _checked(
+        self,
+        meta: AttentionMetadata,
+        positions: Tensor,
+        cu: Tensor | None,
+        kv_caches: list[KVCache],
+        local: bool,
+    ) -> DecodeStep:
+        """The step of ``meta`` (one pool's slots and tables), validated against the caches
+        of the first layer reading it (the global pool's: with ``local`` False, the first
+        layer that is not local, else the first local one; where there is one pool, the
+        first layer)."""
+        decodes = cu is None
         lens = meta.decode_seq_lens if decodes else meta.prefill_seq_lens
         tables = meta.decode_block_tables if decodes else meta.prefill_block_tables
         step = DecodeStep(
-            positions.to(torch.int64).contiguous(),
+            positions,
             self._rope,
             meta.slot_mapping.to(torch.int64).contiguous(),
             lens.to(torch.int32).contiguous(),
             tables.to(torch.int32).contiguous(),
         )
-        first = self._model.layers[0].self_attn
-        k_cache, v_cache = kv_caches[0]
-        qkv = x.new_empty(t, first.qkv_proj.out_features)  # its shape is what is checked
-        cu = None if decodes else meta.prefill_cu_seqlens_q.to(torch.int32).contiguous()
-        check_rope_decode(qkv, first.attn.layer, step, k_cache, v_cache, cu)
-        s = step
-        return table.run(
-            x, s.positions, s.cos_sin, s.slot_mapping, s.seq_lens, s.block_tables, cu
-        )  # fmt: skip
+        layers = self._model.layers
+        i = next((i for i, ly in enumerate(layers) if ly.self_attn.local == local), 0)
+        attn = layers[i].self_attn
+        qkv = torch.empty(positions.shape[0], attn.qkv_proj.out_features)  # its shape is checked
+        check_rope_decode(qkv, attn.attn.layer, step, *kv_caches[i], cu)
+        return step
 
     def _table_for(self, kv_caches: list[KVCache]) -> native.StackTable | None:
         """The table, made again when the caches, a norm's weight or an fp32 layer's
@@ -173,13 +194,17 @@ class DecodeStack:
         cpu = torch.device("cpu")
         keep: list[Tensor] = []
         rows = []
+        first_of = {ly.self_attn.local: kc for ly, (kc, _) in zip(model.layers, kv_caches)}
+        if len({kc.shape[1:] for kc in first_of.values()}) != 1:
+            return None
         for i, (layer, (kc, vc)) in enumerate(zip(model.layers, kv_caches)):
+            attn = layer.self_attn
             if not all(
                 c.dtype == torch.float32 and c.is_cpu and c.is_contiguous() for c in (kc, vc)
             ):
                 return None
-            if kc.shape != kv_caches[0][0].shape or vc.shape != kc.shape:
-                return None
+            if kc.shape != first_of[attn.local].shape or vc.shape != kc.shape:
+                return None  # the layers of one pool alike
             attn, mlp = layer.self_attn, layer.mlp
             specs = {
                 "qkv": _lin(attn.qkv_proj, keep),
@@ -203,6 +228,7 @@ class DecodeStack:
                     **{name: n.weight for name, n in norms.items()},
                     "program": program(spec, i),
                     "cos_sin": rope,
+                    "local": attn.local,
                     "k_cache": kc,
                     "v_cache": vc,
                     "window": attn.attn.layer.window,
