@@ -192,7 +192,9 @@ def test_verify_steps_of_each_program_match_the_modules(arch, tmp_path, monkeypa
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     model = str(make_model(size="tiny", arch=arch))
     spec = {"method": "draft", "model": model, "num_speculative_tokens": 3}
-    ran = _same_as_modules(model, monkeypatch, PROMPTS[:2], speculative_config=spec, dtype="float32")
+    ran = _same_as_modules(
+        model, monkeypatch, PROMPTS[:2], speculative_config=spec, dtype="float32"
+    )
     assert "verify" in ran
 
 

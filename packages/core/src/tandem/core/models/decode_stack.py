@@ -110,6 +110,24 @@ class DecodeStack:
                     return f"layer {i} {name}: {lin.form} on the {lin.kernel} kernel"
         return None
 
+    def describe(self) -> str:
+        """What the C driver's layer programs do beyond the Llama layer (the plan's note)."""
+        spec = self._spec
+        out = [] if spec.norm == "pre" else [f"{spec.norm} norms"]
+        if spec.attention.qk_norm != "none":
+            out.append(f"q/k norms ({spec.attention.qk_norm})")
+        gates = {spec.layer_mlp(i).activation for i in range(spec.num_layers)}
+        out += [f"{g} gate" for g in sorted(gates - {"silu"})]
+        if spec.residual_scale != 1.0:
+            out.append(f"residual x{spec.residual_scale:g}")
+        if len({layer.rope for layer in spec.layers}) > 1:
+            out.append(f"{len({layer.rope for layer in spec.layers})} rope tables")
+        if any(w is not None for w in spec.windows):
+            out.append("sliding windows")
+        if spec.attention.softcap is not None:
+            out.append("soft-capped scores")
+        return ", ".join(out)
+
     def drop(self) -> None:
         """Forget the table (the weights changed: loaded, quantized, moved)."""
         self._table = None
