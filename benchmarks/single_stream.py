@@ -1,7 +1,8 @@
 """One stream (batch 1): decode tok/s, time to first token, bandwidth floor, the step apart.
 
-    python benchmarks/single_stream.py [--size smollm2|tiny] [--threads 2] [--rounds 3]
-        [--repeats 2] [--new-tokens 128] [--quant fp32 int8] [--runners NAME ...]
+    python benchmarks/single_stream.py [--size smollm2|tiny|gemma3-270m] [--threads 2]
+        [--rounds 3] [--repeats 2] [--new-tokens 128] [--quant fp32 int8] [--runners NAME ...]
+        [--decode-stack c modules]
         [--baseline REF] [--llama-cpp-venv DIR [--formats f32 q8_0 q4_1 q4_k_m]]
         [--gguf-file FILE.gguf] [--max-model-len N]
 
@@ -17,6 +18,11 @@ the runners so a slow spell of the shared machine falls on all of them; every ti
 counts, and the table shows the best, the median and the spread (min..max) of decode
 tok/s (first token to last), the median time to first token and the median whole-answer
 tok/s.
+
+``--size gemma3-270m`` is a random init of Gemma 3 270M's layers (18 of them, five local
+layers to a global one, q/k norms, sandwich norms, GeGLU) with a 32k vocabulary (the real
+262k-row head would hide the layers' cost); ``--decode-stack c modules`` runs each tandem
+runner with the one-call C decode stack and again with the modules (``nostack``).
 
 A decode step streams every weight once, so its floor is the weight bytes read per token
 (linear layers and the logits; one embedding row) over the memory bandwidth, measured
@@ -44,6 +50,20 @@ from gguf_files import FORMATS
 
 MARK = "RESULT "
 OUT_DIR = Path(__file__).parent / "results" / "gguf"
+# Gemma 3 270M's layers (a 32k vocabulary: see the module's docstring)
+GEMMA3_270M = {
+    "hidden_size": 640,
+    "num_hidden_layers": 18,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 256,
+    "query_pre_attn_scalar": 256,
+    "intermediate_size": 2048,
+    "vocab_size": 32768,
+    "sliding_window": 512,
+    "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 3,
+    "max_position_embeddings": 32768,
+}
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 
 
@@ -52,6 +72,8 @@ def child(args: argparse.Namespace) -> None:
 
     name, prompt, n = args.child, json.loads(args.prompt), args.new_tokens
     parts = name.split(" @")[0].split()
+    if parts[-1] == "nostack":  # the engine's default, read once at its start
+        os.environ["TANDEM_DECODE_STACK"] = "modules"
     ctx = args.max_model_len or None
     if parts[0] == "tandem" and parts[2] in FORMATS:  # the GGUF file, kept as stored
         res = sr.run_tandem(args.gguf, parts[1], prompt, n, args.threads, args.repeats, "gguf", ctx)
@@ -70,7 +92,7 @@ def child(args: argparse.Namespace) -> None:
 
 def spawn(name: str, args: argparse.Namespace, path: str, gguf: str, prompt: list[int]) -> dict:
     env, python = dict(os.environ), sys.executable
-    fmt = name.split(" @")[0].split()[-1]
+    fmt = name.split(" @")[0].removesuffix(" nostack").split()[-1]
     gguf = args.files.get(fmt, gguf)
     if name.startswith("llama.cpp") and args.llama_cpp_venv:
         python = os.path.join(args.llama_cpp_venv, "bin", "python")
@@ -139,7 +161,7 @@ def fmt_table(rows: dict[str, dict], floors: dict[str, float]) -> list[str]:
         ttft = statistics.median(x["ttft"] for x in runs) * 1e3
         med = statistics.median(rates)
         cpu = statistics.median(x.get("cpu", 0.0) / x["tokens"] for x in runs) * 1e3
-        prec = name.split(" @")[0].split()[-1]
+        prec = name.split(" @")[0].removesuffix(" nostack").split()[-1]
         prec = {"llama.cpp": "gguf", "transformers": "fp32", "f32": "fp32"}.get(prec, prec)
         floor = floors.get(prec, floors["fp32"])
         spread = f"{rates[0]:.1f}..{rates[-1]:.1f}"
@@ -175,7 +197,8 @@ def fmt_breakdown(rows: dict[str, dict]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", default="smollm2", choices=("smollm2", "tiny"))
+    parser.add_argument("--size", default="smollm2", choices=("smollm2", "tiny", "gemma3-270m"))
+    parser.add_argument("--decode-stack", nargs="+", default=["c"], choices=("c", "modules"))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=2, help="timed runs per start")
@@ -228,6 +251,10 @@ def main() -> None:
 
         gguf = str(gguf_file(print))
         path = tok_dir = str(exported(gguf))  # float32 safetensors, written once, kept
+    elif args.size == "gemma3-270m":
+        from tandem.core.testing import make_model
+
+        path = tok_dir = str(make_model(size="tiny", arch="gemma3", **GEMMA3_270M))
     else:
         from tandem.core.testing import make_model
 
@@ -242,7 +269,8 @@ def main() -> None:
     if not args.gguf_file:
         full = AutoConfig.from_pretrained(path).to_dict()
     quants = ["gguf"] if args.gguf_file else args.quant
-    names = [f"tandem {e} {q}" for q in quants for e in args.engines]
+    stacks = ["" if s == "c" else " nostack" for s in args.decode_stack]
+    names = [f"tandem {e} {q}{s}" for q in quants for e in args.engines for s in stacks]
     if args.baseline:
         names += [f"tandem {e} {q} @{args.baseline}" for q in quants for e in args.engines]
     args.files = {}
