@@ -285,12 +285,26 @@ def test_what_it_does_not_take_runs_the_modules(arch, why, tmp_path, monkeypatch
     assert not stack.usable and why in stack.reason
 
 
-def test_int8_weights_run_the_modules(tmp_path, monkeypatch):
+@pytest.mark.skipif(not native.linear_i8.available(), reason="no C int8 linear kernel here")
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_int8_weights_match_the_modules(arch, tmp_path, monkeypatch):
+    monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
+    model = str(make_model(size="tiny", arch=arch))
+    _same_as_modules(model, monkeypatch, dtype="float32", quantization="int8")
+
+
+def test_int8_weights_without_the_c_kernel_run_the_modules(tmp_path, monkeypatch):
+    """Where the CPU has no int8 kernel (torch's int8 matmul runs) the stack is left to
+    the modules."""
     from tandem.core.loader import load_model
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     int8 = load_model(str(make_model(size="tiny", arch="llama")), dtype=torch.float32)
     int8.quantize("int8")
+    lins = [m for m in int8.model.layers.modules() if getattr(m, "int8", None) is not None]
+    assert lins
+    for lin in lins:
+        lin.int8.native = None
     spec = int8.spec.attention
     shape = (4, 16, spec.num_kv_heads, spec.head_dim)
     caches = [(torch.zeros(shape), torch.zeros(shape)) for _ in range(int8.spec.num_layers)]

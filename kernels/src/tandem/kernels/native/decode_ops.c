@@ -7,12 +7,17 @@
 #include "decode_ops.h"
 #include "tandem_kernels.h"
 
-/* out [B, n] = x [B, k] @ W^T + bias; part p's columns into a scratch row block, then
+/* out [B, n] = x [B, k] @ W^T + bias (fp32, int8 or GGUF); GGUF part p's columns into a scratch row block, then
  * into their place (the module path concatenates the parts the same way). */
 static int linear(const tandem_linear *l, const float *x, int64_t B, float *out, float *part_out)
 {
     if (l->kind == TANDEM_LINEAR_F32)
         return tandem_linear_f32(x, B, l->k, l->w[0], l->bias, l->n, out) != 0 ? -1 : 0;
+    if (l->kind == TANDEM_LINEAR_I8)
+        return tandem_linear_i8(x, B, l->k, l->w[0], l->wsum, l->scale, l->bias, l->n, l->kp,
+                                l->rel, out) < 0
+                   ? -1
+                   : 0;
     int64_t col = 0;
     for (int64_t p = 0; p < l->parts; p++) {
         const int64_t n = l->rows[p];

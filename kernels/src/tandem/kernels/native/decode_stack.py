@@ -21,7 +21,7 @@ from tandem.kernels.native.contract import constant, struct
 from tandem.kernels.native.loader import library
 
 MAX_PARTS = constant("TANDEM_MAX_PARTS")
-GGUF, F32 = constant("TANDEM_LINEAR_GGUF"), constant("TANDEM_LINEAR_F32")  # LinSpec.kind
+GGUF, F32, I8 = (constant(f"TANDEM_LINEAR_{k}") for k in ("GGUF", "F32", "I8"))  # LinSpec.kind
 # LayerProgram's fields in C's numbers
 PLACEMENTS = {p: constant(f"TANDEM_NORM_{p.upper()}") for p in ("pre", "sandwich", "post")}
 QK_NORMS = {q: constant(f"TANDEM_QK_NORM_{q.upper()}") for q in ("none", "head", "proj")}
@@ -36,8 +36,10 @@ Lin, Layer, StackShape = (
 
 @dataclass(frozen=True, slots=True)
 class LinSpec:
-    """One linear layer's weight for the table: GGUF parts (uint8 blocks, format, rows)
-    or one fp32 packed panel tensor; ``bias`` fp32 [n] or None."""
+    """One linear layer's weight for the table: GGUF parts (uint8 blocks, format, rows),
+    one fp32 packed panel tensor or one int8 blocked weight; ``bias`` fp32 [n] or None;
+    ``int8``: the int8 weight's (channel sums int32 [n], scales fp32 [n], padded k,
+    outlier bound)."""
 
     kind: int
     weights: tuple[Tensor, ...]
@@ -46,6 +48,7 @@ class LinSpec:
     bias: Tensor | None
     n: int
     k: int
+    int8: tuple[Tensor, Tensor, int, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,9 @@ def _lin(spec: LinSpec) -> Lin:
     for i, (w, q, r) in enumerate(zip(spec.weights, spec.qtypes, spec.rows)):
         lin.w[i], lin.qtype[i], lin.rows[i] = w.data_ptr(), q, r
     lin.bias = None if spec.bias is None else spec.bias.data_ptr()
+    if spec.int8 is not None:
+        wsum, scale, lin.kp, lin.rel = spec.int8
+        lin.wsum, lin.scale = wsum.data_ptr(), scale.data_ptr()
     return lin
 
 

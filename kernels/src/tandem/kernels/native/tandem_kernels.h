@@ -31,6 +31,7 @@
 /* tandem_linear.kind */
 #define TANDEM_LINEAR_GGUF 0
 #define TANDEM_LINEAR_F32 1
+#define TANDEM_LINEAR_I8 2
 
 /* One layer's attention over its paged KV cache. */
 typedef struct {
@@ -59,17 +60,23 @@ typedef struct {
     int64_t table_width;         /* M */
 } tandem_step;
 
-/* A linear layer of the decode stack: GGUF parts, or one fp32 weight packed for
- * tandem_linear_f32; each with an optional fp32 bias. */
+/* A linear layer of the decode stack: GGUF parts, one fp32 weight packed for
+ * tandem_linear_f32 or one int8 weight blocked for tandem_linear_i8; each with an
+ * optional fp32 bias. */
 typedef struct {
-    int64_t kind;                     /* TANDEM_LINEAR_GGUF or TANDEM_LINEAR_F32 */
+    int64_t kind;                     /* TANDEM_LINEAR_GGUF, _F32 or _I8 */
     int64_t parts;                    /* GGUF: 1..TANDEM_MAX_PARTS */
     int64_t qtype[TANDEM_MAX_PARTS];  /* GGUF: each part's block format */
     int64_t rows[TANDEM_MAX_PARTS];   /* GGUF: each part's output channels */
-    const void *w[TANDEM_MAX_PARTS];  /* GGUF: each part's blocks; fp32: the packed panels */
+    const void *w[TANDEM_MAX_PARTS];  /* GGUF: each part's blocks; fp32: the packed panels;
+                                         int8: the blocks */
     const float *bias;                /* [n] or NULL */
     int64_t n;                        /* output channels */
     int64_t k;                        /* input channels */
+    const int32_t *wsum;              /* int8: [n] each channel's sum of weights */
+    const float *scale;               /* int8: [n] each channel's scale */
+    int64_t kp;                       /* int8: k padded */
+    float rel;                        /* int8: the outlier bound, in multiples of a row's rms */
 } tandem_linear;
 
 /* tandem_layer.placement: where a layer's norms sit (ModelSpec.norm) */

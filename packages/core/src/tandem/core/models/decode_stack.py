@@ -10,15 +10,17 @@ kernels in the same order as the modules (the same numbers, bit for bit).
 Each layer's program comes from the :class:`~tandem.core.spec.model.ModelSpec`: where its
 norms sit (pre, sandwich, post), q/k norms (over each head or the whole projection), the
 MLP's gate (SiLU or tanh-GELU), the residual scale, its rope table, its attention's scale,
-window and soft-cap; scaled embeddings are scaled before the call. It takes stacks of
-plain attention and dense gated MLPs (no latent attention, no experts, no partial rotary,
-no tensor parallelism), every linear layer a GGUF weight kept as stored in a format the C
-kernels take (blocks, K-quants, F16 / BF16; up to three formats stacked) or an fp32 weight
-packed for the C kernel. A step of prefills only, of at most ``FEW_TOKENS`` tokens, goes
-through too (its attention is the module path's for a prefill: rope, K/V write, paged
-prefill attention): a speculative verify is k + 1 tokens a sequence, and a draft model
-catching up after a verify feeds two or more. Anything else (long prompts, steps mixing
-prefills and decodes) runs the modules.
+window and soft-cap, and which pool of KV blocks it reads (Gemma's sliding layers may keep
+their own); scaled embeddings are scaled before the call. It takes stacks of plain
+attention and dense gated MLPs (no latent attention, no experts, no partial rotary, no
+tensor parallelism), every linear layer a GGUF weight kept as stored in a format the C
+kernels take (blocks, K-quants, F16 / BF16; up to three formats stacked), an fp32 weight
+packed for the C kernel or an int8 weight blocked for the C int8 kernel (AVX-512 VNNI). A
+step of prefills only, of at most ``FEW_TOKENS`` tokens, goes through too (its attention
+is the module path's for a prefill: rope, K/V write, paged prefill attention): a
+speculative verify is k + 1 tokens a sequence, and a draft model catching up after a
+verify feeds two or more. Anything else (long prompts, steps mixing prefills and
+decodes) runs the modules.
 """
 
 from __future__ import annotations
@@ -37,14 +39,17 @@ from tandem.kernels.native import decode_stack as native
 from tandem.kernels.native.linear_f32 import PackedF32
 from tandem.kernels.native.linear_gguf import supports
 from tandem.kernels.ops.decode_step import check_rope_decode
+from tandem.kernels.ops.linear_int8 import OUTLIER, Int8Weight
 
 FEW_TOKENS = 256  # the longest step of prefills the C stack takes (its scratch grows with it)
 
 
 def _lin(layer: Linear, keep: list[Tensor]) -> native.LinSpec | None:
     """The table entry of one linear layer, or None where the C driver cannot run it."""
-    if type(layer) is not Linear or layer.int8 is not None:
+    if type(layer) is not Linear:
         return None
+    if layer.int8 is not None:
+        return _int8(layer.int8, keep)
     bias = layer.bias
     if bias is not None:
         if bias.dtype != torch.float32 or not bias.is_contiguous() or not bias.is_cpu:
@@ -69,6 +74,19 @@ def _lin(layer: Linear, keep: list[Tensor]) -> native.LinSpec | None:
         return None
     keep.append(packed.panels)
     return native.LinSpec(native.F32, (packed.panels,), (0,), (packed.n,), bias, packed.n, packed.k)
+
+
+def _int8(weight: Int8Weight, keep: list[Tensor]) -> native.LinSpec | None:
+    """An int8 layer's entry: its weight blocked for the C kernel (AVX-512 VNNI), else None."""
+    blocked = weight.native
+    if blocked is None:  # torch's int8 matmul: not a kernel the C driver calls
+        return None
+    keep += [blocked.blocks, blocked.wsum, weight.scale]
+    if weight.bias is not None:
+        keep.append(weight.bias)
+    extra = (blocked.wsum, weight.scale, blocked.kp, OUTLIER)
+    n, k = weight.shape
+    return native.LinSpec(native.I8, (blocked.blocks,), (0,), (n,), weight.bias, n, k, extra)
 
 
 class DecodeStack:
@@ -239,7 +257,7 @@ class DecodeStack:
             keep += [*(n.weight for n in norms.values()), rope, kc, vc]
             self._norms += [(n._parameters, n.weight) for n in norms.values()]
             lins = (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)
-            self._f32 += [lin for lin in lins if lin.quant is None]
+            self._f32 += [lin for lin in lins if lin.quant is None and lin.int8 is None]
             rows.append(
                 {
                     **specs,
