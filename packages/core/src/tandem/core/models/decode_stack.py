@@ -32,6 +32,7 @@ from tandem.core.attention_metadata import AttentionMetadata
 from tandem.core.layers.linear import Linear, cpu_copy
 from tandem.core.layers.mlp import MLP_ROWS
 from tandem.core.layers.self_attention import KVCache
+from tandem.core.models.stack_program import describe, layer_norms, program, sharded, why_not
 from tandem.core.spec.model import ModelSpec
 from tandem.kernels.decode_inputs import DecodeStep
 from tandem.kernels.gguf_blocks import QuantStack, QuantWeight
@@ -107,7 +108,7 @@ class DecodeStack:
         self._norms: list[tuple[dict[str, object], Tensor]] = []
         self._rope: Tensor | None = None
         # why the C driver cannot run this stack (None: it can, if the weights allow)
-        reason = why_not(spec) or _sharded(model)
+        reason = why_not(spec) or sharded(model)
         self.reason = "the C kernels did not build" if not native.available() else reason
         self.usable = self.reason is None
 
@@ -130,21 +131,7 @@ class DecodeStack:
 
     def describe(self) -> str:
         """What the C driver's layer programs do beyond the Llama layer (the plan's note)."""
-        spec = self._spec
-        out = [] if spec.norm == "pre" else [f"{spec.norm} norms"]
-        if spec.attention.qk_norm != "none":
-            out.append(f"q/k norms ({spec.attention.qk_norm})")
-        gates = {spec.layer_mlp(i).activation for i in range(spec.num_layers)}
-        out += [f"{g} gate" for g in sorted(gates - {"silu"})]
-        if spec.residual_scale != 1.0:
-            out.append(f"residual x{spec.residual_scale:g}")
-        if len({layer.rope for layer in spec.layers}) > 1:
-            out.append(f"{len({layer.rope for layer in spec.layers})} rope tables")
-        if any(w is not None for w in spec.windows):
-            out.append("sliding windows")
-        if spec.attention.softcap is not None:
-            out.append("soft-capped scores")
-        return ", ".join(out)
+        return describe(self._spec)
 
     def drop(self) -> None:
         """Forget the table (the weights changed: loaded, quantized, moved)."""
@@ -250,7 +237,7 @@ class DecodeStack:
             }
             if any(s is None for s in specs.values()):
                 return None
-            norms = _norms(layer)
+            norms = layer_norms(layer)
             if not all(_plain(n.weight) for n in norms.values()):
                 return None
             rope = attn.rotary.table(cpu)
@@ -281,58 +268,5 @@ class DecodeStack:
         return native.StackTable(shape, rows, keep)
 
 
-def program(spec: ModelSpec, index: int) -> native.LayerProgram:
-    """Layer ``index``'s program as the C driver reads it."""
-    return native.LayerProgram(
-        spec.norm, spec.attention.qk_norm, spec.layer_mlp(index).activation, spec.residual_scale
-    )
-
-
-# the norm modules of each placement, by the C table's names
-_NORM_MODULES = {
-    "in_norm": "input_layernorm",
-    "post_attention_norm": "post_attention_layernorm",
-    "pre_feedforward_norm": "pre_feedforward_layernorm",
-    "post_feedforward_norm": "post_feedforward_layernorm",
-}
-
-
-def _norms(layer: torch.nn.Module) -> dict[str, torch.nn.Module]:
-    """The layer's norms by the C table's names: those its placement has, and its q/k norms."""
-    out = {c: getattr(layer, m) for c, m in _NORM_MODULES.items() if hasattr(layer, m)}
-    attn = layer.self_attn
-    if attn.qk_norm != "none":
-        out |= {"q_norm": attn.q_norm, "k_norm": attn.k_norm}
-    return out
-
-
 def _plain(t: Tensor) -> bool:
     return t.dtype == torch.float32 and t.is_cpu and t.is_contiguous()
-
-
-def why_not(spec: ModelSpec) -> str | None:
-    """Why the stack's structure (its spec) is not one the C driver runs (weights are
-    seen later), or None where it is."""
-    if not spec.layers:
-        return "no layers"
-    if spec.attention.latent is not None:
-        return "latent attention"
-    inter = spec.layer_mlp(0).intermediate_size
-    for i in range(spec.num_layers):
-        mlp = spec.layer_mlp(i)
-        if mlp.moe is not None:
-            return f"layer {i}: a mixture of experts"
-        if mlp.intermediate_size != inter:
-            return f"layer {i}: an MLP of another size"
-        if spec.layers[i].rope.partial != 1.0:
-            return f"layer {i}: a partial rotary"
-    return None
-
-
-def _sharded(model: torch.nn.Module) -> str | None:
-    """Why the modules as built are not what the C driver runs: tensor-parallel shards."""
-    for i, layer in enumerate(getattr(model, "layers", [])):
-        attn, mlp = layer.self_attn, layer.mlp
-        if getattr(attn, "tp_layouts", None) is not None or getattr(mlp, "tp_layouts", None):
-            return f"layer {i}: tensor-parallel"
-    return None
