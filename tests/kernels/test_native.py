@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -220,6 +221,24 @@ def test_native_silu_and_mul_matches_reference(seed, rows, inner):
     x = torch.randn((rows, 2 * inner), generator=g) * 4
     got = native.silu_and_mul(x)
     torch.testing.assert_close(got, reference.silu_and_mul(x), atol=1e-5, rtol=1e-5)
+
+
+@needs_native
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), rows=st.integers(0, 40), inner=st.integers(1, 200))
+def test_native_gelu_tanh_and_mul_matches_reference(seed, rows, inner):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn((rows, 2 * inner), generator=g) * 4
+    got = native.gelu_tanh_and_mul(x)
+    torch.testing.assert_close(got, reference.gelu_tanh_and_mul(x), atol=1e-5, rtol=1e-5)
+
+
+@needs_native
+def test_native_gelu_tanh_saturates_without_overflow():
+    x = torch.tensor([[-1e30, -1e4, -9.0, 0.0, 1e-4, 9.0, 1e4, 1e30, *[2.0] * 8]])
+    got = native.gelu_tanh_and_mul(x)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, F.gelu(x[:, :8], approximate="tanh") * 2.0)
 
 
 @needs_native

@@ -32,7 +32,9 @@ def _gguf(tmp_path_factory, arch: str, qtypes: dict[str, int], **shape) -> str:
     return str(write_gguf(src, out, qtypes))
 
 
-def _generate(model: str, mode: str, monkeypatch, prompts=PROMPTS, **kwargs) -> tuple[list, int]:
+def _generate(
+    model: str, mode: str, monkeypatch, prompts=PROMPTS, max_tokens=10, **kwargs
+) -> tuple[list, int]:
     """Greedy answers with their logprobs, and how many steps the C stack ran."""
     from tandem.core import LLM, SamplingParams
 
@@ -47,8 +49,9 @@ def _generate(model: str, mode: str, monkeypatch, prompts=PROMPTS, **kwargs) -> 
         return out
 
     monkeypatch.setattr(decode_stack.DecodeStack, "run", counted)
-    params = SamplingParams(temperature=0.0, max_tokens=10, ignore_eos=True, logprobs=3)
-    with LLM(model=model, engine="v0", max_model_len=64, **kwargs) as llm:
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True, logprobs=3)
+    kwargs = {"engine": "v0", "max_model_len": 64} | kwargs
+    with LLM(model=model, **kwargs) as llm:
         outs = llm.generate(prompts, params, use_tqdm=False)
     answers = [(o.outputs[0].token_ids, o.outputs[0].logprobs) for o in outs]
     return answers, ran
@@ -164,16 +167,144 @@ def test_fp32_weights_match_the_modules(tiny_model, monkeypatch):
     _same_as_modules(str(tiny_model), monkeypatch, dtype="float32")
 
 
-def test_what_it_does_not_take_runs_the_modules(tmp_path, monkeypatch):
+# each a program the Llama layer is not: q/k norms over each head (Qwen 3) or over the whole
+# projection with post-norm-only layers (OLMo 2); sandwich norms, (1 + w) norms, tanh-GELU,
+# scaled embeddings, soft-capped attention and sliding windows (Gemma 2), with local and
+# global rope tables and q/k norms (Gemma 3); residual, attention and embedding multipliers
+# and biases (Granite); a window on some layers only (Qwen 2)
+NEW_PROGRAMS = ["qwen3", "olmo2", "gemma2", "gemma3", "granite", "qwen2_window"]
+
+
+@pytest.mark.skipif(not native.linear_f32.available(), reason="no C fp32 linear kernel here")
+@pytest.mark.parametrize("arch", NEW_PROGRAMS)
+def test_each_layer_program_matches_the_modules(arch, tmp_path, monkeypatch):
+    monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
+    model = str(make_model(size="tiny", arch=arch))
+    ran = _same_as_modules(model, monkeypatch, dtype="float32")
+    assert ran.count("step") >= 4 * 9 // 4  # every decode step of every sequence's batch
+
+
+@pytest.mark.skipif(not native.linear_f32.available(), reason="no C fp32 linear kernel here")
+@pytest.mark.parametrize("arch", ["gemma3", "olmo2"])
+def test_verify_steps_of_each_program_match_the_modules(arch, tmp_path, monkeypatch):
+    """Steps laid out as prefills (a verify, a draft's catch-up) with q/k norms, sandwich
+    or post norms, two rope tables."""
+    monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
+    model = str(make_model(size="tiny", arch=arch))
+    spec = {"method": "draft", "model": model, "num_speculative_tokens": 3}
+    ran = _same_as_modules(
+        model, monkeypatch, PROMPTS[:2], speculative_config=spec, dtype="float32"
+    )
+    assert "verify" in ran
+
+
+def _grouped_steps(model: torch.nn.Module, steps: list[list[tuple[int, list[int]]]]) -> list:
+    """Logits of ``steps`` (chunks of (sequence, new tokens), prefills first), then the
+    caches, with the
+    sliding layers' caches in a pool of their own: fewer blocks, handed out in another
+    order than the global pool's, so the two pools' slots and tables differ."""
+    from tandem.core.kv.cache import allocate_kv_caches
+    from tandem.core.layers.attention_metadata import build_metadata
+
+    spec, bs = model.spec, 4
+    kv = (spec.num_kv_heads, spec.head_dim)
+    pools = {
+        False: allocate_kv_caches(spec.num_layers, *kv, 48, bs, torch.float32, "cpu"),
+        True: allocate_kv_caches(spec.num_layers, *kv, 24, bs, torch.float32, "cpu"),
+    }
+    caches = [pools[w is not None][i] for i, w in enumerate(spec.windows)]
+    free = {False: list(range(48)), True: list(range(24))[::-1]}
+    tables: dict[tuple[bool, int], list[int]] = {}
+    lens: dict[int, int] = {}
+    out = []
+    for chunks in steps:
+        ids, positions, q_lens, s_lens = [], [], [], []
+        for sid, tokens in chunks:
+            start = lens.get(sid, 0)
+            lens[sid] = end = start + len(tokens)
+            for pool in (False, True):
+                table = tables.setdefault((pool, sid), [])
+                while len(table) * bs < end:
+                    table.append(free[pool].pop())
+            ids += tokens
+            positions += range(start, end)
+            q_lens.append(len(tokens))
+            s_lens.append(end)
+        sids = [sid for sid, _ in chunks]
+        meta = build_metadata(q_lens, s_lens, [tables[False, s] for s in sids], bs)
+        meta.local = build_metadata(q_lens, s_lens, [tables[True, s] for s in sids], bs)
+        with torch.no_grad():
+            hidden = model(torch.tensor(ids), torch.tensor(positions), caches, meta)
+            out.append(model.compute_logits(hidden))
+    return [*out, *(c for pair in caches for c in pair)]
+
+
+@pytest.mark.skipif(not native.linear_f32.available(), reason="no C fp32 linear kernel here")
+def test_the_local_layers_pool_of_blocks_matches_the_modules(tmp_path, monkeypatch):
+    """Gemma 3's sliding layers keep blocks of their own: those layers read the local
+    pool's slots and tables, at decode and in a step laid out as a prefill."""
     from tandem.core.engine.loader import load_model
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
-    gemma = load_model(str(make_model(size="tiny", arch="gemma2")), dtype=torch.float32)
-    assert not gemma.model.decode_stack.usable  # sandwich norms, soft-capped attention
-    olmo = load_model(str(make_model(size="tiny", arch="olmo2")), dtype=torch.float32)
-    assert not olmo.model.decode_stack.usable  # norms after the blocks
+    model = load_model(str(make_model(size="tiny", arch="gemma3")), dtype=torch.float32)
+    ran = []
+    real = decode_stack.DecodeStack.run
+
+    def counted(self, x, positions, caches, meta):
+        out = real(self, x, positions, caches, meta)
+        ran.append(out is not None)
+        return out
+
+    monkeypatch.setattr(decode_stack.DecodeStack, "run", counted)
+    steps = [[(0, [5, 9, 2, 7, 7, 1]), (1, [7, 1, 3])]]
+    steps += [[(0, [3]), (1, [4])] for _ in range(6)]
+    steps += [[(0, [8, 2, 6]), (1, [1, 5])]]  # a verify's layout: new tokens after context
+    logits = {}
+    for mode in ("modules", "c"):
+        model.use_kernels(resolve_kernels(decode_stack=mode))
+        logits[mode] = _grouped_steps(model, steps)
+    assert sum(ran) == len(steps)  # the C stack took every step of the second pass
+    for got, want in zip(logits["c"], logits["modules"], strict=True):  # and each cache
+        assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize(
+    ("arch", "why"),
+    [
+        ("mixtral", "a mixture of experts"),
+        ("deepseek_v3", "latent attention"),
+        ("phi3", "a partial rotary"),
+    ],
+)
+def test_what_it_does_not_take_runs_the_modules(arch, why, tmp_path, monkeypatch):
+    from tandem.core.engine.loader import load_model
+
+    monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
+    model = load_model(str(make_model(size="tiny", arch=arch)), dtype=torch.float32)
+    stack = model.model.decode_stack
+    assert not stack.usable and why in stack.reason
+
+
+@pytest.mark.skipif(not native.linear_i8.available(), reason="no C int8 linear kernel here")
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_int8_weights_match_the_modules(arch, tmp_path, monkeypatch):
+    monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
+    model = str(make_model(size="tiny", arch=arch))
+    _same_as_modules(model, monkeypatch, dtype="float32", quantization="int8")
+
+
+def test_int8_weights_without_the_c_kernel_run_the_modules(tmp_path, monkeypatch):
+    """Where the CPU has no int8 kernel (torch's int8 matmul runs) the stack is left to
+    the modules."""
+    from tandem.core.engine.loader import load_model
+
+    monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     int8 = load_model(str(make_model(size="tiny", arch="llama")), dtype=torch.float32)
     int8.quantize("int8")
+    lins = [m for m in int8.model.layers.modules() if getattr(m, "int8", None) is not None]
+    assert lins
+    for lin in lins:
+        lin.int8.native = None
     spec = int8.spec.attention
     shape = (4, 16, spec.num_kv_heads, spec.head_dim)
     caches = [(torch.zeros(shape), torch.zeros(shape)) for _ in range(int8.spec.num_layers)]

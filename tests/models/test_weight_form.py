@@ -155,7 +155,16 @@ def test_c_entries_and_the_reasons_for_none() -> None:
     assert "torch kernel" in _dense(w, "torch").c_entry(None, keep)
     assert "bias" in stack.c_entry(bias.to(torch.bfloat16), keep)
     if int8_available():
-        assert "int8" in _dense(w).quantized().c_entry(None, keep)
+        int8 = _dense(w).quantized()
+        entry = int8.c_entry(None, keep)
+        if int8.weight.native is None:  # torch's int8 matmul: the C stack cannot call it
+            assert "int8" in entry
+        else:  # the blocked weight, its channel sums and scales held while the table is
+            assert isinstance(entry, native.LinSpec) and entry.kind == native.I8
+            assert (entry.n, entry.k) == (40, 256)
+            held = (*entry.weights, *entry.int8[:2])
+            assert all(any(t is kept for kept in keep) for t in held)
+            before += len(held)
     assert len(keep) == before  # nothing kept for an entry not made
     assert all(supports(q) for q in (8, 12))
 

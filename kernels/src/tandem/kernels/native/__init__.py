@@ -12,6 +12,7 @@ from tandem.kernels.native.attention import paged_decode, paged_prefill, rope_de
 from tandem.kernels.native.builder import BuildError
 from tandem.kernels.native.elementwise import (
     add_rms_norm,
+    gelu_tanh_and_mul,
     greedy,
     quantize_rows,
     rescale,
@@ -23,6 +24,7 @@ from tandem.kernels.native.loader import library, unavailable_reason
 __all__ = [
     "BuildError",
     "add_rms_norm",
+    "gelu_tanh_and_mul",
     "greedy",
     "library",
     "linear_f32",

@@ -35,10 +35,11 @@ SOURCES = (
     "gguf_half.c",
     "gguf_decode.c",
     "linear_gguf_f32.c",
+    "decode_ops.c",
     "decode_stack.c",
 )
 HEADER = "tandem_kernels.h"  # the contract: every export, struct and shared constant
-HEADERS = (HEADER, "fastmath.h", "gguf_common.h", "gguf_k23.h", "linear_f32_avx2.h")
+HEADERS = (HEADER, "decode_ops.h", "fastmath.h", "gguf_common.h", "gguf_k23.h", "linear_f32_avx2.h")
 FLAGS = (
     "-O3",
     "-march=native",

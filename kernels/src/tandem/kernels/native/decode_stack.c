@@ -5,17 +5,22 @@
  * several microseconds of argument handling around work of the same size, and on a
  * 135M model the calls cost as much as the weights' reads. Here the same kernels run
  * in the same order on the same inputs (so the results are the module path's, bit for
- * bit), driven by a table of layers made once per model:
+ * bit), driven by a table of layers made once per model. Each layer's program is read
+ * from its entry: where its norms sit (ModelSpec.norm), q/k norms, the MLP's gate, the
+ * residual scale and its rope table; its attention's window and soft-cap. With A the
+ * attention block (decode_ops.c) and M the MLP, s the residual scale:
  *
- *   h, res = add_rms_norm(x, res, in_norm)        (the first layer: res = x)
- *   a      = rope_decode(linear(qkv, h) + qkv_bias)
- *   h, res = add_rms_norm(linear(o, a), res, post_norm)
- *   x      = linear(down, silu_and_mul(linear(gate_up, h)))
+ *   pre:      h, res = add_norm(x, res, in);  x = s A(h);  h, res = add_norm(x, res, post_attn)
+ *             x = s M(h)
+ *   sandwich: h, res = add_norm(x, res, in);  x = s norm(A(h), post_attn)
+ *             h, res = add_norm(x, res, pre_ff);  x = s norm(M(h), post_ff)
+ *   post:     res = x + res;  res += s norm(A(res), post_attn);  x = s norm(M(res), post_ff)
  *
- * A linear is a GGUF weight (up to three parts of different formats stacked along the
- * output: a Q4_K_M fused projection) or an fp32 weight packed for linear_f32.c, each
- * with an optional fp32 bias. x and res: [T, C], updated in place; the caller applies the
- * final norm. Positions, slots, lengths and tables must be validated (C trusts them).
+ * (the first layer has no residual yet: it is x itself). A linear is a GGUF weight (up to
+ * three parts of different formats stacked along the output) or an fp32 weight packed for
+ * linear_f32.c, each with an optional fp32 bias. x and res: [T, C], updated in place; the
+ * caller applies the final norm. Positions, slots, lengths and tables must be validated
+ * (C trusts them).
  *
  * With cu_seqlens (B + 1 token offsets) the T tokens are B sequences' new tokens laid out
  * as a prefill step, and attention is the module path's for such a step: rope on q and
@@ -24,91 +29,109 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "decode_ops.h"
 #include "tandem_kernels.h"
 
-/* out [B, n] = x [B, k] @ W^T + bias; part p's columns into a scratch row block, then
- * into their place (the module path concatenates the parts the same way). */
-static int linear(const tandem_linear *l, const float *x, int64_t B, float *out, float *part_out)
+/* x [T, C] = norm(x) in place (a norm without a residual: the sandwich and post norms) */
+static void norm_in_place(float *x, const float *w, float eps, int64_t T, int64_t C)
 {
-    if (l->kind == TANDEM_LINEAR_F32) {
-        if (tandem_linear_f32(x, B, l->k, l->w[0], l->bias, l->n, out) != 0)
-            return -1;
-        return 0;
+    tandem_add_rms_norm_f32(x, NULL, w, eps, T, C, x, NULL);
+}
+
+/* h, res = add_norm(x, res, w); on the first layer res = x and h = norm(x) */
+static void add_norm(const float *x, float *res, const float *w, float eps, int64_t T, int64_t C,
+                     float *h, int first)
+{
+    if (first) {
+        tandem_add_rms_norm_f32(x, NULL, w, eps, T, C, h, NULL);
+        memcpy(res, x, T * C * sizeof(float));
+    } else {
+        tandem_add_rms_norm_f32(x, res, w, eps, T, C, h, res);
     }
-    int64_t col = 0;
-    for (int64_t p = 0; p < l->parts; p++) {
-        const int64_t n = l->rows[p];
-        float *dst = l->parts == 1 ? out : part_out;
-        const int rc = B >= TANDEM_GGUF_TILE_ROWS
-                           ? tandem_linear_gguf_f32((int)l->qtype[p], x, B, l->k, l->w[p], n, dst)
-                           : tandem_linear_gguf((int)l->qtype[p], x, B, l->k, l->w[p], n, dst);
-        if (rc != 0)
+}
+
+static void scaled(float *x, int64_t n, float s)
+{
+    if (s != 1.0f)
+        stack_scale(x, n, s);
+}
+
+/* One layer on x, res [T, C]; 0, or -1 where a kernel refused its call. */
+static int layer(const tandem_layer *ly, const tandem_stack_shape *shape, const tandem_step *st,
+                 float *x, float *res, const stack_scratch *s, int first)
+{
+    const int64_t T = st->tokens, C = shape->hidden, I = shape->intermediate, n = T * C;
+    const float eps = shape->eps, rs = ly->residual_scale;
+    float *h = s->h;
+    switch (ly->placement) {
+    case TANDEM_NORM_PRE:
+        add_norm(x, res, ly->in_norm, eps, T, C, h, first);
+        if (stack_attention(ly, st, eps, h, x, s) != 0)
             return -1;
-        if (l->parts > 1)
-            for (int64_t b = 0; b < B; b++)
-                memcpy(out + b * l->n + col, dst + b * n, n * sizeof(float));
-        col += n;
+        scaled(x, n, rs);
+        tandem_add_rms_norm_f32(x, res, ly->post_attention_norm, eps, T, C, h, res);
+        break;
+    case TANDEM_NORM_SANDWICH:
+        add_norm(x, res, ly->in_norm, eps, T, C, h, first);
+        if (stack_attention(ly, st, eps, h, x, s) != 0)
+            return -1;
+        norm_in_place(x, ly->post_attention_norm, eps, T, C);
+        scaled(x, n, rs);
+        tandem_add_rms_norm_f32(x, res, ly->pre_feedforward_norm, eps, T, C, h, res);
+        break;
+    case TANDEM_NORM_POST:
+        if (first)
+            memcpy(res, x, n * sizeof(float));
+        else
+            stack_add(res, x, n);
+        if (stack_attention(ly, st, eps, res, x, s) != 0)
+            return -1;
+        norm_in_place(x, ly->post_attention_norm, eps, T, C);
+        scaled(x, n, rs);
+        stack_add(res, x, n);
+        h = res; /* the MLP reads the residual stream itself */
+        break;
+    default:
+        return -1;
     }
-    if (l->bias)
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t i = 0; i < l->n; i++)
-                out[b * l->n + i] += l->bias[i];
+    if (stack_mlp(ly, T, I, h, x, s) != 0)
+        return -1;
+    if (ly->placement != TANDEM_NORM_PRE)
+        norm_in_place(x, ly->post_feedforward_norm, eps, T, C);
+    scaled(x, n, rs);
     return 0;
 }
 
-/* attn [T, H * D] from qkv [T, Q]; qr [T, H * D] and kr [T, KVH * D]: scratch for the
- * rotated q and k of a step with cu_seqlens */
-static int attend(const tandem_attention *a, const tandem_step *st, const float *qkv,
-                  float *attn, float *qr, float *kr)
-{
-    const int64_t H = a->heads, KVH = a->kv_heads, D = a->head_dim, Q = (H + 2 * KVH) * D;
-    if (!st->cu_seqlens)
-        return tandem_rope_decode_f32(a, st, qkv, Q, attn);
-    tandem_rotary_f32(st->positions, qkv, Q, st->cos_sin, st->tokens, H, D, qr);
-    tandem_rotary_f32(st->positions, qkv + H * D, Q, st->cos_sin, st->tokens, KVH, D, kr);
-    tandem_write_kv_f32(kr, KVH * D, qkv + (H + KVH) * D, Q, st->slots, st->tokens, KVH * D,
-                        a->k_cache, a->v_cache);
-    return tandem_paged_prefill_f32(a, st, qr, attn);
-}
-
-/* scratch: floats for h [T, C], qkv [T, Q], attn [T, H * D], gate_up [T, 2 I], act [T, I],
- * one part's output [T, max part rows], then (with cu_seqlens) the rotated q [T, H * D]
- * and k [T, KVH * D] (see decode_stack.scratch_floats); H, KVH and D are the first
- * layer's (every layer's alike). A step of decodes: B == T. Returns 0, or -(layer + 1)
- * when a kernel refused its call (the caches of the layers before it are written). */
+/* scratch: floats for h [T, C], qkv [T, Q], attn [T, H D], gate_up [T, 2 I], act [T, I],
+ * one part's output [T, max part rows], then the normed q [T, H D] and k [T, KVH D] and
+ * the rotated q [T, H D] and k [T, KVH D] (see decode_stack.scratch_floats); H, KVH and
+ * D are the first layer's (every layer's alike). A step of decodes: B == T. Returns 0, or
+ * -(layer + 1) when a kernel refused its call (the caches of the layers before it are
+ * written). */
 int64_t tandem_decode_stack_f32(const tandem_layer *layers, int64_t count,
                                 const tandem_stack_shape *shape, const tandem_step *st,
-                                float *x, float *res, float *scratch)
+                                const tandem_step *local_step, float *x, float *res,
+                                float *scratch)
 {
     if (count <= 0)
         return 0;
     const tandem_attention *a0 = &layers[0].attention;
     const int64_t T = st->tokens, C = shape->hidden, I = shape->intermediate;
-    const int64_t H = a0->heads, KVH = a0->kv_heads, D = a0->head_dim;
-    const int64_t Q = (H + 2 * KVH) * D;
-    const float eps = shape->eps;
-    float *h = scratch, *qkv = h + T * C, *attn = qkv + T * Q, *gu = attn + T * H * D;
-    float *act = gu + T * 2 * I, *part = act + T * I;
-    float *qr = part + T * shape->max_part, *kr = qr + T * H * D;
+    const int64_t HD = a0->heads * a0->head_dim, KD = a0->kv_heads * a0->head_dim;
+    stack_scratch s;
+    s.h = scratch;
+    s.qkv = s.h + T * C;
+    s.attn = s.qkv + T * (HD + 2 * KD);
+    s.gu = s.attn + T * HD;
+    s.act = s.gu + T * 2 * I;
+    s.part = s.act + T * I;
+    s.qn = s.part + T * shape->max_part;
+    s.kn = s.qn + T * HD;
+    s.qr = s.kn + T * KD;
+    s.kr = s.qr + T * HD;
     for (int64_t i = 0; i < count; i++) {
-        const tandem_layer *ly = layers + i;
-        if (i == 0) { /* no residual yet: it is x itself */
-            tandem_add_rms_norm_f32(x, NULL, ly->in_norm, eps, T, C, h, NULL);
-            memcpy(res, x, T * C * sizeof(float));
-        } else {
-            tandem_add_rms_norm_f32(x, res, ly->in_norm, eps, T, C, h, res);
-        }
-        if (linear(&ly->qkv, h, T, qkv, part) != 0)
-            return -(i + 1);
-        if (attend(&ly->attention, st, qkv, attn, qr, kr) != 0)
-            return -(i + 1);
-        if (linear(&ly->o, attn, T, x, part) != 0)
-            return -(i + 1);
-        tandem_add_rms_norm_f32(x, res, ly->post_norm, eps, T, C, h, res);
-        if (linear(&ly->gate_up, h, T, gu, part) != 0)
-            return -(i + 1);
-        tandem_silu_and_mul_f32(gu, T, I, act);
-        if (linear(&ly->down, act, T, x, part) != 0)
+        const tandem_step *step = layers[i].local && local_step ? local_step : st;
+        if (layer(layers + i, shape, step, x, res, &s, i == 0) != 0)
             return -(i + 1);
     }
     return 0;

@@ -21,7 +21,12 @@ from tandem.kernels.native.contract import constant, struct
 from tandem.kernels.native.loader import library
 
 MAX_PARTS = constant("TANDEM_MAX_PARTS")
-GGUF, F32 = constant("TANDEM_LINEAR_GGUF"), constant("TANDEM_LINEAR_F32")  # LinSpec.kind
+GGUF, F32, I8 = (constant(f"TANDEM_LINEAR_{k}") for k in ("GGUF", "F32", "I8"))  # LinSpec.kind
+# LayerProgram's fields in C's numbers
+PLACEMENTS = {p: constant(f"TANDEM_NORM_{p.upper()}") for p in ("pre", "sandwich", "post")}
+QK_NORMS = {q: constant(f"TANDEM_QK_NORM_{q.upper()}") for q in ("none", "head", "proj")}
+GATES = {g: constant(f"TANDEM_GATE_{g.upper()}") for g in ("silu", "gelu_tanh")}
+NORMS = ("in_norm", "post_attention_norm", "pre_feedforward_norm", "post_feedforward_norm")
 Lin, Layer, StackShape = (
     struct("tandem_linear"),
     struct("tandem_layer"),
@@ -31,8 +36,10 @@ Lin, Layer, StackShape = (
 
 @dataclass(frozen=True, slots=True)
 class LinSpec:
-    """One linear layer's weight for the table: GGUF parts (uint8 blocks, format, rows)
-    or one fp32 packed panel tensor; ``bias`` fp32 [n] or None."""
+    """One linear layer's weight for the table: GGUF parts (uint8 blocks, format, rows),
+    one fp32 packed panel tensor or one int8 blocked weight; ``bias`` fp32 [n] or None;
+    ``int8``: the int8 weight's (channel sums int32 [n], scales fp32 [n], padded k,
+    outlier bound)."""
 
     kind: int
     weights: tuple[Tensor, ...]
@@ -41,6 +48,7 @@ class LinSpec:
     bias: Tensor | None
     n: int
     k: int
+    int8: tuple[Tensor, Tensor, int, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +59,30 @@ class Shape:
     head_dim: int
     intermediate: int
     eps: float
+
+
+@dataclass(frozen=True, slots=True)
+class LayerProgram:
+    """What a layer does besides its weights: where its norms sit (a key of
+    :data:`PLACEMENTS`), its q/k norms (of :data:`QK_NORMS`), its MLP's gate (of
+    :data:`GATES`) and the scale of each block's output before its residual add."""
+
+    placement: str = "pre"
+    qk_norm: str = "none"
+    gate: str = "silu"
+    residual_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name, allowed in (
+            ("placement", PLACEMENTS),
+            ("qk_norm", QK_NORMS),
+            ("gate", GATES),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"LayerProgram.{name} must be one of {', '.join(allowed)}, "
+                    f"got {getattr(self, name)!r}"
+                )
 
 
 def available() -> bool:
@@ -64,6 +96,9 @@ def _lin(spec: LinSpec) -> Lin:
     for i, (w, q, r) in enumerate(zip(spec.weights, spec.qtypes, spec.rows)):
         lin.w[i], lin.qtype[i], lin.rows[i] = w.data_ptr(), q, r
     lin.bias = None if spec.bias is None else spec.bias.data_ptr()
+    if spec.int8 is not None:
+        wsum, scale, lin.kp, lin.rel = spec.int8
+        lin.wsum, lin.scale = wsum.data_ptr(), scale.data_ptr()
     return lin
 
 
@@ -71,14 +106,26 @@ class StackTable:
     """The C table of a model's layers and the tensors it points into (kept alive here)."""
 
     def __init__(self, shape: Shape, layers: list[dict], keep: list[Tensor]) -> None:
-        """``layers``: per layer, in_norm and post_norm (fp32 [C]), qkv, o, gate_up, down
-        (:class:`LinSpec`), k_cache and v_cache, window, softcap, scale."""
+        """``layers``: per layer, its ``program`` (:class:`LayerProgram`), the norms of
+        :data:`NORMS` its placement uses (fp32 [C]; the others absent or None), q_norm and
+        k_norm where it has q/k norms, qkv, o, gate_up, down (:class:`LinSpec`), cos_sin
+        (its rope table, fp32 [P, D]), k_cache and v_cache, window, softcap, scale, and
+        ``local`` (True: its caches are the local pool's, its step the ``local`` one)."""
         self.shape = shape
         self._keep = keep
         self._table = (Layer * len(layers))()
         self._max_part = 1
         for row, spec in zip(self._table, layers):
-            row.in_norm, row.post_norm = spec["in_norm"].data_ptr(), spec["post_norm"].data_ptr()
+            program: LayerProgram = spec["program"]
+            row.placement = PLACEMENTS[program.placement]
+            row.qk_norm = QK_NORMS[program.qk_norm]
+            row.gate = GATES[program.gate]
+            row.residual_scale = program.residual_scale
+            for name in (*NORMS, "q_norm", "k_norm"):
+                weight = spec.get(name)
+                setattr(row, name, None if weight is None else weight.data_ptr())
+            row.cos_sin = spec["cos_sin"].data_ptr()
+            row.local = int(spec.get("local", False))
             for name in ("qkv", "o", "gate_up", "down"):
                 setattr(row, name, _lin(spec[name]))
                 self._max_part = max(self._max_part, *spec[name].rows, 1)
@@ -89,14 +136,12 @@ class StackTable:
         self._shape = StackShape(shape.hidden, shape.intermediate, self._max_part, shape.eps)
         self._scratch = torch.empty(0)
 
-    def scratch_floats(self, tokens: int, offsets: bool = False) -> int:
-        """Floats of scratch a step of ``tokens`` needs (``offsets``: a step given its
-        sequences' token offsets, which rotates q and k into scratch of their own)."""
+    def scratch_floats(self, tokens: int) -> int:
+        """Floats of scratch a step of ``tokens`` needs."""
         s = self.shape
         q = (s.heads + 2 * s.kv_heads) * s.head_dim
         per_row = s.hidden + q + s.heads * s.head_dim + 3 * s.intermediate + self._max_part
-        if offsets:
-            per_row += (s.heads + s.kv_heads) * s.head_dim
+        per_row += 2 * (s.heads + s.kv_heads) * s.head_dim  # q and k normed, then rotated
         return tokens * per_row
 
     def run(
@@ -108,25 +153,32 @@ class StackTable:
         seq_lens: Tensor,
         tables: Tensor,
         cu_seqlens: Tensor | None = None,
+        local: tuple[Tensor, Tensor, Tensor] | None = None,
     ) -> tuple[Tensor, Tensor] | None:
         """x: [T, C] fp32 contiguous (the embeddings; overwritten) -> (x, residual) after
         the last layer; None where the library is missing. positions, slots int64 [T];
         seq_lens int32 [B]; tables int32 [B, M]; ``cu_seqlens`` int32 [B + 1], the
         sequences' token offsets of a step laid out as a prefill (None: a step of decodes,
-        B == T); all contiguous. A kernel refusing its call half-way (the table promised it
+        B == T); ``local``: (slots, seq_lens, tables) of the local layers' pool, where
+        they have one; all contiguous. A kernel refusing its call half-way (the table promised it
         would not) raises: the caches are half written."""
         lib = library()
         if lib is None:
             return None
         t = x.shape[0]
-        need = self.scratch_floats(t, cu_seqlens is not None)
+        need = self.scratch_floats(t)
         if self._scratch.numel() < need:
             self._scratch = torch.empty(need, dtype=torch.float32)
         res = torch.empty_like(x)
         step = step_args(seq_lens, tables, t, cu_seqlens, positions, cos_sin, slots)
+        pool = None
+        if local is not None:
+            l_slots, l_lens, l_tables = local
+            pool = step_args(l_lens, l_tables, t, cu_seqlens, positions, cos_sin, l_slots)
         rc = lib.tandem_decode_stack_f32(
             self._table, len(self._table), ctypes.byref(self._shape), ctypes.byref(step),
-            x.data_ptr(), res.data_ptr(), self._scratch.data_ptr(),
+            None if pool is None else ctypes.byref(pool), x.data_ptr(), res.data_ptr(),
+            self._scratch.data_ptr(),
         )  # fmt: skip
         if rc != 0:
             raise RuntimeError(f"decode stack: a kernel refused layer {-rc - 1}'s call")

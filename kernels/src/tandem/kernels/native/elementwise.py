@@ -50,12 +50,21 @@ def add_rms_norm(
 
 def silu_and_mul(x: Tensor) -> Tensor | None:
     """x: [..., 2I] -> silu(x[..., :I]) * x[..., I:]: [..., I]."""
+    return _gated(x, "tandem_silu_and_mul_f32")
+
+
+def gelu_tanh_and_mul(x: Tensor) -> Tensor | None:
+    """x: [..., 2I] -> gelu_tanh(x[..., :I]) * x[..., I:]: [..., I]."""
+    return _gated(x, "tandem_gelu_tanh_and_mul_f32")
+
+
+def _gated(x: Tensor, name: str) -> Tensor | None:
     lib = library()
     if lib is None or not _plain(x) or x.dim() < 1:
         return None
     inner = x.shape[-1] // 2
     out = x.new_empty((*x.shape[:-1], inner))
-    lib.tandem_silu_and_mul_f32(x.data_ptr(), x.numel() // max(2 * inner, 1), inner, out.data_ptr())
+    getattr(lib, name)(x.data_ptr(), x.numel() // max(2 * inner, 1), inner, out.data_ptr())
     return out
 
 

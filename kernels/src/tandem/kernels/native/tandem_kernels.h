@@ -31,6 +31,7 @@
 /* tandem_linear.kind */
 #define TANDEM_LINEAR_GGUF 0
 #define TANDEM_LINEAR_F32 1
+#define TANDEM_LINEAR_I8 2
 
 /* One layer's attention over its paged KV cache. */
 typedef struct {
@@ -59,23 +60,52 @@ typedef struct {
     int64_t table_width;         /* M */
 } tandem_step;
 
-/* A linear layer of the decode stack: GGUF parts, or one fp32 weight packed for
- * tandem_linear_f32; each with an optional fp32 bias. */
+/* A linear layer of the decode stack: GGUF parts, one fp32 weight packed for
+ * tandem_linear_f32 or one int8 weight blocked for tandem_linear_i8; each with an
+ * optional fp32 bias. */
 typedef struct {
-    int64_t kind;                     /* TANDEM_LINEAR_GGUF or TANDEM_LINEAR_F32 */
+    int64_t kind;                     /* TANDEM_LINEAR_GGUF, _F32 or _I8 */
     int64_t parts;                    /* GGUF: 1..TANDEM_MAX_PARTS */
     int64_t qtype[TANDEM_MAX_PARTS];  /* GGUF: each part's block format */
     int64_t rows[TANDEM_MAX_PARTS];   /* GGUF: each part's output channels */
-    const void *w[TANDEM_MAX_PARTS];  /* GGUF: each part's blocks; fp32: the packed panels */
+    const void *w[TANDEM_MAX_PARTS];  /* GGUF: each part's blocks; fp32: the packed panels;
+                                         int8: the blocks */
     const float *bias;                /* [n] or NULL */
     int64_t n;                        /* output channels */
     int64_t k;                        /* input channels */
+    const int32_t *wsum;              /* int8: [n] each channel's sum of weights */
+    const float *scale;               /* int8: [n] each channel's scale */
+    int64_t kp;                       /* int8: k padded */
+    float rel;                        /* int8: the outlier bound, in multiples of a row's rms */
 } tandem_linear;
 
-/* One pre-norm decoder layer of the decode stack. */
+/* tandem_layer.placement: where a layer's norms sit (ModelSpec.norm) */
+#define TANDEM_NORM_PRE 0      /* norm > block > add (Llama) */
+#define TANDEM_NORM_SANDWICH 1 /* norm > block > norm > add (Gemma) */
+#define TANDEM_NORM_POST 2     /* block > norm > add (OLMo 2) */
+/* tandem_layer.qk_norm: RMSNorm on q and on k before rope */
+#define TANDEM_QK_NORM_NONE 0
+#define TANDEM_QK_NORM_HEAD 1 /* over each head's D values */
+#define TANDEM_QK_NORM_PROJ 2 /* over the whole projection: H * D (q), KVH * D (k) */
+/* tandem_layer.gate: the MLP's activation */
+#define TANDEM_GATE_SILU 0
+#define TANDEM_GATE_GELU_TANH 1
+
+/* One decoder layer of the decode stack: its program (norm placement, q/k norms, gate,
+ * residual scale, rope table) and its weights. A norm a placement does not use is NULL. */
 typedef struct {
-    const float *in_norm;   /* [C] */
-    const float *post_norm; /* [C] */
+    int64_t placement;                /* TANDEM_NORM_* */
+    const float *in_norm;             /* [C] pre, sandwich: before attention */
+    const float *post_attention_norm; /* [C] pre: before the MLP; else: on attention's output */
+    const float *pre_feedforward_norm;  /* [C] sandwich: before the MLP */
+    const float *post_feedforward_norm; /* [C] sandwich, post: on the MLP's output */
+    int64_t qk_norm;                  /* TANDEM_QK_NORM_* */
+    const float *q_norm;              /* [D] or [H * D] */
+    const float *k_norm;              /* [D] or [KVH * D] */
+    int64_t gate;                     /* TANDEM_GATE_* */
+    float residual_scale;             /* each block's output times this before its add */
+    const float *cos_sin;             /* [P, D] this layer's rope table */
+    int64_t local;                    /* 1: its blocks are the local pool's (local_step) */
     tandem_linear qkv;
     tandem_linear o;
     tandem_linear gate_up;
@@ -107,17 +137,22 @@ TANDEM_API void tandem_write_kv_f32(const float *k, int64_t k_stride, const floa
                                     int64_t v_stride, const int64_t *slots, int64_t T,
                                     int64_t row, float *k_cache, float *v_cache);
 
-/* decode_stack.c: x, res [T, C] (updated in place). Returns 0, or -(layer + 1). */
+/* decode_stack.c: x, res [T, C] (updated in place). Returns 0, or -(layer + 1). The
+ * steps' cos_sin is unused: each layer names its own rope table. local_step: the same
+ * tokens' slots and block tables in the local (sliding-window) layers' pool of blocks,
+ * read by the layers marked local; NULL where every layer reads `step`'s. */
 TANDEM_API int64_t tandem_decode_stack_f32(const tandem_layer *layers, int64_t count,
                                            const tandem_stack_shape *shape,
-                                           const tandem_step *step, float *x, float *res,
-                                           float *scratch);
+                                           const tandem_step *step,
+                                           const tandem_step *local_step, float *x,
+                                           float *res, float *scratch);
 
 /* elementwise.c */
 TANDEM_API void tandem_add_rms_norm_f32(const float *x, const float *residual,
                                         const float *weight, float eps, int64_t T, int64_t C,
                                         float *out, float *summed);
 TANDEM_API void tandem_silu_and_mul_f32(const float *x, int64_t T, int64_t I, float *out);
+TANDEM_API void tandem_gelu_tanh_and_mul_f32(const float *x, int64_t T, int64_t I, float *out);
 TANDEM_API void tandem_rotary_f32(const int64_t *positions, const float *x, int64_t row_stride,
                                   const float *cos_sin, int64_t T, int64_t H, int64_t D,
                                   float *out);

@@ -38,6 +38,9 @@ def silu_and_mul(x: Tensor) -> Tensor:
 @define("torch_gelu_tanh_and_mul")
 def _gelu_tanh_and_mul(x: Tensor) -> Tensor:
     # x: [..., 2I] -> [..., I]
+    done = native.gelu_tanh_and_mul(x)  # fp32 on CPU: one pass in C
+    if done is not None:
+        return done
     half = x.shape[-1] // 2
     return F.gelu(x[..., :half], approximate="tanh").mul_(x[..., half:])
 

@@ -34,7 +34,7 @@ from tandem.kernels.native.linear_f32 import PackedF32
 from tandem.kernels.native.linear_gguf import supports
 from tandem.kernels.ops.gguf_linear import gguf_rows, linear_gguf
 from tandem.kernels.ops.linear import PackedWeight, linear
-from tandem.kernels.ops.linear_int8 import Int8Weight, linear_int8
+from tandem.kernels.ops.linear_int8 import OUTLIER, Int8Weight, linear_int8
 
 CEntry = native.LinSpec | str  # a weight's entry in the C stack's table, or why it has none
 Takes = Callable[[int], bool]  # whether the C kernels take a GGUF format
@@ -75,6 +75,8 @@ class WeightForm(ABC):
         entry = self._c_weight(bias, takes)
         if isinstance(entry, native.LinSpec):
             keep.extend(entry.weights)
+            if entry.int8 is not None:
+                keep.extend(entry.int8[:2])
             if bias is not None:
                 keep.append(bias)
         return entry
@@ -200,7 +202,12 @@ class Int8(WeightForm):
         return linear_int8(x, self.weight, bias=bias)
 
     def _c_weight(self, bias: Tensor | None, takes: Takes) -> CEntry:
-        return "int8 (the C stack has no int8 kernel)"
+        blocked = self.weight.native
+        if blocked is None:  # torch's int8 matmul: not a kernel the C driver calls
+            return "int8 without the C int8 kernel (it needs AVX-512 VNNI)"
+        n, k = self.weight.shape
+        extra = (blocked.wsum, self.weight.scale, blocked.kp, OUTLIER)
+        return native.LinSpec(native.I8, (blocked.blocks,), (0,), (n,), bias, n, k, extra)
 
     def use_kernel(self, kernel: str) -> None:
         self.dense.use_kernel(kernel)

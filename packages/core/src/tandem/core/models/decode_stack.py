@@ -7,14 +7,20 @@ of the same size. :class:`DecodeStack` gives the C driver (``native/decode_stack
 table of the layers once and then runs a decode-only step in one call, through the same
 kernels in the same order as the modules (the same numbers, bit for bit).
 
-It takes Llama-family stacks only: pre-norm layers with SiLU gated MLPs, attention with
-one rope table and no q/k norms, no tensor parallelism, every linear layer a GGUF weight
-kept as stored in a format the C kernels take (blocks, K-quants, F16 / BF16; up to three
-formats stacked) or an fp32 weight packed for the C kernel. A step of prefills only, of at
-most ``FEW_TOKENS`` tokens, goes through too (its attention is the module path's for a
-prefill: rope, K/V write, paged prefill attention): a speculative verify is k + 1 tokens
-a sequence, and a draft model catching up after a verify feeds two or more. Anything else
-(long prompts, steps mixing prefills and decodes) runs the modules.
+Each layer's program comes from the :class:`~tandem.core.spec.model.ModelSpec`: where its
+norms sit (pre, sandwich, post), q/k norms (over each head or the whole projection), the
+MLP's gate (SiLU or tanh-GELU), the residual scale, its rope table, its attention's scale,
+window and soft-cap, and which pool of KV blocks it reads (Gemma's sliding layers may keep
+their own); scaled embeddings are scaled before the call. It takes stacks of plain
+attention and dense gated MLPs (no latent attention, no experts, no partial rotary, no
+tensor parallelism), every linear layer a GGUF weight kept as stored in a format the C
+kernels take (blocks, K-quants, F16 / BF16; up to three formats stacked), an fp32 weight
+packed for the C kernel or an int8 weight blocked for the C int8 kernel (AVX-512 VNNI). A
+step of prefills only, of at most ``FEW_TOKENS`` tokens, goes through too (its attention
+is the module path's for a prefill: rope, K/V write, paged prefill attention): a
+speculative verify is k + 1 tokens a sequence, and a draft model catching up after a
+verify feeds two or more. Anything else (long prompts, steps mixing prefills and
+decodes) runs the modules.
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ from torch import Tensor
 
 from tandem.core.layers.attention_metadata import AttentionMetadata
 from tandem.core.layers.linear import Linear
-from tandem.core.layers.mlp import MLP_ROWS, GatedMLP
-from tandem.core.layers.self_attention import KVCache, SelfAttention
-from tandem.kernels import ops
+from tandem.core.layers.mlp import MLP_ROWS
+from tandem.core.layers.self_attention import KVCache
+from tandem.core.models.stack_program import describe, layer_norms, program, sharded, why_not
+from tandem.core.spec.model import ModelSpec
 from tandem.kernels.decode_inputs import DecodeStep
 from tandem.kernels.native import decode_stack as native
 from tandem.kernels.native.linear_gguf import supports
@@ -48,10 +55,13 @@ class DecodeStack:
     """The decoder stack's decode steps (and short prefill-only steps) through one C call;
     :meth:`run` answers None where it does not apply, and the caller runs the modules."""
 
-    __slots__ = ("_caches", "_f32", "_model", "_norms", "_rope", "_table", "reason", "usable")
+    __slots__ = (
+        "_caches", "_f32", "_model", "_norms", "_rope", "_spec", "_table", "reason", "usable",
+    )  # fmt: skip
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: torch.nn.Module, spec: ModelSpec) -> None:
         self._model = model  # a DecoderModel
+        self._spec = spec
         self._table: native.StackTable | None = None
         self._caches: list[KVCache] | None = None  # the list the table was made for
         self._f32: list[Linear] = []  # fp32 layers: their packed copy must still hold
@@ -59,7 +69,8 @@ class DecodeStack:
         self._norms: list[tuple[dict[str, object], Tensor]] = []
         self._rope: Tensor | None = None
         # why the C driver cannot run this stack (None: it can, if the weights allow)
-        self.reason = "the C kernels did not build" if not native.available() else why_not(model)
+        reason = why_not(spec) or sharded(model)
+        self.reason = "the C kernels did not build" if not native.available() else reason
         self.usable = self.reason is None
 
     def weights_reason(self) -> str | None:
@@ -79,6 +90,10 @@ class DecodeStack:
                     return f"layer {i} {name}: {lin.form} on the {lin.kernel} kernel"
         return None
 
+    def describe(self) -> str:
+        """What the C driver's layer programs do beyond the Llama layer (the plan's note)."""
+        return describe(self._spec)
+
     def drop(self) -> None:
         """Forget the table (the weights changed: loaded, quantized, moved)."""
         self._table = None
@@ -94,31 +109,52 @@ class DecodeStack:
         few = meta.num_decodes == 0 and t <= FEW_TOKENS
         if not self.usable or not (decodes or few) or not 0 < t <= 2 * MLP_ROWS:
             return None
-        if meta.local is not None:  # one block table for every layer only
-            return None
         if x.dtype != torch.float32 or not x.is_cpu or not x.is_contiguous() or x.dim() != 2:
             return None
         table = self._table_for(kv_caches)
         if table is None:
             return None
+        cu = None if decodes else meta.prefill_cu_seqlens_q.to(torch.int32).contiguous()
+        pos = positions.to(torch.int64).contiguous()
+        step = self._checked(meta, pos, cu, kv_caches, local=False)
+        pool = None
+        if meta.local is not None:  # the sliding-window layers keep a pool of their own
+            if not any(layer.self_attn.local for layer in self._model.layers):
+                return None
+            pool = self._checked(meta.local, pos, cu, kv_caches, local=True)
+        return table.run(
+            x, pos, step.cos_sin, step.slot_mapping, step.seq_lens, step.block_tables, cu,
+            None if pool is None else (pool.slot_mapping, pool.seq_lens, pool.block_tables),
+        )  # fmt: skip
+
+    def _checked(
+        self,
+        meta: AttentionMetadata,
+        positions: Tensor,
+        cu: Tensor | None,
+        kv_caches: list[KVCache],
+        local: bool,
+    ) -> DecodeStep:
+        """The step of ``meta`` (one pool's slots and tables), validated against the caches
+        of the first layer reading it (the global pool's: with ``local`` False, the first
+        layer that is not local, else the first local one; where there is one pool, the
+        first layer)."""
+        decodes = cu is None
         lens = meta.decode_seq_lens if decodes else meta.prefill_seq_lens
         tables = meta.decode_block_tables if decodes else meta.prefill_block_tables
         step = DecodeStep(
-            positions.to(torch.int64).contiguous(),
+            positions,
             self._rope,
             meta.slot_mapping.to(torch.int64).contiguous(),
             lens.to(torch.int32).contiguous(),
             tables.to(torch.int32).contiguous(),
         )
-        first = self._model.layers[0].self_attn
-        k_cache, v_cache = kv_caches[0]
-        qkv = x.new_empty(t, first.qkv_proj.out_features)  # its shape is what is checked
-        cu = None if decodes else meta.prefill_cu_seqlens_q.to(torch.int32).contiguous()
-        check_rope_decode(qkv, first.attn.layer, step, k_cache, v_cache, cu)
-        s = step
-        return table.run(
-            x, s.positions, s.cos_sin, s.slot_mapping, s.seq_lens, s.block_tables, cu
-        )  # fmt: skip
+        layers = self._model.layers
+        i = next((i for i, ly in enumerate(layers) if ly.self_attn.local == local), 0)
+        attn = layers[i].self_attn
+        qkv = torch.empty(positions.shape[0], attn.qkv_proj.out_features)  # its shape is checked
+        check_rope_decode(qkv, attn.attn.layer, step, *kv_caches[i], cu)
+        return step
 
     def _table_for(self, kv_caches: list[KVCache]) -> native.StackTable | None:
         """The table, made again when the caches, a norm's weight or an fp32 layer's
@@ -138,17 +174,21 @@ class DecodeStack:
         return self._table
 
     def _build(self, kv_caches: list[KVCache]) -> native.StackTable | None:
-        model = self._model
-        first = model.layers[0]
+        model, spec = self._model, self._spec
+        cpu = torch.device("cpu")
         keep: list[Tensor] = []
         rows = []
-        for layer, (kc, vc) in zip(model.layers, kv_caches):
+        first_of = {ly.self_attn.local: kc for ly, (kc, _) in zip(model.layers, kv_caches)}
+        if len({kc.shape[1:] for kc in first_of.values()}) != 1:
+            return None
+        for i, (layer, (kc, vc)) in enumerate(zip(model.layers, kv_caches)):
+            attn = layer.self_attn
             if not all(
                 c.dtype == torch.float32 and c.is_cpu and c.is_contiguous() for c in (kc, vc)
             ):
                 return None
-            if kc.shape != kv_caches[0][0].shape or vc.shape != kc.shape:
-                return None
+            if kc.shape != first_of[attn.local].shape or vc.shape != kc.shape:
+                return None  # the layers of one pool alike
             attn, mlp = layer.self_attn, layer.mlp
             specs = {
                 "qkv": _lin(attn.qkv_proj, keep),
@@ -158,21 +198,21 @@ class DecodeStack:
             }
             if any(s is None for s in specs.values()):
                 return None
-            norms = (layer.input_layernorm.weight, layer.post_attention_layernorm.weight)
-            if not all(w.dtype == torch.float32 and w.is_cpu and w.is_contiguous() for w in norms):
+            norms = layer_norms(layer)
+            if not all(_plain(n.weight) for n in norms.values()):
                 return None
-            keep += [*norms, kc, vc]
-            self._norms += [
-                (layer.input_layernorm._parameters, norms[0]),
-                (layer.post_attention_layernorm._parameters, norms[1]),
-            ]
+            rope = attn.rotary.table(cpu)
+            keep += [*(n.weight for n in norms.values()), rope, kc, vc]
+            self._norms += [(n._parameters, n.weight) for n in norms.values()]
             lins = (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)
-            self._f32 += [lin for lin in lins if lin.quant is None]
+            self._f32 += [lin for lin in lins if lin.quant is None and lin.int8 is None]
             rows.append(
                 {
                     **specs,
-                    "in_norm": norms[0],
-                    "post_norm": norms[1],
+                    **{name: n.weight for name, n in norms.items()},
+                    "program": program(spec, i),
+                    "cos_sin": rope,
+                    "local": attn.local,
                     "k_cache": kc,
                     "v_cache": vc,
                     "window": attn.attn.layer.window,
@@ -180,48 +220,14 @@ class DecodeStack:
                     "scale": attn.attn.layer.scale,
                 }
             )
-        h, kvh, d = first.self_attn.shape
-        inter = first.mlp.down_proj.in_features
-        shape = native.Shape(
-            first.input_layernorm.weight.shape[0], h, kvh, d, inter, first.input_layernorm.eps
-        )
-        self._rope = first.self_attn.rotary.table(torch.device("cpu"))
-        keep.append(self._rope)
+        self._rope = rows[0]["cos_sin"]  # what a step's positions are checked against
+        if any(row["cos_sin"].shape != self._rope.shape for row in rows):
+            return None
+        h, kvh, d = model.layers[0].self_attn.shape
+        inter = model.layers[0].mlp.down_proj.in_features
+        shape = native.Shape(spec.hidden_size, h, kvh, d, inter, spec.rms_norm_eps)
         return native.StackTable(shape, rows, keep)
 
 
-def why_not(model: torch.nn.Module) -> str | None:
-    """Why the stack's structure is not one the C driver runs (weights are seen later),
-    or None where it is."""
-    layers = list(getattr(model, "layers", []))
-    if not layers:
-        return "no layers"
-    if getattr(model, "embedding_scale", 1.0) != 1.0:
-        return "scaled embeddings"
-    if any(layer.placement != "pre" for layer in layers):  # only pre-norm layers have both
-        return "norms after the blocks"
-    first = layers[0]
-    if not isinstance(first.self_attn, SelfAttention) or not isinstance(first.mlp, GatedMLP):
-        return "attention or MLP not the plain kind (latent attention, experts)"
-    rotary, eps = first.self_attn.rotary, first.input_layernorm.eps
-    shape, inter = first.self_attn.shape, first.mlp.down_proj.in_features
-    for i, layer in enumerate(layers):
-        attn, mlp = layer.self_attn, layer.mlp
-        if layer.residual_scale != 1.0:
-            return "scaled residuals"
-        if type(attn) is not SelfAttention or type(mlp) is not GatedMLP:
-            return f"layer {i}: attention or MLP not the plain kind (latent attention, experts)"
-        if not attn.fused_decode:
-            return f"layer {i}: q/k norms or a partial rotary"
-        if attn.rotary is not rotary:
-            return f"layer {i}: a second rope table"
-        if attn.shape != shape or getattr(attn, "tp_layouts", None) is not None:
-            return f"layer {i}: tensor-parallel or differently shaped attention"
-        if mlp.gate is not ops.silu_and_mul:
-            return f"layer {i}: a GELU gate"
-        if mlp.down_proj.in_features != inter or getattr(mlp.down_proj, "tp_layouts", None):
-            return f"layer {i}: tensor-parallel or differently sized MLP"
-        norms = (layer.input_layernorm, layer.post_attention_layernorm)
-        if any(n.eps != eps for n in norms):
-            return f"layer {i}: another norm epsilon"
-    return None
+def _plain(t: Tensor) -> bool:
+    return t.dtype == torch.float32 and t.is_cpu and t.is_contiguous()

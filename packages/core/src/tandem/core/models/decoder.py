@@ -130,7 +130,8 @@ class DecoderModel(nn.Module):
             for i, layer in enumerate(spec.layers)
         )
         self.norm = RMSNorm(spec.hidden_size, spec.rms_norm_eps, dtype)
-        self.decode_stack = DecodeStack(self)  # decode-only steps in one C call, where it fits
+        # decode-only steps in one C call, where it fits
+        self.decode_stack = DecodeStack(self, spec)
         self.use_decode_stack = True  # the engine's choice (CausalLM.use_kernels)
 
     def forward(

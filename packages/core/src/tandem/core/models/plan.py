@@ -90,6 +90,8 @@ def make_plan(model: Any, device_type: str) -> ExecutionPlan:
         reason = stack.weights_reason()
         if reason is None:
             decode, note = "c", f"all {len(model.model.layers)} layers in one call"
+            extra = stack.describe()
+            note += f" ({extra})" if extra else ""
         else:
             decode, note = "modules", reason
     spec: ModelSpec = model.spec

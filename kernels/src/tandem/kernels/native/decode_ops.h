@@ -1,0 +1,36 @@
+/* The steps of a decode-stack layer (decode_ops.c), for the driver in decode_stack.c.
+ * Internal to the library: nothing here is exported. */
+#ifndef TANDEM_DECODE_OPS_H
+#define TANDEM_DECODE_OPS_H
+
+#include <stdint.h>
+
+#include "tandem_kernels.h"
+
+/* A step's scratch, carved from the caller's buffer (decode_stack.scratch_floats). */
+typedef struct {
+    float *h;    /* [T, C] a norm's output, the next block's input */
+    float *qkv;  /* [T, Q] the fused projection, Q = (H + 2 KVH) D */
+    float *attn; /* [T, H D] */
+    float *gu;   /* [T, 2 I] */
+    float *act;  /* [T, I] */
+    float *part; /* [T, the most rows of one GGUF part] */
+    float *qn;   /* [T, H D] q after its norm */
+    float *kn;   /* [T, KVH D] */
+    float *qr;   /* [T, H D] q after rope */
+    float *kr;   /* [T, KVH D] */
+} stack_scratch;
+
+/* out [T, C] = the layer's attention block of x [T, C]: qkv, (q/k norms), rope, the K/V
+ * write, attention, o. Returns 0, or -1 where a kernel refused its call. */
+int stack_attention(const tandem_layer *ly, const tandem_step *st, float eps, const float *x,
+                    float *out, const stack_scratch *s);
+/* out [T, C] = down(gate(gate_up(x))); x [T, C]. Returns 0 or -1. */
+int stack_mlp(const tandem_layer *ly, int64_t T, int64_t I, const float *x, float *out,
+              const stack_scratch *s);
+/* x [n] *= scale, a pass of its own (the module path's multiply, rounded before any add) */
+void stack_scale(float *x, int64_t n, float scale);
+/* res [n] += x [n] */
+void stack_add(float *res, const float *x, int64_t n);
+
+#endif

@@ -1,0 +1,83 @@
+"""The decode stack's layer programs, read from the :class:`ModelSpec`: whether the C
+driver runs a model's structure at all (and why not), each layer's program, the norms a
+layer gives it, and the plan's one-line account of what the programs do."""
+
+from __future__ import annotations
+
+import torch
+
+from tandem.core.spec.model import ModelSpec
+from tandem.kernels.native import decode_stack as native
+
+
+def program(spec: ModelSpec, index: int) -> native.LayerProgram:
+    """Layer ``index``'s program as the C driver reads it."""
+    return native.LayerProgram(
+        spec.norm, spec.attention.qk_norm, spec.layer_mlp(index).activation, spec.residual_scale
+    )
+
+
+# the norm modules of each placement, by the C table's names
+_NORM_MODULES = {
+    "in_norm": "input_layernorm",
+    "post_attention_norm": "post_attention_layernorm",
+    "pre_feedforward_norm": "pre_feedforward_layernorm",
+    "post_feedforward_norm": "post_feedforward_layernorm",
+}
+
+
+def layer_norms(layer: torch.nn.Module) -> dict[str, torch.nn.Module]:
+    """The layer's norms by the C table's names: those its placement has, and its q/k norms."""
+    out = {c: getattr(layer, m) for c, m in _NORM_MODULES.items() if hasattr(layer, m)}
+    attn = layer.self_attn
+    if attn.qk_norm != "none":
+        out |= {"q_norm": attn.q_norm, "k_norm": attn.k_norm}
+    return out
+
+
+def why_not(spec: ModelSpec) -> str | None:
+    """Why the stack's structure (its spec) is not one the C driver runs (weights are
+    seen later), or None where it is."""
+    if not spec.layers:
+        return "no layers"
+    if spec.attention.latent is not None:
+        return "latent attention"
+    inter = spec.layer_mlp(0).intermediate_size
+    for i in range(spec.num_layers):
+        mlp = spec.layer_mlp(i)
+        if mlp.moe is not None:
+            return f"layer {i}: a mixture of experts"
+        if mlp.intermediate_size != inter:
+            return f"layer {i}: an MLP of another size"
+        if spec.layers[i].rope.partial != 1.0:
+            return f"layer {i}: a partial rotary"
+    return None
+
+
+def sharded(model: torch.nn.Module) -> str | None:
+    """Why the modules as built are not what the C driver runs: tensor-parallel shards."""
+    for i, layer in enumerate(getattr(model, "layers", [])):
+        attn, mlp = layer.self_attn, layer.mlp
+        if getattr(attn, "tp_layouts", None) is not None or getattr(mlp, "tp_layouts", None):
+            return f"layer {i}: tensor-parallel"
+    return None
+
+
+def describe(spec: ModelSpec) -> str:
+    """What the layer programs do beyond the Llama layer, e.g. ``sandwich norms, q/k
+    norms (head)`` ('' for a Llama-family stack)."""
+    out = [] if spec.norm == "pre" else [f"{spec.norm} norms"]
+    if spec.attention.qk_norm != "none":
+        out.append(f"q/k norms ({spec.attention.qk_norm})")
+    gates = {spec.layer_mlp(i).activation for i in range(spec.num_layers)}
+    out += [f"{g} gate" for g in sorted(gates - {"silu"})]
+    if spec.residual_scale != 1.0:
+        out.append(f"residual x{spec.residual_scale:g}")
+    ropes = len({layer.rope for layer in spec.layers})
+    if ropes > 1:
+        out.append(f"{ropes} rope tables")
+    if any(w is not None for w in spec.windows):
+        out.append("sliding windows")
+    if spec.attention.softcap is not None:
+        out.append("soft-capped scores")
+    return ", ".join(out)
