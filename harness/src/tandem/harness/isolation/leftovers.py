@@ -8,8 +8,11 @@ the one the crash or the timeout is told on.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .child import journal
 from .messages import Done, Message, Ready, Started
@@ -72,3 +75,29 @@ def gather(child: Child, folder: Path, waiting_for: str) -> Leftovers:
             done.add(message.nodeid)
     out.running = next((n for n in reversed(started) if n not in done), None)
     return out
+
+
+def overdue(
+    child: Child,
+    folder: Path,
+    waiting_for: str,
+    limit: float,
+    deadline: float | None,
+    timeout: Callable[[Any], float],
+) -> str:
+    """Why a silent child must be killed now, if it must: the test waited for ran past its
+    ``deadline`` (its ``limit``), or (that one's reports not sent yet) a later test of its
+    batch ran past its own limit (``timeout`` of its item)."""
+    now = time.monotonic()
+    nodeid, since = running(folder, child.pid)
+    later = child.ahead.get(nodeid or "") if nodeid != waiting_for else None
+    if later is not None:
+        limit = timeout(later)
+        if not limit or now < since + limit:
+            return ""
+    elif deadline is None or now < deadline:
+        return ""
+    return (
+        f"Timeout: {nodeid or waiting_for} ran longer than {limit:g} s; "
+        f"the harness killed its child (pid {child.pid})"
+    )

@@ -17,7 +17,7 @@ import pytest
 from ..settings import Settings
 from . import wire
 from .failures import Log, Outcome, crash_text, fail, last_output
-from .leftovers import Leftovers, gather, running
+from .leftovers import Leftovers, gather, overdue
 from .messages import (
     ChildFailed,
     Done,
@@ -217,27 +217,10 @@ class Driver(Pool):
             now = time.monotonic()
             if now >= look or (deadline is not None and now >= deadline):
                 look = now + LOOK
-                text = self._overdue(child, item, limit, deadline, now)
+                timeout = self.placement.timeout
+                text = overdue(child, self.folder, item.nodeid, limit, deadline, timeout)
                 if text:
                     return self._ended_early(child, item, log, outcome, text)
-
-    def _overdue(
-        self, child: Child, item: pytest.Item, limit: float, deadline: float | None, now: float
-    ) -> str:
-        """Why the child must be killed now, if it must: the item waited for ran past its
-        deadline, or (its reports not sent yet) a later test of its batch ran past its own."""
-        nodeid, since = running(self.folder, child.pid)
-        later = child.ahead.get(nodeid or "") if nodeid != item.nodeid else None
-        if later is not None:
-            limit = self.placement.timeout(later)
-            if not limit or now < since + limit:
-                return ""
-        elif deadline is None or now < deadline:
-            return ""
-        return (
-            f"Timeout: {nodeid or item.nodeid} ran longer than {limit:g} s; "
-            f"the harness killed its child (pid {child.pid})"
-        )
 
     def _ended_early(
         self, child: Child, item: pytest.Item, log: Log, outcome: Outcome, text: str
