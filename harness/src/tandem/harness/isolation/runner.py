@@ -78,11 +78,15 @@ class Driver(Pool):
         """Let the live child exit after its last item (its fixtures are torn down).
 
         Its exit is not waited for here: the zygote reaps it, and a child still alive
-        10 s later is killed at the next check.
+        10 s later is killed at the next check. A child that still holds tests sent ahead
+        (the loop stopped, or went elsewhere) is killed now: no test pytest did not ask
+        for may run.
         """
         child = self.child
         if child is None:
             return
+        if child.queued:
+            self._kill(child)
         self._stop(child)
         self.child = None
         self._sweep()
