@@ -1,9 +1,13 @@
-"""The child loop: run the items the parent names, send every report back.
+"""The child loop: run the items the parent names, send every report back, in batches.
 
-A test's reports, its warnings and its end go out together in one write: one wake-up of
-the parent per test. So that a crash in the call is still told as a failed call (not a
-failed setup), the setup report is also left in a side file the parent reads only when
-the child died (``pending_setup``): a file write wakes nobody.
+The reports, warnings and end of several tests go out together in one write: one
+wake-up of the parent per batch, not per test. A batch is sent when the parent has no
+further test waiting in the pipe (the child would wait for it), when it holds ``BATCH``
+tests, or when its oldest test ended ``LINGER`` seconds ago (slow tests still show as they
+finish). Until it is sent, everything is also in the child's *journal*, a side file
+(a file write wakes nobody) with each test's start: a child that dies or hangs loses
+nothing, the tests it finished keep their outcomes, the one it was running is named,
+and a crash in the call is still told as a failed call (its setup report is there).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import contextlib
 import faulthandler
 import os
 import sys
+import time
 import traceback
 import warnings
 from pathlib import Path
@@ -22,54 +27,89 @@ from _pytest.runner import runtestprotocol
 
 from ..leaks import processes
 from . import wire
-from .messages import ChildFailed, Done, Exit, Interrupted, Message, Ready, Report, Run
+from .messages import ChildFailed, Done, Exit, Interrupted, Message, Ready, Run, Started
 from .reports import dump_report, dump_warning
+
+BATCH = 64  # tests in one batch at most
+LINGER = 0.1  # seconds a finished test's reports may wait for the rest of its batch
 
 
 def crash_log(folder: Path, pid: int) -> Path:
     return folder / f"child-{pid}.log"
 
 
-def _side_file(folder: Path, pid: int) -> Path:
-    return folder / f"child-{pid}.setup"
+def _journal_file(folder: Path, pid: int) -> Path:
+    return folder / f"child-{pid}.journal"
 
 
-def pending_setup(folder: Path, pid: int) -> Report | None:
-    """The setup report a child that died had left in its side file, if any."""
+def journal(folder: Path, pid: int) -> list[Message]:
+    """What a child had not sent yet, in order (its tests' starts included)."""
     try:
-        message = wire.Reader(os.open(_side_file(folder, pid), os.O_RDONLY))
+        data = _journal_file(folder, pid).read_bytes()
     except OSError:
-        return None
-    try:
-        found = message.recv()
-    except Exception:  # cut off mid-write
-        found = None
-    finally:
-        os.close(message.fd)
-    return found if isinstance(found, Report) else None
+        return []
+    return wire.parse(data)
 
 
 class Channel:
-    """What a child sends its parent, batched per test."""
+    """What a child sends its parent: batched, and journaled until it is sent."""
 
-    def __init__(self, fd: int, folder: Path) -> None:
+    def __init__(self, fd: int, folder: Path, batch: int = BATCH, linger: float = LINGER) -> None:
         self.fd = fd
-        self.pending: list[Message] = []
-        self.side = os.open(_side_file(folder, os.getpid()), os.O_WRONLY | os.O_CREAT, 0o600)
+        self.batch = batch
+        self.linger = linger
+        self.frames: list[bytes] = []  # not sent yet
+        self.unjournaled: list[bytes] = []  # of those, not in the journal yet
+        self.tests = 0  # finished tests in ``frames``
+        self.oldest = 0.0  # when the first of them finished
+        path = _journal_file(folder, os.getpid())
+        self.journal = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.offset = 0
+
+    def _add(self, message: Message) -> None:
+        data = wire.frame(message)
+        self.frames.append(data)
+        self.unjournaled.append(data)
+
+    def _write_journal(self, *extra: bytes) -> None:
+        data = b"".join((*self.unjournaled, *extra))
+        self.unjournaled = []
+        os.pwrite(self.journal, data + wire.END, self.offset)
+        self.offset += len(data)
+
+    def started(self, nodeid: str) -> None:
+        """A test begins: the journal says so (the pipe does not: nobody waits for it)."""
+        self._write_journal(wire.frame(Started(nodeid, time.monotonic())))
 
     def report(self, config: pytest.Config, report: pytest.TestReport) -> None:
-        message = dump_report(config, report)
-        self.pending.append(message)
+        self._add(dump_report(config, report))
         if report.when == "setup":
-            wire.send(self.side, message, at=0)
+            self._write_journal()
 
     def warning(self, message: warnings.WarningMessage, nodeid: str) -> None:
-        self.pending.append(dump_warning(message, nodeid))
+        self._add(dump_warning(message, nodeid))
+
+    def done(self, nodeid: str) -> None:
+        """A test is over: journal its reports; they go out with their batch."""
+        self._add(Done(nodeid))
+        self._write_journal()
+        if self.tests == 0:
+            self.oldest = time.monotonic()
+        self.tests += 1
+
+    def due(self) -> bool:
+        """Whether the batch is full or has waited long enough."""
+        return self.tests >= self.batch or time.monotonic() - self.oldest >= self.linger
 
     def flush(self, *last: Message) -> None:
-        messages, self.pending = [*self.pending, *last], []
-        if messages:
-            wire.send(self.fd, *messages)
+        """Send everything not sent yet (and ``last``), then empty the journal."""
+        data = b"".join((*self.frames, *(wire.frame(m) for m in last)))
+        self.frames, self.unjournaled, self.tests = [], [], 0
+        if data:
+            wire.write(self.fd, data)
+        if self.offset:
+            os.pwrite(self.journal, wire.END, 0)
+            self.offset = 0
 
 
 def serve(
@@ -99,6 +139,7 @@ def serve(
                 break
             item = items[message.nodeid]
             nextitem = items.get(message.next or "")
+            channel.started(item.nodeid)
             try:
                 with _warnings_for(item):
                     runtestprotocol(item, nextitem=nextitem, log=False)
@@ -110,7 +151,9 @@ def serve(
                 where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
                 channel.flush(Interrupted(f"in the child running {item.nodeid}, at {where}"))
                 break
-            channel.flush(Done(item.nodeid))
+            channel.done(item.nodeid)
+            if channel.due() or not reader.ready(0):
+                channel.flush()  # before waiting for the next command, or the batch is full
     except BaseException:
         code = 3
         text = traceback.format_exc()

@@ -29,16 +29,13 @@ class Outcome:
     interrupted: str = ""  # KeyboardInterrupt in the child: where it was raised
 
 
-def crash_text(child: Child, item: pytest.Item, last_output: str) -> str:
+def crash_text(child: Child, nodeid: str, last_output: str) -> str:
     code = child.status if child.status is not None else 0
     how = f"exited with code {code}"
     if code < 0:
         with contextlib.suppress(ValueError):
             how = f"was killed by signal {signal.Signals(-code).name}"
-    return (
-        f"Crash: the child process (pid {child.pid}) {how} while running "
-        f"{item.nodeid}" + last_output
-    )
+    return f"Crash: the child process (pid {child.pid}) {how} while running {nodeid}" + last_output
 
 
 def last_output(config: pytest.Config, child: Child, folder: Path) -> str:

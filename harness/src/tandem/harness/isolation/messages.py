@@ -52,6 +52,15 @@ class Warned:
 
 
 @dataclass(frozen=True)
+class Started:
+    """A test began (``at``: ``time.monotonic()``); written only to the child's journal, so
+    the parent can tell which test a child that died or hung was running, and since when."""
+
+    nodeid: str
+    at: float
+
+
+@dataclass(frozen=True)
 class Done:
     """The test ran to its end (every phase reported)."""
 
@@ -100,6 +109,6 @@ class ForkRefused:
 
 
 ToChild = Run | Stop
-FromChild = Ready | Report | Warned | Done | Exit | Interrupted | ChildFailed
+FromChild = Ready | Report | Warned | Started | Done | Exit | Interrupted | ChildFailed
 FromZygote = Forked | Exited | ForkRefused
 Message = ToChild | FromChild | FromZygote

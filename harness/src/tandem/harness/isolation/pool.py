@@ -43,7 +43,10 @@ class Child:
     status: int | None = None
     out: str | None = None  # a spawned child's stdout and stderr files
     err: str | None = None
-    queued: Run | None = None  # sent ahead: the child starts it when the running one is done
+    queued: list[Run] = field(default_factory=list)  # sent ahead, in the order it runs them
+    ahead: dict[str, Any] = field(default_factory=dict)  # nodeid -> item, of those sent ahead
+    last: Any = None  # the item of the last command sent
+    done: set[str] = field(default_factory=set)  # the tests it told the parent it finished
     ready: bool = True  # a spawned child is not until it says so
     reader: wire.Reader = field(init=False)
 

@@ -1,7 +1,8 @@
 """The parent's side of isolation: hand items to fresh children, log what comes back.
 
 An item the child never reported as run fails; a crash or a timeout fails the running
-item with the signal and the child's last output, and the unit goes on in a new child.
+item with the signal and the child's last output, the items it had finished keep their
+outcomes (``leftovers``), and the unit goes on in a new child.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import pytest
 
 from ..settings import Settings
 from . import wire
-from .child import pending_setup
 from .failures import Log, Outcome, crash_text, fail, last_output
+from .leftovers import Leftovers, gather, overdue
 from .messages import (
     ChildFailed,
     Done,
@@ -32,6 +33,8 @@ from .pool import Child, ChildMain, Pool
 from .reports import load_report, load_warning
 
 START_UP = 120.0  # seconds a spawned child may take to start and collect
+AHEAD = 64  # commands sent ahead of the running one, so that the child batches its reports
+LOOK = 0.25  # seconds between looks at a silent child's journal
 
 
 @dataclass(frozen=True)
@@ -48,10 +51,11 @@ class Placement:
 class Driver(Pool):
     """Runs items in the child of their unit; one per pytest (or xdist worker) process.
 
-    With ``ahead``, the next item of the same unit is sent while the current one runs, so
-    the child starts it the moment it is done instead of waiting for the parent to log the
-    reports (the two overlap). Only a run that may stop early (``-x``) must not do this:
-    the child would run one test pytest never reports.
+    With ``ahead``, the next items of the same unit (up to ``AHEAD``) are sent while the
+    current one runs, so the child goes on the moment one is done instead of waiting for
+    the parent to log the reports (the two overlap), and sends its reports in batches.
+    Only a run that may stop early (``-x``) must not do this: the child would run tests
+    pytest never reports.
     """
 
     def __init__(
@@ -68,16 +72,21 @@ class Driver(Pool):
         self.ahead = ahead
         self.child: Child | None = None
         self.spare: Child | None = None  # forked ahead for the next unit, waiting for items
+        self.leftovers: Leftovers | None = None  # of the last child that ended early
 
     def finish(self) -> None:
         """Let the live child exit after its last item (its fixtures are torn down).
 
         Its exit is not waited for here: the zygote reaps it, and a child still alive
-        10 s later is killed at the next check.
+        10 s later is killed at the next check. A child that still holds tests sent ahead
+        (the loop stopped, or went elsewhere) is killed now: no test pytest did not ask
+        for may run.
         """
         child = self.child
         if child is None:
             return
+        if child.queued:
+            self._kill(child)
         self._stop(child)
         self.child = None
         self._sweep()
@@ -101,42 +110,65 @@ class Driver(Pool):
 
         ``unit`` forces the unit (and makes ``nextitem`` part of it), as the polluter hunt does.
         """
+        if self.leftovers is not None:
+            if self.leftovers.holds(item.nodeid):
+                return self._ended(self._replay(item, log, Outcome()))
+            self.leftovers = None
         forced = unit is not None
         unit = unit if forced else self.placement.unit(item)
         next_unit = None if nextitem is None or forced else self.placement.unit(nextitem)
         same = nextitem is not None and (forced or next_unit == unit)
         command = Run(item.nodeid, nextitem.nodeid if same and nextitem else None)
-        queued = self.child.queued if self.child is not None else None
+        queued = self.child.queued[0] if self.child is not None and self.child.queued else None
         if self.child is not None and (self.child.unit != unit or queued not in (None, command)):
             self.finish()  # another unit, or the loop did not go where the look-ahead guessed
         if self.child is None:
             self.child = self._take_spare(unit) or self._start(unit)
         child = self.child
-        if child.queued != command:
+        if child.queued:
+            child.queued.pop(0)
+        else:
             wire.send(child.cmd_w, command)
-        child.queued = None
+            child.last = item
         if same and self.ahead and not forced:
             assert nextitem is not None
             self._send_ahead(child, nextitem, unit)
         if not same and next_unit is not None and self.spare is None:
             self.spare = self._start(next_unit)  # forks while the current item runs
         outcome = self._collect(child, item, log, self.placement.timeout(item))
-        if outcome.exit is not None or outcome.interrupted:
+        if (outcome.exit is not None or outcome.interrupted) and self.child is child:
             self._stop(child)
             self.child = None
-            if outcome.interrupted:
-                raise KeyboardInterrupt(outcome.interrupted)
-            reason, code = outcome.exit  # type: ignore[misc]
-            pytest.exit(reason, returncode=code)
         if not same and self.child is child:
             self.finish()
+        return self._ended(outcome)
+
+    def _ended(self, outcome: Outcome) -> Outcome:
+        """``pytest.exit`` or ``KeyboardInterrupt`` in the child: the same here."""
+        if outcome.interrupted:
+            raise KeyboardInterrupt(outcome.interrupted)
+        if outcome.exit is not None:
+            reason, code = outcome.exit
+            pytest.exit(reason, returncode=code)
         return outcome
 
-    def _send_ahead(self, child: Child, item: pytest.Item, unit: Any) -> None:
-        after = self.placement.following(item)
-        same = after is not None and self.placement.unit(after) == unit
-        child.queued = Run(item.nodeid, after.nodeid if same and after else None)
-        wire.send(child.cmd_w, child.queued)
+    def _send_ahead(self, child: Child, nextitem: pytest.Item, unit: Any) -> None:
+        """Keep up to ``AHEAD`` commands of this unit queued in the child, in the loop's order."""
+        runs = []
+        candidate = nextitem if not child.queued else self.placement.following(child.last)
+        while candidate is not None and len(child.queued) < AHEAD:
+            if self.placement.unit(candidate) != unit:
+                break
+            after = self.placement.following(candidate)
+            same = after is not None and self.placement.unit(after) == unit
+            run = Run(candidate.nodeid, after.nodeid if same and after else None)
+            child.queued.append(run)
+            child.ahead[candidate.nodeid] = candidate
+            child.last = candidate
+            runs.append(run)
+            candidate = after if same else None
+        if runs:
+            wire.send(child.cmd_w, *runs)
 
     def kill_all(self) -> None:
         """Kill every child and the zygote at once (the pytest process is being terminated)."""
@@ -164,6 +196,7 @@ class Driver(Pool):
         outcome = Outcome()
         # a spawned child still starting gets a start-up allowance before the test's own
         deadline = time.monotonic() + limit + (0 if child.ready else START_UP) if limit else None
+        look = time.monotonic() + LOOK  # when to look for a later test of the batch that hangs
         while True:
             wait = 0.05 if deadline is None else max(0.0, min(0.05, deadline - time.monotonic()))
             if child.reader.ready(wait):
@@ -173,6 +206,8 @@ class Driver(Pool):
                     deadline = time.monotonic() + limit if limit else None
                     continue
                 if message is not None and self._take(message, item, log, outcome):
+                    if isinstance(message, Done):
+                        child.done.add(message.nodeid)
                     return outcome
                 if message is not None:
                     continue
@@ -182,42 +217,40 @@ class Driver(Pool):
                 if self._status(child) is None:
                     self._kill(child)
             if self._status(child) is not None:
-                self._drain(child, item, log, outcome)
-                if not outcome.done:
-                    self._recover_setup(child, item, log, outcome)
-                    self._fail(
-                        item, log, outcome, crash_text(child, item, self._last_output(child))
-                    )
-                    self._kill(child)
-                    self._drop(child)
-                return outcome
-            if deadline is not None and time.monotonic() >= deadline:
-                self._kill(child)
-                self._recover_setup(child, item, log, outcome)
-                text = (
-                    f"Timeout: {item.nodeid} ran longer than {limit:g} s; "
-                    f"the harness killed its child (pid {child.pid})"
-                )
-                self._fail(item, log, outcome, text + self._last_output(child))
-                self._drop(child)
-                return outcome
+                return self._ended_early(child, item, log, outcome, "")
+            now = time.monotonic()
+            if now >= look or (deadline is not None and now >= deadline):
+                look = now + LOOK
+                timeout = self.placement.timeout
+                text = overdue(child, self.folder, item.nodeid, limit, deadline, timeout)
+                if text:
+                    return self._ended_early(child, item, log, outcome, text)
 
-    def _recover_setup(self, child: Child, item: pytest.Item, log: Log, outcome: Outcome) -> None:
-        """A child that died mid-test: log the setup report it had not sent yet."""
-        if outcome.reports:
-            return
-        message = pending_setup(self.folder, child.pid)
-        if message is not None and message.nodeid == item.nodeid:
-            report = load_report(self.config, message)
-            outcome.reports.append(report)
-            log(report)
+    def _ended_early(
+        self, child: Child, item: pytest.Item, log: Log, outcome: Outcome, text: str
+    ) -> Outcome:
+        """The child died (``text`` empty) or was killed for a timeout (``text`` says so):
+        what it finished keeps its outcome, the test it was running fails with ``text``."""
+        self._kill(child)  # its process group: what it started goes with it
+        end = time.monotonic() + 5  # dead, so that nothing it writes comes after the gathering
+        while self._status(child) is None and time.monotonic() < end:
+            time.sleep(0.002)
+        left = self.leftovers = gather(child, self.folder, item.nodeid)
+        culprit = left.running or item.nodeid
+        left.reason = (text or crash_text(child, culprit, "")) + self._last_output(child)
+        self._drop(child)
+        return self._replay(item, log, outcome)
 
-    def _drain(self, child: Child, item: pytest.Item, log: Log, outcome: Outcome) -> None:
-        while not outcome.done and child.reader.ready(0):
-            message = child.reader.recv()
-            if message is None:
-                return
-            self._take(message, item, log, outcome)
+    def _replay(self, item: pytest.Item, log: Log, outcome: Outcome) -> Outcome:
+        """Log what a child that ended early left for ``item``; fail it if it had not ended."""
+        assert self.leftovers is not None
+        for message in self.leftovers.messages.pop(item.nodeid, []):
+            if self._take(message, item, log, outcome):
+                break
+        if not outcome.done:
+            self._fail(item, log, outcome, self.leftovers.reason)
+            self.leftovers.running = None  # told; the next test runs in a new child
+        return outcome
 
     def _take(self, message: Message, item: pytest.Item, log: Log, outcome: Outcome) -> bool:
         """Handle one message; True when the item is over."""

@@ -1,8 +1,9 @@
 """Length-prefixed, pickled messages (``messages``) over pipes and sockets.
 
 ``send`` writes any number of messages in one ``write``: a child that batches the
-reports of a test wakes its parent once. ``Reader`` buffers what one ``read`` brought,
-so several messages cost one system call.
+reports of its tests wakes its parent once per batch. ``Reader`` buffers what one ``read``
+brought, so several messages cost one system call. ``parse`` reads back a journal: frames
+written one after the other into a file, ended by a zero-length header.
 """
 
 from __future__ import annotations
@@ -24,19 +25,45 @@ def send(fd: int, *messages: Message, at: int | None = None) -> None:
     longer write left past the end stays: a ``Reader`` stops after the frames it is asked
     for, so a file rewritten at 0 reads as its newest first message.
     """
-    data = b"".join(_frame(m) for m in messages)
+    data = b"".join(frame(m) for m in messages)
     if at is not None:
         os.pwrite(fd, data, at)
         return
+    write(fd, data)
+
+
+def write(fd: int, data: bytes) -> None:
+    """Write frames made earlier (``frame``) to ``fd``, all of them."""
     view = memoryview(data)
     while view:
         written = os.write(fd, view)
         view = view[written:]
 
 
-def _frame(message: Message) -> bytes:
+def frame(message: Message) -> bytes:
+    """One message as it goes on the wire: its length, then its pickle."""
     body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     return _HEADER.pack(len(body)) + body
+
+
+END = _HEADER.pack(0)  # ends a journal: no message is empty
+
+
+def parse(data: bytes) -> list[Message]:
+    """The messages of a journal, up to its end mark (or a frame cut off mid-write)."""
+    out: list[Message] = []
+    at = 0
+    while at + _HEADER.size <= len(data):
+        size = _HEADER.unpack_from(data, at)[0]
+        body = data[at + _HEADER.size : at + _HEADER.size + size]
+        if size == 0 or len(body) < size:
+            break
+        try:
+            out.append(pickle.loads(body))
+        except Exception:  # torn by a crash mid-write
+            break
+        at += _HEADER.size + size
+    return out
 
 
 class Reader:
