@@ -286,7 +286,7 @@ def test_what_it_does_not_take_runs_the_modules(arch, why, tmp_path, monkeypatch
 
 
 @pytest.mark.skipif(not native.linear_i8.available(), reason="no C int8 linear kernel here")
-@pytest.mark.parametrize("arch", ["llama", "gemma3", "qwen2"])  # qwen2: a biased fp32 q/k/v beside int8
+@pytest.mark.parametrize("arch", ["llama", "gemma3", "qwen2"])  # qwen2: biased fp32 qkv
 def test_int8_weights_match_the_modules(arch, tmp_path, monkeypatch):
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     model = str(make_model(size="tiny", arch=arch))
