@@ -4,7 +4,7 @@
         [--threads 2] [--rounds 3] [--repeats 2] [--new-tokens 128] [--quant fp32 int8]
         [--engines v0 v1] [--runners NAME ...] [--skip NAME ...] [--baseline REF]
         [--llama-cpp-venv DIR [--formats f32 q8_0 q4_1 q4_k_m] [--models-dir DIR]]
-        [--max-model-len N] [--decode-only]
+        [--max-model-len N] [--decode-only] [--decode-stack c modules]
 
 One chat prompt, greedy, ``--new-tokens`` tokens with EOS ignored, per model
 (``stream_models.py``): SmolLM2 (the shipped file), the tiny test model, a random-init
@@ -25,6 +25,9 @@ whole-answer tok/s, the median over llama.cpp's at the same precision (fp32 and
 transformers against F32, int8 against Q8_0, a GGUF file against the same file) and the
 path each tandem runner's decode steps took (``c``: the whole layer stack in one C call;
 ``modules``: layer by layer), with each one's execution plan (``engine.plan``) below.
+``--decode-stack c modules`` runs each tandem runner twice: as the engine chooses, and
+with ``decode_stack="modules"`` (its name ends in ``nostack``), the pair showing what
+the one-call C stack gains on each model.
 
 A decode step streams every weight once, so its floor is the weight bytes read per token
 (linear layers and the logits; one embedding row) over the memory bandwidth, measured
@@ -51,6 +54,7 @@ from stream_models import PROMPT, BenchModel, check_spec, prepare, weight_bytes
 from stream_tables import fmt_breakdown, fmt_table
 
 MARK = "RESULT "
+NOSTACK = " nostack"  # a runner with decode_stack="modules"
 __all__ = ["MARK", "PROMPT"]
 
 
@@ -58,7 +62,9 @@ def child(args: argparse.Namespace) -> None:
     import stream_runners as sr
 
     name, prompt, n = args.child, json.loads(args.prompt), args.new_tokens
-    parts = name.split(" @")[0].split()
+    parts = _bare(name).split()
+    if name.endswith(NOSTACK):  # the engine's default, read once when its config is made
+        os.environ["TANDEM_DECODE_STACK"] = "modules"
     ctx, detail = args.max_model_len or None, not args.decode_only
     if parts[0] == "tandem":
         on_file = parts[2] not in ("fp32", "int8")  # a GGUF file, kept as stored
@@ -76,7 +82,7 @@ def child(args: argparse.Namespace) -> None:
 
 def spawn(name: str, args: argparse.Namespace, model: BenchModel) -> dict:
     env, python = dict(os.environ), sys.executable
-    fmt = name.split(" @")[0].split()[-1]
+    fmt = _bare(name).split()[-1]
     gguf = model.files.get(fmt, model.gguf)
     if name.startswith("llama.cpp") and args.llama_cpp_venv:
         python = os.path.join(args.llama_cpp_venv, "bin", "python")
@@ -99,6 +105,11 @@ def spawn(name: str, args: argparse.Namespace, model: BenchModel) -> dict:
     return json.loads(lines[-1][len(MARK) :])
 
 
+def _bare(name: str) -> str:
+    """A runner's name without its baseline and decode-stack suffixes."""
+    return name.removesuffix(NOSTACK).split(" @")[0]
+
+
 def runner_names(model: BenchModel, args: argparse.Namespace) -> list[str]:
     """The runners of ``model``, in the order each round runs them."""
     if model.path == model.gguf:  # a GGUF file alone
@@ -114,6 +125,10 @@ def runner_names(model: BenchModel, args: argparse.Namespace) -> list[str]:
     if args.baseline:
         names += [f"tandem {e} {q} @{args.baseline}" for q in quants for e in args.engines]
     names += base
+    if "modules" in args.decode_stack:
+        both = ["c", "modules"] if "c" in args.decode_stack else ["modules"]
+        suffixes = ["" if s == "c" else NOSTACK for s in both]
+        names = [n + x for n in names for x in (suffixes if n.startswith("tandem") else [""])]
     if args.runners:
         names = [n for n in names if any(part in n for part in args.runners)]
     return [n for n in names if not any(part in n for part in args.skip)]
@@ -139,6 +154,13 @@ def main() -> None:
     parser.add_argument("--quant", nargs="+", default=["fp32"], choices=("fp32", "int8", "gguf"))
     parser.add_argument("--runners", nargs="+", default=None, help="keep names containing these")
     parser.add_argument("--skip", nargs="+", default=[], help="drop names containing these")
+    parser.add_argument(
+        "--decode-stack",
+        nargs="+",
+        default=["c"],
+        choices=("c", "modules"),
+        help="run the tandem runners with the engine's decode path (c) and/or the modules",
+    )
     parser.add_argument("--baseline", default=None, metavar="REF", help="also the engines at REF")
     parser.add_argument(
         "--llama-cpp-venv", default="", metavar="DIR", help="llama.cpp side by side (see --formats)"

@@ -14,7 +14,7 @@ from stream_models import plan_summary
 
 
 def _precision(name: str) -> str:
-    prec = name.split(" @")[0].split()[-1]
+    prec = name.removesuffix(" nostack").split(" @")[0].split()[-1]
     return {"llama.cpp": "gguf", "transformers": "fp32", "f32": "fp32"}.get(prec, prec)
 
 
@@ -22,7 +22,7 @@ def _llama_cpp_twin(name: str, rows: dict[str, dict]) -> str | None:
     """llama.cpp's row at ``name``'s precision (fp32 -> F32, int8 -> Q8_0, a file -> it)."""
     if name.startswith("llama.cpp"):
         return None
-    prec = name.split(" @")[0].split()[-1]
+    prec = name.removesuffix(" nostack").split(" @")[0].split()[-1]
     fmt = {"transformers": "f32", "fp32": "f32", "int8": "q8_0"}.get(prec, prec)
     for twin in (f"llama.cpp {fmt}", "llama.cpp" if prec == "gguf" else ""):
         if twin in rows and rows[twin]["runs"]:
@@ -35,8 +35,9 @@ def _median_rate(runs: list[dict]) -> float:
 
 
 def fmt_table(rows: dict[str, dict], floors: dict[str, float]) -> list[str]:
+    w = max([24, *(len(n) + 2 for n in rows)])  # the runner column fits every name
     head = (
-        f"{'runner':<24}{'best':>7}{'median':>8}{'spread':>14}{'answer':>8}"
+        f"{'runner':<{w}}{'best':>8}{'median':>9}{'spread':>16}{'answer':>8}"
         f"{'ttft ms':>9}{'floor':>9}{'x floor':>9}{'x l.cpp':>9}{'cpu ms/tok':>11}"
         f"{'(answer)':>9}  path"
     )
@@ -47,7 +48,7 @@ def fmt_table(rows: dict[str, dict], floors: dict[str, float]) -> list[str]:
     for name, r in rows.items():
         runs = r["runs"]
         if not runs:
-            out.append(f"{name:<24}{r['note'] or 'failed'}")
+            out.append(f"{name:<{w}}{r['note'] or 'failed'}")
             continue
         rates = sorted((x["tokens"] - 1) / x["decode"] for x in runs)
         n = runs[0]["tokens"]
@@ -65,7 +66,7 @@ def fmt_table(rows: dict[str, dict], floors: dict[str, float]) -> list[str]:
             plan_summary(r["plan"]).split(":")[0].removeprefix("decode ") if r.get("plan") else ""
         )
         out.append(
-            f"{name:<24}{rates[-1]:7.1f}{med:8.1f}{spread:>14}{whole:8.1f}"
+            f"{name:<{w}}{rates[-1]:8.1f}{med:9.1f}{spread:>16}{whole:8.1f}"
             f"{ttft:9.1f}{floor:9.1f}{med / floor:9.3f}{ratio}{cpu:11.1f}{cpu_answer:9.1f}  {path}"
         )
     plans = {plan_summary(r["plan"]): n for n, r in rows.items() if r.get("plan")}
