@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from tandem.core.config.device import device_type, itemsize
 from tandem.core.config.parallel import ParallelConfig
+from tandem.core.kv.budget import block_bytes
 from tandem.core.layers.kernel_choice import KernelChoice
 
 if TYPE_CHECKING:
@@ -150,7 +151,7 @@ class EngineConfig:
     @property
     def kv_bytes_per_block(self) -> int:
         """Bytes of one KV block over all layers (K and V) at the model's dtype, in one
-        rank's cache (as ``kv_cache.kv_cache_bytes_per_block`` counts, without torch)."""
+        rank's cache."""
         m = self.model
-        per_layer = self.kv_heads_per_rank * m.head_dim * self.cache.block_size
-        return 2 * m.num_layers * per_layer * itemsize(self.dtype)
+        heads, size = self.kv_heads_per_rank, self.cache.block_size
+        return block_bytes(m.num_layers, heads, m.head_dim, size, itemsize(self.dtype))

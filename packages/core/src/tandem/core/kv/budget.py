@@ -34,6 +34,12 @@ KNOBS = (
 )
 
 
+def block_bytes(num_layers: int, kv_heads: int, head_dim: int, block_size: int, item: int) -> int:
+    """Bytes one KV block takes across ``num_layers`` layers, keys and values together,
+    at ``item`` bytes an element (no torch: the v1 front counts it too)."""
+    return 2 * num_layers * kv_heads * head_dim * block_size * item
+
+
 def kv_budget_bytes(available: int, fraction: float, sharers: int = 1) -> int:
     """The bytes one process's KV cache may take: ``fraction`` of the ``available``
     bytes (memory free once the weights are loaded), split among ``sharers`` processes

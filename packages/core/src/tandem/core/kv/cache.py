@@ -20,6 +20,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from tandem.core.kv.budget import block_bytes
+
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)  # Linux 5.14+
 POPULATE_BYTES = 1 << 30  # caches up to this size are faulted in at allocation
 
@@ -42,13 +44,13 @@ def kv_cache_bytes_per_block(
     num_layers: int, num_kv_heads: int, head_dim: int, block_size: int, dtype: torch.dtype
 ) -> int:
     """Bytes one block takes across all layers, keys and values together."""
-    per_layer = (
-        _positive("num_kv_heads", num_kv_heads)
-        * _positive("head_dim", head_dim)
-        * _positive("block_size", block_size)
+    return block_bytes(
+        _positive("num_layers", num_layers),
+        _positive("num_kv_heads", num_kv_heads),
+        _positive("head_dim", head_dim),
+        _positive("block_size", block_size),
+        torch.empty((), dtype=_dtype(dtype)).element_size(),
     )
-    item = torch.empty((), dtype=_dtype(dtype)).element_size()
-    return 2 * _positive("num_layers", num_layers) * per_layer * item
 
 
 def allocate_kv_caches(
