@@ -42,39 +42,45 @@ void tandem_add_rms_norm_f32(const float *x, const float *residual, const float 
     }
 }
 
-/* out[t, i] = silu(x[t, i]) * x[t, I + i]; x: [T, 2I], out: [T, I]. */
-void tandem_silu_and_mul_f32(const float *x, int64_t T, int64_t I, float *out)
+/* The gate of a gated MLP, one element: silu(g) = g sigmoid(g), the sigmoid without
+ * overflow; gelu_tanh(g) = g (1 + tanh(y)) / 2 with y = sqrt(2 / pi) (g + 0.044715 g^3),
+ * and tanh |y| = (1 - e) / (1 + e), e = e^-2|y| (no libm call: the loop vectorizes; the
+ * error is below 1 - tanh's fp32 rounding). */
+static inline float silu_gate(float g)
 {
-#pragma omp parallel for schedule(static) if (T * I > 32768)
-    for (int64_t t = 0; t < T; t++) {
-        const float *g = x + t * 2 * I, *u = g + I;
-        float *o = out + t * I;
-#pragma omp simd
-        for (int64_t i = 0; i < I; i++) {
-            const float e = exp_nonpositive(-fabsf(g[i])); /* sigmoid without overflow */
-            const float sig = g[i] >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
-            o[i] = g[i] * sig * u[i];
-        }
-    }
+    const float e = exp_nonpositive(-fabsf(g));
+    const float sig = g >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+    return g * sig;
 }
 
-/* out[t, i] = gelu_tanh(x[t, i]) * x[t, I + i] (GeGLU); gelu_tanh(g) = g (1 + tanh(y)) / 2
- * with y = sqrt(2 / pi) (g + 0.044715 g^3), and tanh |y| = (1 - e) / (1 + e), e = e^-2|y|
- * (no libm call: the loop vectorizes; the error is below 1 - tanh's fp32 rounding). */
+static inline float gelu_tanh_gate(float g)
+{
+    const float y = 0.7978845608028654f * (g + 0.044715f * g * g * g);
+    const float e = exp_nonpositive(-2.0f * fabsf(y));
+    const float th = (1.0f - e) / (1.0f + e);
+    return 0.5f * g * (1.0f + (y >= 0.0f ? th : -th));
+}
+
+/* out[t, i] = GATE(x[t, i]) * x[t, I + i]; x: [T, 2I], out: [T, I]. */
+#define GATED_ROWS(GATE)                                                                  \
+    _Pragma("omp parallel for schedule(static) if (T * I > 32768)")                       \
+    for (int64_t t = 0; t < T; t++) {                                                    \
+        const float *g = x + t * 2 * I, *u = g + I;                                       \
+        float *o = out + t * I;                                                           \
+        _Pragma("omp simd")                                                               \
+        for (int64_t i = 0; i < I; i++)                                                   \
+            o[i] = GATE(g[i]) * u[i];                                                     \
+    }
+
+void tandem_silu_and_mul_f32(const float *x, int64_t T, int64_t I, float *out)
+{
+    GATED_ROWS(silu_gate)
+}
+
+/* GeGLU */
 void tandem_gelu_tanh_and_mul_f32(const float *x, int64_t T, int64_t I, float *out)
 {
-#pragma omp parallel for schedule(static) if (T * I > 32768)
-    for (int64_t t = 0; t < T; t++) {
-        const float *g = x + t * 2 * I, *u = g + I;
-        float *o = out + t * I;
-#pragma omp simd
-        for (int64_t i = 0; i < I; i++) {
-            const float y = 0.7978845608028654f * (g[i] + 0.044715f * g[i] * g[i] * g[i]);
-            const float e = exp_nonpositive(-2.0f * fabsf(y));
-            const float th = (1.0f - e) / (1.0f + e);
-            o[i] = 0.5f * g[i] * (1.0f + (y >= 0.0f ? th : -th)) * u[i];
-        }
-    }
+    GATED_ROWS(gelu_tanh_gate)
 }
 
 /* Rotate-half rope: for each token t and head h, with c, s the cos and sin halves of
