@@ -82,6 +82,32 @@ def test_rotary_embedding(seed, tokens, heads, head_size, dtype):
     )
 
 
+@PROPS
+@given(
+    seed=SEEDS,
+    tokens=st.integers(1, 9),
+    heads=st.sampled_from([(4, 4), (3, 1)]),
+    dims=st.sampled_from([(8, 2), (16, 12), (12, 4)]),
+    dtype=DTYPES,
+)
+def test_partial_rotary_turns_the_leading_dims_only(seed, tokens, heads, dims, dtype):
+    """A table of R < D columns: the leading R of each head rotate as a head of R would,
+    the other D - R pass unchanged (q and k as views into one fused row, as a layer has)."""
+    g = torch.Generator().manual_seed(seed)
+    d, r = dims
+    angles = torch.rand((32, r // 2), generator=g) * 6.3
+    cache = torch.cat((angles.cos(), angles.sin()), dim=-1)  # [max_pos, R]
+    positions = torch.randint(0, 32, (tokens,), generator=g)
+    fused = torch.randn((tokens, (heads[0] + heads[1]) * d), generator=g).to(dtype)
+    q = fused[:, : heads[0] * d].view(tokens, heads[0], d)
+    k = fused[:, heads[0] * d :].view(tokens, heads[1], d)
+    got_q, got_k = ops.rotary_embedding(positions, q, k, cache)
+    want_q, want_k = reference.rotary_embedding(positions, q[..., :r], k[..., :r], cache)
+    torch.testing.assert_close(got_q[..., :r], want_q, **_tol(dtype))
+    torch.testing.assert_close(got_k[..., :r], want_k, **_tol(dtype))
+    assert torch.equal(got_q[..., r:], q[..., r:]) and torch.equal(got_k[..., r:], k[..., r:])
+
+
 def test_rotary_position_zero_is_identity():
     cache = torch.cat((torch.ones(4, 4), torch.zeros(4, 4)), dim=-1)
     q, k = torch.randn(3, 2, 8), torch.randn(3, 1, 8)

@@ -273,7 +273,6 @@ def test_the_local_layers_pool_of_blocks_matches_the_modules(tmp_path, monkeypat
     [
         ("mixtral", "a mixture of experts"),
         ("deepseek_v3", "latent attention"),
-        ("phi3", "a partial rotary"),
     ],
 )
 def test_what_it_does_not_take_runs_the_modules(arch, why, tmp_path, monkeypatch):

@@ -24,7 +24,7 @@ CASES = {
     "gemma3": ("q/k norm (head)", "rope (linear)", None),
     "qwen3": ("q/k norm (head) > rope > attend", "", None),
     "olmo2": ("qkv > q/k norm (proj) > rope > attend > o > norm > add", "", None),
-    "phi3": ("rope (longrope) > attend (window 10)", "", "partial rotary"),
+    "phi3": ("rope (longrope) > attend (window 10)", "", None),
     "granite": ("qkv+bias > rope > attend > o+bias > x0.35 > add", "", None),
     "mixtral": ("route (softmax top-2 of 4) > experts (gate_up > silu*mul > down)", "", "experts"),
     "qwen2_moe": ("norm > qkv+bias", "+ shared expert", "layer 1: a mixture of experts"),
@@ -38,6 +38,7 @@ PROGRAMS = {
     "qwen3": "(q/k norms (head))",
     "olmo2": "(post norms, q/k norms (proj))",
     "granite": "(residual x0.35)",
+    "phi3": "(rotary 0.75 of each head, sliding windows)",
 }
 
 

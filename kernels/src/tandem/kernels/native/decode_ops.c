@@ -48,16 +48,17 @@ static void qk_norm(const float *qkv, int64_t T, int64_t Q, int64_t w, int64_t w
     tandem_add_rms_norm_f32(out, NULL, weight, eps, T * w / width, width, out, NULL);
 }
 
-/* attn [T, H D] from qkv [T, Q]. Without q/k norms a step of decodes is one fused call
- * (rope, K/V write, attention); else, and for a step laid out as a prefill, rope on q and
- * on k into scratch, the K/V write, then decode or prefill attention. */
+/* attn [T, H D] from qkv [T, Q]. Without q/k norms or partial rotary a step of decodes is
+ * one fused call (rope, K/V write, attention); else, and for a step laid out as a prefill,
+ * rope on q and on k into scratch (the leading R of each head), the K/V write, then decode
+ * or prefill attention. */
 static int attend(const tandem_layer *ly, const tandem_step *st, float eps, const float *qkv,
                   float *attn, const stack_scratch *s)
 {
     const tandem_attention *a = &ly->attention;
     const int64_t H = a->heads, KVH = a->kv_heads, D = a->head_dim, Q = (H + 2 * KVH) * D;
-    const int64_t T = st->tokens;
-    if (ly->qk_norm == TANDEM_QK_NORM_NONE && !st->cu_seqlens)
+    const int64_t T = st->tokens, R = ly->rotary_dim;
+    if (ly->qk_norm == TANDEM_QK_NORM_NONE && !st->cu_seqlens && R == D)
         return tandem_rope_decode_f32(a, st, qkv, Q, attn);
     const float *q = qkv, *k = qkv + H * D;
     int64_t q_stride = Q, k_stride = Q;
@@ -67,8 +68,8 @@ static int attend(const tandem_layer *ly, const tandem_step *st, float eps, cons
         qk_norm(qkv + H * D, T, Q, KVH * D, head ? D : KVH * D, ly->k_norm, eps, s->kn);
         q = s->qn, k = s->kn, q_stride = H * D, k_stride = KVH * D;
     }
-    tandem_rotary_f32(st->positions, q, q_stride, st->cos_sin, T, H, D, s->qr);
-    tandem_rotary_f32(st->positions, k, k_stride, st->cos_sin, T, KVH, D, s->kr);
+    tandem_rotary_part_f32(st->positions, q, q_stride, st->cos_sin, T, H, D, R, s->qr);
+    tandem_rotary_part_f32(st->positions, k, k_stride, st->cos_sin, T, KVH, D, R, s->kr);
     tandem_write_kv_f32(s->kr, KVH * D, qkv + (H + KVH) * D, Q, st->slots, T, KVH * D,
                         a->k_cache, a->v_cache);
     if (st->cu_seqlens)

@@ -65,12 +65,14 @@ class Shape:
 class LayerProgram:
     """What a layer does besides its weights: where its norms sit (a key of
     :data:`PLACEMENTS`), its q/k norms (of :data:`QK_NORMS`), its MLP's gate (of
-    :data:`GATES`) and the scale of each block's output before its residual add."""
+    :data:`GATES`), the scale of each block's output before its residual add and the
+    dims of each head rope turns (partial rotary; 0: the whole head)."""
 
     placement: str = "pre"
     qk_norm: str = "none"
     gate: str = "silu"
     residual_scale: float = 1.0
+    rotary_dim: int = 0  # the leading dims of each head rope turns (0: all of them)
 
     def __post_init__(self) -> None:
         for name, allowed in (
@@ -83,6 +85,10 @@ class LayerProgram:
                     f"LayerProgram.{name} must be one of {', '.join(allowed)}, "
                     f"got {getattr(self, name)!r}"
                 )
+        if self.rotary_dim < 0 or self.rotary_dim % 2:
+            raise ValueError(
+                f"LayerProgram.rotary_dim must be an even count >= 0, got {self.rotary_dim!r}"
+            )
 
 
 def available() -> bool:
@@ -109,8 +115,9 @@ class StackTable:
         """``layers``: per layer, its ``program`` (:class:`LayerProgram`), the norms of
         :data:`NORMS` its placement uses (fp32 [C]; the others absent or None), q_norm and
         k_norm where it has q/k norms, qkv, o, gate_up, down (:class:`LinSpec`), cos_sin
-        (its rope table, fp32 [P, D]), k_cache and v_cache, window, softcap, scale, and
-        ``local`` (True: its caches are the local pool's, its step the ``local`` one)."""
+        (its rope table, fp32 [P, R], R the program's rotary dims), k_cache and v_cache,
+        window, softcap, scale, and ``local`` (True: its caches are the local pool's, its
+        step the ``local`` one)."""
         self.shape = shape
         self._keep = keep
         self._table = (Layer * len(layers))()
@@ -125,6 +132,7 @@ class StackTable:
                 weight = spec.get(name)
                 setattr(row, name, None if weight is None else weight.data_ptr())
             row.cos_sin = spec["cos_sin"].data_ptr()
+            row.rotary_dim = program.rotary_dim or shape.head_dim
             row.local = int(spec.get("local", False))
             for name in ("qkv", "o", "gate_up", "down"):
                 setattr(row, name, _lin(spec[name]))

@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "tandem_kernels.h"
 #include "fastmath.h"
@@ -90,10 +91,19 @@ void tandem_gelu_tanh_and_mul_f32(const float *x, int64_t T, int64_t I, float *o
 void tandem_rotary_f32(const int64_t *positions, const float *x, int64_t row_stride,
                        const float *cos_sin, int64_t T, int64_t H, int64_t D, float *out)
 {
-    const int64_t half = D / 2;
+    tandem_rotary_part_f32(positions, x, row_stride, cos_sin, T, H, D, D, out);
+}
+
+/* Partial rotary: the rope above on the leading R of each head's D values (the table
+ * [P, R]), the other D - R values copied as they are. */
+void tandem_rotary_part_f32(const int64_t *positions, const float *x, int64_t row_stride,
+                            const float *cos_sin, int64_t T, int64_t H, int64_t D, int64_t R,
+                            float *out)
+{
+    const int64_t half = R / 2;
 #pragma omp parallel for schedule(static) if (T * H * D > 32768)
     for (int64_t t = 0; t < T; t++) {
-        const float *c = cos_sin + positions[t] * D, *s = c + half;
+        const float *c = cos_sin + positions[t] * R, *s = c + half;
         for (int64_t h = 0; h < H; h++) {
             const float *x1 = x + t * row_stride + h * D, *x2 = x1 + half;
             float *o1 = out + (t * H + h) * D, *o2 = o1 + half;
@@ -103,6 +113,8 @@ void tandem_rotary_f32(const int64_t *positions, const float *x, int64_t row_str
                 o1[i] = a * c[i] - b * s[i];
                 o2[i] = b * c[i] + a * s[i];
             }
+            if (R < D)
+                memcpy(o1 + R, x1 + R, (D - R) * sizeof(float));
         }
     }
 }

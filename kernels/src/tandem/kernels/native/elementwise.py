@@ -68,20 +68,27 @@ def _gated(x: Tensor, name: str) -> Tensor | None:
     return out
 
 
-def rotary(positions: Tensor, x: Tensor, cos_sin: Tensor) -> Tensor | None:
+def rotary(positions: Tensor, x: Tensor, cos_sin: Tensor, rotary_dim: int = 0) -> Tensor | None:
     """Rotate-half rope of x: [T, H, D] (any token stride, heads contiguous) at
-    ``positions``: [T] (validated: inside cos_sin's rows) -> a new contiguous tensor."""
+    ``positions``: [T] (validated: inside cos_sin's rows) -> a new contiguous tensor.
+    ``rotary_dim`` R (0: all D): only the leading R of each head rotate (cos_sin [P, R]),
+    the rest are copied."""
     lib = library()
     T, H, D = x.shape
     if lib is None or x.dtype != F32 or not x.is_cpu or not _plain(cos_sin):
         return None
     if x.stride(2) != 1 or (H > 1 and x.stride(1) != D) or T == 0:
         return None
+    r = rotary_dim or D
+    if r % 2 or not 0 < r <= D or cos_sin.shape[-1] != r:
+        return None
     pos = positions.to(torch.int64).contiguous()
     out = x.new_empty(T, H, D)  # x: fp32 on the CPU
-    lib.tandem_rotary_f32(
-        pos.data_ptr(), x.data_ptr(), x.stride(0), cos_sin.data_ptr(), T, H, D, out.data_ptr()
-    )
+    args = (pos.data_ptr(), x.data_ptr(), x.stride(0), cos_sin.data_ptr(), T, H, D)
+    if r == D:
+        lib.tandem_rotary_f32(*args, out.data_ptr())
+    else:
+        lib.tandem_rotary_part_f32(*args, r, out.data_ptr())
     return out
 
 

@@ -104,7 +104,8 @@ typedef struct {
     const float *k_norm;              /* [D] or [KVH * D] */
     int64_t gate;                     /* TANDEM_GATE_* */
     float residual_scale;             /* each block's output times this before its add */
-    const float *cos_sin;             /* [P, D] this layer's rope table */
+    const float *cos_sin;             /* [P, R] this layer's rope table */
+    int64_t rotary_dim;               /* R: the leading dims of each head rope turns (<= D) */
     int64_t local;                    /* 1: its blocks are the local pool's (local_step) */
     tandem_linear qkv;
     tandem_linear o;
@@ -156,6 +157,10 @@ TANDEM_API void tandem_gelu_tanh_and_mul_f32(const float *x, int64_t T, int64_t 
 TANDEM_API void tandem_rotary_f32(const int64_t *positions, const float *x, int64_t row_stride,
                                   const float *cos_sin, int64_t T, int64_t H, int64_t D,
                                   float *out);
+/* the leading R of each head's D values rotated (a table [P, R]), the rest copied */
+TANDEM_API void tandem_rotary_part_f32(const int64_t *positions, const float *x,
+                                       int64_t row_stride, const float *cos_sin, int64_t T,
+                                       int64_t H, int64_t D, int64_t R, float *out);
 TANDEM_API int64_t tandem_greedy_f32(const float *x, int64_t B, int64_t V, int64_t *tokens,
                                      float *logprob);
 

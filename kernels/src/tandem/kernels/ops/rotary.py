@@ -21,18 +21,23 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 def _rotary_embedding(
     positions: Tensor, q: Tensor, k: Tensor, cos_sin_cache: Tensor
 ) -> tuple[Tensor, Tensor]:
+    r = cos_sin_cache.shape[-1]  # the rotated dims: all of each head's, or its leading ones
     q_done, k_done = (
-        native.rotary(positions, q, cos_sin_cache),
-        native.rotary(positions, k, cos_sin_cache),
+        native.rotary(positions, q, cos_sin_cache, r),
+        native.rotary(positions, k, cos_sin_cache, r),
     )
     if q_done is not None and k_done is not None:  # fp32 on CPU: one pass in C each
         return q_done, k_done
     q, k = q.contiguous(), k.contiguous()  # the elementwise ops are slow on strided views
-    half = q.shape[-1] // 2
-    cs = cos_sin_cache.index_select(0, positions.long())  # [T, D]
-    cos = cs[:, None, :half].to(q.dtype)  # [T, 1, D/2]
+    half = r // 2
+    cs = cos_sin_cache.index_select(0, positions.long())  # [T, R]
+    cos = cs[:, None, :half].to(q.dtype)  # [T, 1, R/2]
     sin = cs[:, None, half:].to(q.dtype)
-    return _rotate(q, cos, sin), _rotate(k, cos, sin)
+    if r == q.shape[-1]:
+        return _rotate(q, cos, sin), _rotate(k, cos, sin)
+    return tuple(  # type: ignore[return-value]
+        torch.cat((_rotate(x[..., :r], cos, sin), x[..., r:]), dim=-1) for x in (q, k)
+    )
 
 
 @_rotary_embedding.register_fake
@@ -45,7 +50,8 @@ def rotary_embedding(
 ) -> tuple[Tensor, Tensor]:
     """Rotate q: [T, H, D] and k: [T, KVH, D] by the angles of ``positions``: [T].
 
-    ``cos_sin_cache``: [max_pos, D] holds cos in ``[:, :D/2]`` and sin in ``[:, D/2:]``.
+    ``cos_sin_cache``: [max_pos, R] holds cos in ``[:, :R/2]`` and sin in ``[:, R/2:]``;
+    with R < D (partial rotary) only the leading R of each head rotate, the rest pass.
     Returns new tensors (the inputs are not modified).
     """
     p = checks.tensor("positions", positions, 1, checks.INT_DTYPES)
@@ -58,7 +64,12 @@ def rotary_embedding(
     checks.dim("k", kt, 2, head, "q.shape[-1]")
     checks.dim("q", qt, 0, p.shape[0], "positions.shape[0]")
     checks.dim("k", kt, 0, p.shape[0], "positions.shape[0]")
-    checks.dim("cos_sin_cache", cache, 1, head, "the head size q.shape[-1]")
+    rot = cache.shape[1]
+    if rot % 2 or not 0 < rot <= head:
+        raise ValueError(
+            f"cos_sin_cache.shape[1] (the rotated dims) must be even and in (0, {head}] (the "
+            f"head size q.shape[-1]), got shape {tuple(cache.shape)}"
+        )
     checks.same_device(positions=p, q=qt, k=kt, cos_sin_cache=cache)
     if p.numel() and (int(p.min()) < 0 or int(p.max()) >= cache.shape[0]):
         raise ValueError(

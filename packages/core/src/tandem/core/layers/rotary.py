@@ -119,9 +119,5 @@ class RotaryEmbedding(nn.Module):
 
     def forward(self, positions: Tensor, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         # positions: [T]; q: [T, H, D]; k: [T, KVH, D]
-        table = self.table(q.device)
-        r = self.rotary_dim
-        if r == self.head_dim:
-            return ops.rotary_embedding(positions, q, k, table)
-        q_rot, k_rot = ops.rotary_embedding(positions, q[..., :r], k[..., :r], table)
-        return torch.cat((q_rot, q[..., r:]), dim=-1), torch.cat((k_rot, k[..., r:]), dim=-1)
+        # a table of rotary_dim columns: the op rotates those of each head, passes the rest
+        return ops.rotary_embedding(positions, q, k, self.table(q.device))

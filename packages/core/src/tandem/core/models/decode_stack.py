@@ -12,15 +12,15 @@ norms sit (pre, sandwich, post), q/k norms (over each head or the whole projecti
 MLP's gate (SiLU or tanh-GELU), the residual scale, its rope table, its attention's scale,
 window and soft-cap, and which pool of KV blocks it reads (Gemma's sliding layers may keep
 their own); scaled embeddings are scaled before the call. It takes stacks of plain
-attention and dense gated MLPs (no latent attention, no experts, no partial rotary, no
-tensor parallelism), every linear layer a GGUF weight kept as stored in a format the C
-kernels take (blocks, K-quants, F16 / BF16; up to three formats stacked), an fp32 weight
-packed for the C kernel or an int8 weight blocked for the C int8 kernel (AVX-512 VNNI). A
-step of prefills only, of at most ``FEW_TOKENS`` tokens, goes through too (its attention
-is the module path's for a prefill: rope, K/V write, paged prefill attention): a
-speculative verify is k + 1 tokens a sequence, and a draft model catching up after a
-verify feeds two or more. Anything else (long prompts, steps mixing prefills and
-decodes) runs the modules.
+attention and dense gated MLPs, rope over the whole head or its leading dims (no latent
+attention, no experts, no tensor parallelism), every linear layer a GGUF weight kept as
+stored in a format the C kernels take (blocks, K-quants, F16 / BF16; up to three formats
+stacked), an fp32 weight packed for the C kernel or an int8 weight blocked for the C int8
+kernel (AVX-512 VNNI). A step of prefills only, of at most ``FEW_TOKENS`` tokens, goes
+through too (its attention is the module path's for a prefill: rope, K/V write, paged
+prefill attention): a speculative verify is k + 1 tokens a sequence, and a draft model
+catching up after a verify feeds two or more. Anything else (long prompts, steps mixing
+prefills and decodes) runs the modules.
 """
 
 from __future__ import annotations
@@ -220,10 +220,13 @@ class DecodeStack:
                     "scale": attn.attn.layer.scale,
                 }
             )
-        self._rope = rows[0]["cos_sin"]  # what a step's positions are checked against
-        if any(row["cos_sin"].shape != self._rope.shape for row in rows):
+        rope = rows[0]["cos_sin"]
+        if any(row["cos_sin"].shape != rope.shape for row in rows):
             return None
         h, kvh, d = model.layers[0].self_attn.shape
+        # what a step's positions are checked against: a table as wide as a head (a partial
+        # rotary's narrower one seen through a view of its first column)
+        self._rope = rope if rope.shape[1] == d else rope[:, :1].expand(rope.shape[0], d)
         inter = model.layers[0].mlp.down_proj.in_features
         shape = native.Shape(spec.hidden_size, h, kvh, d, inter, spec.rms_norm_eps)
         return native.StackTable(shape, rows, keep)

@@ -12,8 +12,13 @@ from tandem.kernels.native import decode_stack as native
 
 def program(spec: ModelSpec, index: int) -> native.LayerProgram:
     """Layer ``index``'s program as the C driver reads it."""
+    rotary = spec.layers[index].rope.rotary_dim(spec.attention.head_dim)
     return native.LayerProgram(
-        spec.norm, spec.attention.qk_norm, spec.layer_mlp(index).activation, spec.residual_scale
+        spec.norm,
+        spec.attention.qk_norm,
+        spec.layer_mlp(index).activation,
+        spec.residual_scale,
+        0 if rotary == spec.attention.head_dim else rotary,
     )
 
 
@@ -49,8 +54,6 @@ def why_not(spec: ModelSpec) -> str | None:
             return f"layer {i}: a mixture of experts"
         if mlp.intermediate_size != inter:
             return f"layer {i}: an MLP of another size"
-        if spec.layers[i].rope.partial != 1.0:
-            return f"layer {i}: a partial rotary"
     return None
 
 
@@ -73,6 +76,8 @@ def describe(spec: ModelSpec) -> str:
     out += [f"{g} gate" for g in sorted(gates - {"silu"})]
     if spec.residual_scale != 1.0:
         out.append(f"residual x{spec.residual_scale:g}")
+    partial = {layer.rope.partial for layer in spec.layers} - {1.0}
+    out += [f"rotary {p:g} of each head" for p in sorted(partial)]
     ropes = len({layer.rope for layer in spec.layers})
     if ropes > 1:
         out.append(f"{ropes} rope tables")
