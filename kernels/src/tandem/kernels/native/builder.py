@@ -37,6 +37,7 @@ SOURCES = (
     "linear_gguf_f32.c",
     "decode_ops.c",
     "decode_stack.c",
+    "latent.c",
 )
 HEADER = "tandem_kernels.h"  # the contract: every export, struct and shared constant
 HEADERS = (HEADER, "decode_ops.h", "fastmath.h", "gguf_common.h", "gguf_k23.h", "linear_f32_avx2.h")

@@ -91,6 +91,30 @@ typedef struct {
 #define TANDEM_GATE_SILU 0
 #define TANDEM_GATE_GELU_TANH 1
 
+/* The most tokens a cache block of latent attention may hold (latent.c keeps a block's
+ * scores on the stack). */
+#define TANDEM_LATENT_MAX_BLOCK 256
+/* Multi-head latent attention's sizes (latent.c). */
+typedef struct {
+    int64_t heads; /* H */
+    int64_t nope;  /* Nq: each head's query dims without rope (its key rows in kv_b) */
+    int64_t rope;  /* P: each head's rotated query dims, and the shared k_pe's */
+    int64_t value; /* V: each head's value dims */
+    int64_t rank;  /* R: the latent's dims; a cache row is R + P values */
+} tandem_latent_shape;
+
+/* A decode-stack layer's latent attention (DeepSeek's MLA); shape.rank 0: none. The
+ * layer's qkv is q's projection (from the hidden state, or from q_a's normed output),
+ * its o the output projection, its cos_sin [P_max, P] and its caches [N, S, 1, W / 2]. */
+typedef struct {
+    tandem_latent_shape shape;
+    tandem_linear q_a;        /* hidden -> q's latent; n 0: q straight from the hidden state */
+    const float *q_a_norm;    /* [q_a.n] */
+    tandem_linear kv_a;       /* hidden -> R + P: the latent c, then k_pe */
+    const float *kv_a_norm;   /* [R] */
+    const float *kv_b;        /* [H (Nq + V), R] fp32 */
+} tandem_latent;
+
 /* One decoder layer of the decode stack: its program (norm placement, q/k norms, gate,
  * residual scale, rope table) and its weights. A norm a placement does not use is NULL. */
 typedef struct {
@@ -112,6 +136,7 @@ typedef struct {
     tandem_linear gate_up;
     tandem_linear down;
     tandem_attention attention;
+    tandem_latent latent;             /* latent attention where latent.shape.rank > 0 */
 } tandem_layer;
 
 /* The decode stack's sizes besides the attention's. */
@@ -147,6 +172,22 @@ TANDEM_API int64_t tandem_decode_stack_f32(const tandem_layer *layers, int64_t c
                                            const tandem_step *step,
                                            const tandem_step *local_step, float *x,
                                            float *res, float *scratch);
+
+/* latent.c: multi-head latent attention's steps (the module path's and the stack's).
+ * q [T, H, Nq + P] -> q_lat, the first R of each head's row of out [T, H, R + P] (the
+ * rest untouched). */
+TANDEM_API void tandem_latent_query_f32(const tandem_latent_shape *shape, const float *q,
+                                        const float *kv_b, int64_t T, float *out);
+/* o_lat [T, H, R] -> out [T, H V] */
+TANDEM_API void tandem_latent_value_f32(const tandem_latent_shape *shape, const float *o_lat,
+                                        const float *kv_b, int64_t T, float *out);
+/* q [T, H, W] over the cached rows (attention: heads H, kv_heads 1, head_dim W / 2,
+ * scale) -> out [T, H, rank]: a step of decodes, or with cu_seqlens each token over its
+ * causal prefix. Validated steps only. Returns 0, or -1 where a block holds more than
+ * TANDEM_LATENT_MAX_BLOCK tokens or rank > W (nothing written). */
+TANDEM_API int tandem_latent_attend_f32(const tandem_attention *attention,
+                                        const tandem_step *step, const float *q, int64_t rank,
+                                        float *out);
 
 /* elementwise.c */
 TANDEM_API void tandem_add_rms_norm_f32(const float *x, const float *residual,

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from tandem.kernels import checks
+from tandem.kernels.native import latent as native
 from tandem.kernels.ops.attention import SCORE_LIMIT, _bias, gather
 from tandem.kernels.ops.library import call, define
 
@@ -56,6 +57,9 @@ def _latent_prefill(
     scale: float,
     rank: int,
 ) -> Tensor:
+    done = native.attend(q, k_cache, v_cache, seq_lens, block_tables, cu_seqlens_q, scale, rank)
+    if done is not None:  # fp32 on the CPU: one pass in C
+        return done
     out = q.new_empty(*q.shape[:2], rank)
     cu, lens = cu_seqlens_q.tolist(), seq_lens.tolist()
     for b, L in enumerate(lens):
@@ -79,6 +83,9 @@ def _latent_decode(
     scale: float,
     rank: int,
 ) -> Tensor:
+    done = native.attend(q, k_cache, v_cache, seq_lens, block_tables, None, scale, rank)
+    if done is not None:
+        return done
     out = q.new_empty(*q.shape[:2], rank)
     for b, L in enumerate(seq_lens.tolist()):
         rows = latent_rows(k_cache, v_cache, block_tables[b], L).to(q.dtype)

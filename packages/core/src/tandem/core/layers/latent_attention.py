@@ -22,6 +22,7 @@ from tandem.core.layers.rotary import RotaryEmbedding
 from tandem.kernels import ops as kernel_ops
 from tandem.kernels.backends import AttentionBackend
 from tandem.kernels.gguf_blocks import QuantWeight
+from tandem.kernels.native import latent as native_latent
 
 if TYPE_CHECKING:  # models imports layers: keep this edge type-only
     from tandem.core.spec.model import AttentionSpec
@@ -133,8 +134,9 @@ class LatentAttention(nn.Module):
     ) -> Tensor:
         # x: [T, C]
         t = x.shape[0]
-        h, n, p, v, r = self.dims
-        q_nope, q_pe = self._query(x).view(t, h, n + p).split([n, p], dim=-1)
+        h, n, p, _, r = self.dims
+        proj = self._query(x)  # [T, H*(N+P)]
+        q_nope, q_pe = proj.view(t, h, n + p).split([n, p], dim=-1)
         c, k_pe = self.kv_a_proj_with_mqa(x).split([r, p], dim=-1)
         c, _ = self.kv_a_layernorm(c.contiguous())  # [T, R]
         q_pe, k_pe = self.rotary(positions, q_pe.contiguous(), k_pe.reshape(t, 1, p).contiguous())
@@ -143,12 +145,32 @@ class LatentAttention(nn.Module):
         backend.write_kv_cache(
             row[:, None, :half], row[:, None, half:], cache[0], cache[1], meta.slot_mapping
         )
-        w = self.kv_b_proj.weight.view(h, n + v, r)
-        q_lat = torch.bmm(q_nope.transpose(0, 1), w[:, :n])  # [H, T, R]
-        q = torch.cat((q_lat.transpose(0, 1), q_pe), dim=-1)  # [T, H, R+P]
+        q = self._latent_query(proj, q_nope, q_pe)  # [T, H, R+P]
         o_lat = self._attend(q, cache, meta)  # [T, H, R]
+        return self.o_proj(self._values(o_lat))
+
+    def _latent_query(self, proj: Tensor, q_nope: Tensor, q_pe: Tensor) -> Tensor:
+        """Each head's q_nope [T, H, N] (a view into ``proj``, the query's projection) in
+        the latent's basis, beside its rotated q_pe [T, H, P] -> [T, H, R+P]."""
+        h, n, _, v, r = self.dims
+        kv_b = self.kv_b_proj.weight
+        q = native_latent.query(proj, kv_b, self.dims)
+        if q is not None:  # fp32 on the CPU: C, as the decode stack runs it
+            q[..., r:] = q_pe
+            return q
+        w = kv_b.view(h, n + v, r)
+        q_lat = torch.bmm(q_nope.transpose(0, 1), w[:, :n])  # [H, T, R]
+        return torch.cat((q_lat.transpose(0, 1), q_pe), dim=-1)
+
+    def _values(self, o_lat: Tensor) -> Tensor:
+        """The attended latent [T, H, R] through each head's value rows -> [T, H V]."""
+        h, n, _, v, r = self.dims
+        out = native_latent.value(o_lat, self.kv_b_proj.weight, self.dims)
+        if out is not None:
+            return out
+        w = self.kv_b_proj.weight.view(h, n + v, r)
         out = torch.bmm(o_lat.transpose(0, 1), w[:, n:].transpose(1, 2))  # [H, T, V]
-        return self.o_proj(out.transpose(0, 1).reshape(t, h * v))
+        return out.transpose(0, 1).reshape(o_lat.shape[0], h * v)
 
     def _attend(self, q: Tensor, cache: KVCache, meta: AttentionMetadata) -> Tensor:
         # q: [T, H, W] (prefill tokens first, then one per decoding sequence) -> [T, H, R]
