@@ -28,7 +28,7 @@ CASES = {
     "granite": ("qkv+bias > rope > attend > o+bias > x0.35 > add", "", None),
     "mixtral": ("route (softmax top-2 of 4) > experts (gate_up > silu*mul > down)", "", "experts"),
     "qwen2_moe": ("norm > qkv+bias", "+ shared expert", "layer 1: a mixture of experts"),
-    "deepseek_v3": ("latent q/kv > rope (yarn)", "route (sigmoid top-3 of 8)", "latent attention"),
+    "deepseek_v3": ("latent q/kv > rope (yarn)", "route (sigmoid top-3 of 8)", "a mixture"),
 }
 
 # what the C stack's note says it runs beyond the Llama layer

@@ -37,6 +37,7 @@ SOURCES = (
     "linear_gguf_f32.c",
     "decode_ops.c",
     "decode_stack.c",
+    "decode_latent.c",
     "latent.c",
 )
 HEADER = "tandem_kernels.h"  # the contract: every export, struct and shared constant

@@ -80,6 +80,8 @@ static int attend(const tandem_layer *ly, const tandem_step *st, float eps, cons
 int stack_attention(const tandem_layer *ly, const tandem_step *step, float eps, const float *x,
                     float *out, const stack_scratch *s)
 {
+    if (ly->latent.shape.rank > 0)
+        return stack_latent(ly, step, eps, x, out, s);
     tandem_step st = *step;
     st.cos_sin = ly->cos_sin; /* the layer's own rope (Gemma 3: local and global bases) */
     if (linear(&ly->qkv, x, st.tokens, s->qkv, s->part) != 0)
@@ -99,6 +101,11 @@ int stack_mlp(const tandem_layer *ly, int64_t T, int64_t I, const float *x, floa
     else
         tandem_silu_and_mul_f32(s->gu, T, I, s->act);
     return linear(&ly->down, s->act, T, out, s->part);
+}
+
+int stack_linear(const tandem_linear *l, const float *x, int64_t B, float *out, float *part_out)
+{
+    return linear(l, x, B, out, part_out);
 }
 
 void stack_scale(float *x, int64_t n, float scale)

@@ -104,10 +104,10 @@ static int layer(const tandem_layer *ly, const tandem_stack_shape *shape, const 
 
 /* scratch: floats for h [T, C], qkv [T, Q], attn [T, H D], gate_up [T, 2 I], act [T, I],
  * one part's output [T, max part rows], then the normed q [T, H D] and k [T, KVH D] and
- * the rotated q [T, H D] and k [T, KVH D] (see decode_stack.scratch_floats); H, KVH and
- * D are the first layer's (every layer's alike). A step of decodes: B == T. Returns 0, or
- * -(layer + 1) when a kernel refused its call (the caches of the layers before it are
- * written). */
+ * the rotated q [T, H D] and k [T, KVH D], then a latent block's (decode_latent.c; see
+ * decode_stack.scratch_floats); H, KVH and D are the first layer's (every layer's alike).
+ * A step of decodes: B == T. Returns 0, or -(layer + 1) when a kernel refused its call
+ * (the caches of the layers before it are written). */
 int64_t tandem_decode_stack_f32(const tandem_layer *layers, int64_t count,
                                 const tandem_stack_shape *shape, const tandem_step *st,
                                 const tandem_step *local_step, float *x, float *res,
@@ -129,6 +129,7 @@ int64_t tandem_decode_stack_f32(const tandem_layer *layers, int64_t count,
     s.kn = s.qn + T * HD;
     s.qr = s.kn + T * KD;
     s.kr = s.qr + T * HD;
+    s.lat = s.kr + T * KD;
     for (int64_t i = 0; i < count; i++) {
         const tandem_step *step = layers[i].local && local_step ? local_step : st;
         if (layer(layers + i, shape, step, x, res, &s, i == 0) != 0)

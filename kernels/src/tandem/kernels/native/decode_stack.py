@@ -18,6 +18,7 @@ from torch import Tensor
 
 from tandem.kernels.native.attention import attention_args, step_args
 from tandem.kernels.native.contract import constant, struct
+from tandem.kernels.native.decode_latent import LatentBlock, fill
 from tandem.kernels.native.loader import library
 
 MAX_PARTS = constant("TANDEM_MAX_PARTS")
@@ -117,11 +118,13 @@ class StackTable:
         k_norm where it has q/k norms, qkv, o, gate_up, down (:class:`LinSpec`), cos_sin
         (its rope table, fp32 [P, R], R the program's rotary dims), k_cache and v_cache,
         window, softcap, scale, and ``local`` (True: its caches are the local pool's, its
-        step the ``local`` one)."""
+        step the ``local`` one); ``latent`` (:class:`LatentBlock`) where its attention is
+        latent (its qkv entry then q's projection, its caches one head of rows)."""
         self.shape = shape
         self._keep = keep
         self._table = (Layer * len(layers))()
         self._max_part = 1
+        self._latent = 0  # scratch floats a token of a latent block takes
         for row, spec in zip(self._table, layers):
             program: LayerProgram = spec["program"]
             row.placement = PLACEMENTS[program.placement]
@@ -141,6 +144,12 @@ class StackTable:
                 spec["k_cache"], spec["v_cache"], shape.heads, spec["scale"], spec["window"],
                 spec["softcap"],
             )  # fmt: skip
+            latent: LatentBlock | None = spec.get("latent")
+            if latent is not None:  # its q_a and kv_a, its sizes and kv_b
+                fill(row.latent, latent, _lin)
+                self._latent = max(self._latent, latent.floats())
+                for lin in latent.linears():
+                    self._max_part = max(self._max_part, *lin.rows, 1)
         self._shape = StackShape(shape.hidden, shape.intermediate, self._max_part, shape.eps)
         self._scratch = torch.empty(0)
 
@@ -150,6 +159,7 @@ class StackTable:
         q = (s.heads + 2 * s.kv_heads) * s.head_dim
         per_row = s.hidden + q + s.heads * s.head_dim + 3 * s.intermediate + self._max_part
         per_row += 2 * (s.heads + s.kv_heads) * s.head_dim  # q and k normed, then rotated
+        per_row += self._latent
         return tokens * per_row
 
     def run(

@@ -107,6 +107,7 @@ class LatentAttention(nn.Module):
         self.kv_b_proj = Matrix(h * (n + v), r, dtype)
         self.o_proj = Linear(h * v, hidden_size, bias=spec.o_bias, dtype=dtype)
         self.rotary = rotary
+        self.local = False  # no window: the global pool's blocks (as a windowless layer's)
 
     def finish_loading(self) -> None:
         """The checkpoint's rotary rows in pairs -> halves (see :func:`deinterleave`)."""

@@ -32,6 +32,14 @@ from tandem.core.layers.attention_metadata import AttentionMetadata
 from tandem.core.layers.linear import Linear
 from tandem.core.layers.mlp import MLP_ROWS
 from tandem.core.layers.self_attention import KVCache
+from tandem.core.models.stack_latent import (
+    attention_linears,
+    checked_layer,
+    heads,
+    latent_block,
+    latent_norms,
+    settings,
+)
 from tandem.core.models.stack_program import describe, layer_norms, program, sharded, why_not
 from tandem.core.spec.model import ModelSpec
 from tandem.kernels.decode_inputs import DecodeStep
@@ -56,7 +64,8 @@ class DecodeStack:
     :meth:`run` answers None where it does not apply, and the caller runs the modules."""
 
     __slots__ = (
-        "_caches", "_f32", "_model", "_norms", "_rope", "_spec", "_table", "reason", "usable",
+        "_caches", "_f32", "_latent", "_model", "_norms", "_rope", "_spec", "_table", "reason",
+        "usable",
     )  # fmt: skip
 
     def __init__(self, model: torch.nn.Module, spec: ModelSpec) -> None:
@@ -68,6 +77,7 @@ class DecodeStack:
         # each norm's parameters (its own dict: no module attribute lookup a step) and weight
         self._norms: list[tuple[dict[str, object], Tensor]] = []
         self._rope: Tensor | None = None
+        self._latent = spec.attention.latent is not None  # DeepSeek's MLA on every layer
         # why the C driver cannot run this stack (None: it can, if the weights allow)
         reason = why_not(spec) or sharded(model)
         self.reason = "the C kernels did not build" if not native.available() else reason
@@ -79,13 +89,10 @@ class DecodeStack:
         if self.reason is not None:
             return self.reason
         for i, layer in enumerate(self._model.layers):
-            attn, mlp = layer.self_attn, layer.mlp
-            for name, lin in (
-                ("qkv_proj", attn.qkv_proj),
-                ("o_proj", attn.o_proj),
-                ("gate_up_proj", mlp.gate_up_proj),
-                ("down_proj", mlp.down_proj),
-            ):
+            mlp = layer.mlp
+            lins = attention_linears(layer.self_attn, self._latent)
+            lins |= {"gate_up": mlp.gate_up_proj, "down": mlp.down_proj}
+            for name, lin in lins.items():
                 if _lin(lin, []) is None:
                     return f"layer {i} {name}: {lin.form} on the {lin.kernel} kernel"
         return None
@@ -151,9 +158,9 @@ class DecodeStack:
         )
         layers = self._model.layers
         i = next((i for i, ly in enumerate(layers) if ly.self_attn.local == local), 0)
-        attn = layers[i].self_attn
-        qkv = torch.empty(positions.shape[0], attn.qkv_proj.out_features)  # its shape is checked
-        check_rope_decode(qkv, attn.attn.layer, step, *kv_caches[i], cu)
+        layer, width = checked_layer(layers[i].self_attn, self._latent)
+        qkv = torch.empty(positions.shape[0], width)  # its shape is checked
+        check_rope_decode(qkv, layer, step, *kv_caches[i], cu)
         return step
 
     def _table_for(self, kv_caches: list[KVCache]) -> native.StackTable | None:
@@ -189,41 +196,40 @@ class DecodeStack:
                 return None
             if kc.shape != first_of[attn.local].shape or vc.shape != kc.shape:
                 return None  # the layers of one pool alike
-            attn, mlp = layer.self_attn, layer.mlp
-            specs = {
-                "qkv": _lin(attn.qkv_proj, keep),
-                "o": _lin(attn.o_proj, keep),
-                "gate_up": _lin(mlp.gate_up_proj, keep),
-                "down": _lin(mlp.down_proj, keep),
-            }
+            mlp = layer.mlp
+            lins = attention_linears(attn, self._latent)
+            lins |= {"gate_up": mlp.gate_up_proj, "down": mlp.down_proj}
+            specs = {name: _lin(lin, keep) for name, lin in lins.items()}
             if any(s is None for s in specs.values()):
                 return None
-            norms = layer_norms(layer)
+            norms = layer_norms(layer, spec.attention.qk_norm)
             if not all(_plain(n.weight) for n in norms.values()):
                 return None
+            if self._latent:
+                specs["latent"] = latent_block(attn, specs, keep)
+                if specs["latent"] is None:
+                    return None
             rope = attn.rotary.table(cpu)
             keep += [*(n.weight for n in norms.values()), rope, kc, vc]
-            self._norms += [(n._parameters, n.weight) for n in norms.values()]
-            lins = (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)
-            self._f32 += [lin for lin in lins if lin.quant is None and lin.int8 is None]
+            tracked = [*norms.values(), *latent_norms(attn, self._latent)]
+            self._norms += [(n._parameters, n.weight) for n in tracked]
+            self._f32 += [lin for lin in lins.values() if lin.quant is None and lin.int8 is None]
             rows.append(
                 {
                     **specs,
                     **{name: n.weight for name, n in norms.items()},
+                    **settings(attn, self._latent),
                     "program": program(spec, i),
                     "cos_sin": rope,
                     "local": attn.local,
                     "k_cache": kc,
                     "v_cache": vc,
-                    "window": attn.attn.layer.window,
-                    "softcap": attn.attn.layer.softcap,
-                    "scale": attn.attn.layer.scale,
                 }
             )
         rope = rows[0]["cos_sin"]
         if any(row["cos_sin"].shape != rope.shape for row in rows):
             return None
-        h, kvh, d = model.layers[0].self_attn.shape
+        h, kvh, d = heads(model.layers[0].self_attn, self._latent)
         # what a step's positions are checked against: a table as wide as a head (a partial
         # rotary's narrower one seen through a view of its first column)
         self._rope = rope if rope.shape[1] == d else rope[:, :1].expand(rope.shape[0], d)

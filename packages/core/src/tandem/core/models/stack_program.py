@@ -31,11 +31,12 @@ _NORM_MODULES = {
 }
 
 
-def layer_norms(layer: torch.nn.Module) -> dict[str, torch.nn.Module]:
-    """The layer's norms by the C table's names: those its placement has, and its q/k norms."""
+def layer_norms(layer: torch.nn.Module, qk_norm: str) -> dict[str, torch.nn.Module]:
+    """The layer's norms by the C table's names: those its placement has, and its q/k
+    norms where ``qk_norm`` (the spec's) is not "none"."""
     out = {c: getattr(layer, m) for c, m in _NORM_MODULES.items() if hasattr(layer, m)}
     attn = layer.self_attn
-    if attn.qk_norm != "none":
+    if qk_norm != "none":
         out |= {"q_norm": attn.q_norm, "k_norm": attn.k_norm}
     return out
 
@@ -45,8 +46,6 @@ def why_not(spec: ModelSpec) -> str | None:
     seen later), or None where it is."""
     if not spec.layers:
         return "no layers"
-    if spec.attention.latent is not None:
-        return "latent attention"
     inter = spec.layer_mlp(0).intermediate_size
     for i in range(spec.num_layers):
         mlp = spec.layer_mlp(i)
@@ -78,6 +77,8 @@ def describe(spec: ModelSpec) -> str:
         out.append(f"residual x{spec.residual_scale:g}")
     partial = {layer.rope.partial for layer in spec.layers} - {1.0}
     out += [f"rotary {p:g} of each head" for p in sorted(partial)]
+    if spec.attention.latent is not None:
+        out.append("latent attention")
     ropes = len({layer.rope for layer in spec.layers})
     if ropes > 1:
         out.append(f"{ropes} rope tables")
