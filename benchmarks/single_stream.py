@@ -1,6 +1,6 @@
 """One stream (batch 1): decode tok/s, time to first token, bandwidth floor, the step apart.
 
-    python benchmarks/single_stream.py [--model smollm2|tiny|SHAPE[:FMT,...]|FILE.gguf ...]
+    python benchmarks/single_stream.py [--model smollm2|tiny[-ARCH]|SHAPE[:FMT,...]|FILE.gguf ...]
         [--threads 2] [--rounds 3] [--repeats 2] [--new-tokens 128] [--quant fp32 int8]
         [--engines v0 v1] [--runners NAME ...] [--skip NAME ...] [--baseline REF]
         [--llama-cpp-venv DIR [--formats f32 q8_0 q4_1 q4_k_m] [--models-dir DIR]]
@@ -143,8 +143,9 @@ def main() -> None:
         nargs="+",
         default=["smollm2"],
         metavar="NAME[:FORMATS]",
-        help="smollm2, tiny, a gguf_models.py shape (llama-1b, gemma3-270m, qwen3-0.6b) or "
-        "a .gguf file; NAME:f32,q4_k_m sets that model's --formats",
+        help="smollm2, tiny (tiny-ARCH: another architecture's test config, e.g. tiny-phi3), "
+        "a gguf_models.py shape (llama-1b, gemma3-270m, qwen3-0.6b) or a .gguf file; "
+        "NAME:f32,q4_k_m sets that model's --formats",
     )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)

