@@ -14,7 +14,8 @@
  * Softmax is online, one cache block at a time (as paged_attention.c's): the block's
  * scores, a rescale of the running sums when the block raises the maximum, then the
  * weighted rows. Each (token, head) is one work item, its sums in a fixed order, so the
- * results do not depend on the thread count.
+ * results do not depend on the thread count (nor, for the products, on how many tokens
+ * a call takes).
  */
 #include <math.h>
 #include <stdint.h>
@@ -22,23 +23,32 @@
 #include "tandem_kernels.h"
 #include "fastmath.h"
 
+/* Tokens whose products share one pass over a head's rows of kv_b (each output's sum is
+ * in the same order for any block: the results do not depend on it). */
+#define TOKENS 8
+
 void tandem_latent_query_f32(const tandem_latent_shape *shape, const float *q,
                              const float *kv_b, int64_t T, float *out)
 {
     const int64_t H = shape->heads, N = shape->nope, P = shape->rope, V = shape->value;
-    const int64_t R = shape->rank, W = R + P;
+    const int64_t R = shape->rank, W = R + P, blocks = (T + TOKENS - 1) / TOKENS;
 #pragma omp parallel for collapse(2) schedule(static) if (T * H * N * R > 262144)
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t h = 0; h < H; h++) {
-            const float *qn = q + (t * H + h) * (N + P), *w = kv_b + h * (N + V) * R;
-            float *o = out + (t * H + h) * W;
-            for (int64_t r = 0; r < R; r++)
-                o[r] = 0.0f;
-            for (int64_t i = 0; i < N; i++) {
-                const float a = qn[i], *row = w + i * R;
-#pragma omp simd
+    for (int64_t h = 0; h < H; h++)
+        for (int64_t b = 0; b < blocks; b++) {
+            const int64_t t0 = b * TOKENS, t1 = t0 + TOKENS < T ? t0 + TOKENS : T;
+            const float *w = kv_b + h * (N + V) * R;
+            for (int64_t t = t0; t < t1; t++)
                 for (int64_t r = 0; r < R; r++)
-                    o[r] += a * row[r];
+                    out[(t * H + h) * W + r] = 0.0f;
+            for (int64_t i = 0; i < N; i++) { /* a key row, read once for the block's tokens */
+                const float *row = w + i * R;
+                for (int64_t t = t0; t < t1; t++) {
+                    const float a = q[(t * H + h) * (N + P) + i];
+                    float *o = out + (t * H + h) * W;
+#pragma omp simd
+                    for (int64_t r = 0; r < R; r++)
+                        o[r] += a * row[r];
+                }
             }
         }
 }
@@ -47,18 +57,22 @@ void tandem_latent_value_f32(const tandem_latent_shape *shape, const float *o_la
                              const float *kv_b, int64_t T, float *out)
 {
     const int64_t H = shape->heads, N = shape->nope, V = shape->value, R = shape->rank;
+    const int64_t blocks = (T + TOKENS - 1) / TOKENS;
 #pragma omp parallel for collapse(2) schedule(static) if (T * H * V * R > 262144)
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t h = 0; h < H; h++) {
-            const float *x = o_lat + (t * H + h) * R, *w = kv_b + (h * (N + V) + N) * R;
-            float *o = out + (t * H + h) * V;
-            for (int64_t j = 0; j < V; j++) {
+    for (int64_t h = 0; h < H; h++)
+        for (int64_t b = 0; b < blocks; b++) {
+            const int64_t t0 = b * TOKENS, t1 = t0 + TOKENS < T ? t0 + TOKENS : T;
+            const float *w = kv_b + (h * (N + V) + N) * R;
+            for (int64_t j = 0; j < V; j++) { /* a value row, read once for the block */
                 const float *row = w + j * R;
-                float acc = 0.0f;
+                for (int64_t t = t0; t < t1; t++) {
+                    const float *x = o_lat + (t * H + h) * R;
+                    float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
-                for (int64_t r = 0; r < R; r++)
-                    acc += x[r] * row[r];
-                o[j] = acc;
+                    for (int64_t r = 0; r < R; r++)
+                        acc += x[r] * row[r];
+                    out[(t * H + h) * V + j] = acc;
+                }
             }
         }
 }

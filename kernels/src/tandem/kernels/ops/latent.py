@@ -22,6 +22,11 @@ from tandem.kernels.native import latent as native
 from tandem.kernels.ops.attention import SCORE_LIMIT, _bias, gather
 from tandem.kernels.ops.library import call, define
 
+# steps of at most this many tokens run latent.c on fp32 CPU tensors (the decode stack's
+# steps among them: it runs the same C); a longer prefill runs torch's batched products,
+# faster over many rows
+C_TOKENS = 256
+
 
 def latent_rows(k_cache: Tensor, v_cache: Tensor, table: Tensor, length: int) -> Tensor:
     """A sequence's first ``length`` latent rows: [length, W] (the halves side by side)."""
@@ -57,9 +62,10 @@ def _latent_prefill(
     scale: float,
     rank: int,
 ) -> Tensor:
-    done = native.attend(q, k_cache, v_cache, seq_lens, block_tables, cu_seqlens_q, scale, rank)
-    if done is not None:  # fp32 on the CPU: one pass in C
-        return done
+    if q.shape[0] <= C_TOKENS:  # fp32 on the CPU: one pass in C
+        done = native.attend(q, k_cache, v_cache, seq_lens, block_tables, cu_seqlens_q, scale, rank)
+        if done is not None:
+            return done
     out = q.new_empty(*q.shape[:2], rank)
     cu, lens = cu_seqlens_q.tolist(), seq_lens.tolist()
     for b, L in enumerate(lens):
@@ -83,9 +89,10 @@ def _latent_decode(
     scale: float,
     rank: int,
 ) -> Tensor:
-    done = native.attend(q, k_cache, v_cache, seq_lens, block_tables, None, scale, rank)
-    if done is not None:
-        return done
+    if q.shape[0] <= C_TOKENS:
+        done = native.attend(q, k_cache, v_cache, seq_lens, block_tables, None, scale, rank)
+        if done is not None:
+            return done
     out = q.new_empty(*q.shape[:2], rank)
     for b, L in enumerate(seq_lens.tolist()):
         rows = latent_rows(k_cache, v_cache, block_tables[b], L).to(q.dtype)

@@ -23,6 +23,7 @@ from tandem.kernels import ops as kernel_ops
 from tandem.kernels.backends import AttentionBackend
 from tandem.kernels.gguf_blocks import QuantWeight
 from tandem.kernels.native import latent as native_latent
+from tandem.kernels.ops.latent import C_TOKENS
 
 if TYPE_CHECKING:  # models imports layers: keep this edge type-only
     from tandem.core.spec.model import AttentionSpec
@@ -155,7 +156,7 @@ class LatentAttention(nn.Module):
         the latent's basis, beside its rotated q_pe [T, H, P] -> [T, H, R+P]."""
         h, n, _, v, r = self.dims
         kv_b = self.kv_b_proj.weight
-        q = native_latent.query(proj, kv_b, self.dims)
+        q = native_latent.query(proj, kv_b, self.dims) if len(proj) <= C_TOKENS else None
         if q is not None:  # fp32 on the CPU: C, as the decode stack runs it
             q[..., r:] = q_pe
             return q
@@ -166,7 +167,9 @@ class LatentAttention(nn.Module):
     def _values(self, o_lat: Tensor) -> Tensor:
         """The attended latent [T, H, R] through each head's value rows -> [T, H V]."""
         h, n, _, v, r = self.dims
-        out = native_latent.value(o_lat, self.kv_b_proj.weight, self.dims)
+        out = None
+        if len(o_lat) <= C_TOKENS:
+            out = native_latent.value(o_lat, self.kv_b_proj.weight, self.dims)
         if out is not None:
             return out
         w = self.kv_b_proj.weight.view(h, n + v, r)

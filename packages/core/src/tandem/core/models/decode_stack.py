@@ -46,6 +46,7 @@ from tandem.kernels.decode_inputs import DecodeStep
 from tandem.kernels.native import decode_stack as native
 from tandem.kernels.native.linear_gguf import supports
 from tandem.kernels.ops.decode_step import check_rope_decode
+from tandem.kernels.ops.latent import C_TOKENS
 
 FEW_TOKENS = 256  # the longest step of prefills the C stack takes (its scratch grows with it)
 
@@ -115,6 +116,8 @@ class DecodeStack:
         decodes = meta.num_prefill_tokens == 0
         few = meta.num_decodes == 0 and t <= FEW_TOKENS
         if not self.usable or not (decodes or few) or not 0 < t <= 2 * MLP_ROWS:
+            return None
+        if self._latent and t > C_TOKENS:  # the modules' latent steps run torch there
             return None
         if x.dtype != torch.float32 or not x.is_cpu or not x.is_contiguous() or x.dim() != 2:
             return None
