@@ -34,6 +34,7 @@ from tandem.core.layers.linear import Linear
 from tandem.core.layers.mlp import MLP_ROWS
 from tandem.core.layers.parallel import RowParallelLinear
 from tandem.core.layers.self_attention import KVCache
+from tandem.core.layers.weight_form import Dense
 from tandem.core.models.stack_program import describe, layer_norms, parallel_note, program, why_not
 from tandem.core.parallel.group import TensorParallel
 from tandem.core.spec.model import ModelSpec
@@ -76,7 +77,7 @@ class DecodeStack:
         self._tp = tp
         self._table: native.StackTable | None = None
         self._caches: list[KVCache] | None = None  # the list the table was made for
-        self._f32: list[Linear] = []  # fp32 layers: their packed copy must still hold
+        self._f32: list[Dense] = []  # fp32 weights: their packed copy must still hold
         # each norm's parameters (its own dict: no module attribute lookup a step) and weight
         self._norms: list[tuple[dict[str, object], Tensor]] = []
         self._rope: Tensor | None = None
@@ -174,7 +175,7 @@ class DecodeStack:
         fresh = (
             self._table is not None
             and kv_caches is self._caches
-            and all(lin.pack.holds(lin.weight, lin.kernel) for lin in self._f32)
+            and all(form.pack.holds(form.weight, form.kernel) for form in self._f32)
             and all(params["weight"] is w for params, w in self._norms)
         )
         if not fresh:
@@ -217,7 +218,7 @@ class DecodeStack:
             keep += [*(n.weight for n in norms.values()), rope, kc, vc]
             self._norms += [(n._parameters, n.weight) for n in norms.values()]
             lins = (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)
-            self._f32 += [lin for lin in lins if lin.quant is None and lin.int8 is None]
+            self._f32 += [lin.form for lin in lins if isinstance(lin.form, Dense)]
             rows.append(
                 {
                     **specs,
