@@ -25,7 +25,8 @@ def test_two_ranks_decode_through_the_c_stack_as_through_the_modules(tmp_path: P
     for arch in ARCHS:
         runs = torch.load(tmp_path / f"{arch}.pt")
         (c_tokens, c_logits, c_line), (m_tokens, m_logits, m_line) = runs["c"], runs["modules"]
-        assert "decode c (" in c_line and "rank 0 of 2" in c_line, (arch, c_line)
+        assert "on cpu x2 ranks" in c_line and "decode c (" in c_line, (arch, c_line)
+        assert "rank 0 of 2, a sum over the ranks after o and down" in c_line, (arch, c_line)
         assert "decode modules (decode_stack='modules')" in m_line, (arch, m_line)
         assert torch.equal(c_tokens, m_tokens), arch
         assert torch.equal(c_logits, m_logits), (arch, (c_logits - m_logits).abs().max())
