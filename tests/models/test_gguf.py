@@ -23,7 +23,6 @@ from tandem.core.testing.gguf_writer import gguf_name, permute, write_gguf
 
 DEFAULT_ROPE = {"rope_type": "default", "rope_theta": 10000.0}
 LLAMA = GGUF_ARCHITECTURES["llama"]
-QKV_DOWN_Q8 = {f"{n}.weight": 8 for n in ("q_proj", "k_proj", "v_proj", "down_proj")}
 
 
 @settings(max_examples=40, deadline=None)
@@ -162,27 +161,6 @@ def test_a_type_without_kernels_is_refused_before_any_work(tmp_path) -> None:
     w.close()
     with pytest.raises(ValueError, match=r"'blk\.0\.ffn_up\.weight' \(IQ4_NL.*does not read"):
         open_checkpoint(out)
-
-
-def test_kept_weights_are_the_files_own_bytes(tiny_gguf, tmp_path) -> None:
-    """A module stored in one piece whose rows need no reordering is used from the map."""
-    import torch
-
-    from tandem.core.engine.loader import load_model
-
-    src = make_model(size="tiny", arch="llama", rope_parameters=DEFAULT_ROPE)
-    path = write_gguf(src, tmp_path / "q.gguf", QKV_DOWN_Q8)
-    model = load_model(_config(path), dtype=torch.float32, quantization="gguf")
-    down = model.model.layers[0].mlp.down_proj.quant
-    mapped = GGUFFile(path).data("blk.0.ffn_down.weight")
-    assert np.array_equal(down.data.numpy(), mapped)
-    address = down.data.data_ptr()  # it lies in a mapping of the file itself
-    maps = Path("/proc/self/maps").read_text().splitlines()
-    backed = [line for line in maps if line.endswith(str(path))]
-    spans = [tuple(int(x, 16) for x in line.split()[0].split("-")) for line in backed]
-    assert any(lo <= address < hi for lo, hi in spans), hex(address)
-    q = model.model.layers[0].self_attn.qkv_proj  # rows reordered: copied once
-    assert not any(lo <= q.quant.data.data_ptr() < hi for lo, hi in spans)
 
 
 def _config(path):

@@ -30,18 +30,19 @@ def kquant_gguf(tmp_path_factory):
 def test_super_blocks_are_kept_near_the_file_size(kquant_gguf, tmp_path, monkeypatch) -> None:
     from tandem.core.engine.loader import load_model
     from tandem.core.layers.linear import Linear
+    from tandem.core.layers.weight_form import GgufBlocks
     from tandem.kernels.gguf_blocks import QuantStack
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     kept = load_model(str(kquant_gguf), dtype=torch.float32, quantization="gguf")
     floats = load_model(str(kquant_gguf), dtype=torch.float32)  # the same file, dequantized
     linears = [m for m in kept.modules() if isinstance(m, Linear)]
-    assert linears and all(m.quant is not None and m.weight is None for m in linears)
-    assert kept.model.embed_tokens.quant.name == "Q5_0"
-    assert {m.quant.name for m in linears} == {"Q4_K+Q6_K", "Q5_K", "Q4_K", "Q6_K"}
-    assert isinstance(kept.model.layers[0].self_attn.qkv_proj.quant, QuantStack)
-    parts = [p for m in linears for p in getattr(m.quant, "parts", (m.quant,))]
-    blocks = sum(p.data.nbytes for p in parts) + kept.model.embed_tokens.quant.data.nbytes
+    assert linears and all(isinstance(m.form, GgufBlocks) and m.weight is None for m in linears)
+    assert kept.model.embed_tokens.form.blocks.name == "Q5_0"
+    assert {m.form.blocks.name for m in linears} == {"Q4_K+Q6_K", "Q5_K", "Q4_K", "Q6_K"}
+    assert isinstance(kept.model.layers[0].self_attn.qkv_proj.form.blocks, QuantStack)
+    parts = [p for m in linears for p in m.form.parts]
+    blocks = sum(p.data.nbytes for p in parts) + kept.model.embed_tokens.form.blocks.data.nbytes
     rest = sum(p.numel() * p.element_size() for p in kept.parameters())
     assert blocks + rest < 1.05 * kquant_gguf.stat().st_size
     h = torch.randn(5, kept.spec.hidden_size, generator=torch.Generator().manual_seed(0))

@@ -66,17 +66,18 @@ def _stored_format(stored: dict[str, int], module: str) -> str:
 @pytest.mark.parametrize("name", PRESETS)
 def test_every_weight_is_kept_in_the_files_format(name: str) -> None:
     from tandem.core.layers.linear import Linear
+    from tandem.core.layers.weight_form import GgufBlocks
 
     model = _model(name, kept=True)
     stored = open_checkpoint(FIXTURES / name).stored_types()
     linears = {n: m for n, m in model.named_modules() if isinstance(m, Linear)}
     assert len(linears) == 4 * model.spec.num_layers and model.lm_head is None  # tied
     for module, linear in linears.items():
-        assert linear.weight is None and linear.quant is not None, module
-        assert linear.quant.name == _stored_format(stored, module), module
+        assert linear.weight is None and isinstance(linear.form, GgufBlocks), module
+        assert linear.form.blocks.name == _stored_format(stored, module), module
     embed = model.model.embed_tokens
     assert embed.weight is None
-    assert embed.quant.name == FORMATS[stored["model.embed_tokens.weight"]][0]
+    assert embed.form.blocks.name == FORMATS[stored["model.embed_tokens.weight"]][0]
     assert all(p.dim() == 1 for p in model.parameters())  # only the norms are float
 
 

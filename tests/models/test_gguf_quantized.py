@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 import torch
 
 from tandem.core.gguf.export import exported
+from tandem.core.gguf.file import GGUFFile
 from tandem.core.testing import make_model
 from tandem.core.testing.gguf_writer import write_gguf
 
@@ -15,6 +19,7 @@ ROPE = {"rope_type": "default", "rope_theta": 10000.0}
 QTYPES = {"q_proj.weight": 3, "k_proj.weight": 3, "v_proj.weight": 3, "o_proj.weight": 2}
 QTYPES |= {"mlp.gate_proj.weight": 2, "mlp.up_proj.weight": 2, "mlp.down_proj.weight": 3}
 QTYPES |= {"embed_tokens.weight": 8, "lm_head.weight": 8}
+QKV_DOWN_Q8 = {f"{n}.weight": 8 for n in ("q_proj", "k_proj", "v_proj", "down_proj")}
 
 
 @pytest.fixture(scope="module")
@@ -26,14 +31,15 @@ def quant_gguf(tmp_path_factory):
 def test_blocks_are_kept_and_match_the_float_model(quant_gguf, tmp_path, monkeypatch) -> None:
     from tandem.core.engine.loader import load_model
     from tandem.core.layers.linear import Linear
+    from tandem.core.layers.weight_form import GgufBlocks
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     kept = load_model(str(quant_gguf), dtype=torch.float32, quantization="gguf")
     floats = load_model(str(quant_gguf), dtype=torch.float32)  # the same file, dequantized
     linears = [m for m in kept.modules() if isinstance(m, Linear)]
-    assert linears and all(m.quant is not None and m.weight is None for m in linears)
-    assert kept.model.embed_tokens.quant.name == "Q8_0"
-    assert {m.quant.name for m in linears} == {"Q4_0", "Q4_1", "Q8_0"}
+    assert linears and all(isinstance(m.form, GgufBlocks) and m.weight is None for m in linears)
+    assert kept.model.embed_tokens.form.blocks.name == "Q8_0"
+    assert {m.form.blocks.name for m in linears} == {"Q4_0", "Q4_1", "Q8_0"}
     # only the norms stay in floats
     assert sum(p.numel() for p in kept.parameters()) < 0.05 * sum(
         p.numel() for p in floats.parameters()
@@ -105,3 +111,22 @@ def test_smollm2_as_stored_agrees_with_fp32(smollm2_gguf, smollm2) -> None:
     agreement = sum(agree) / len(agree)
     print(f"gguf as stored vs fp32: top-1 agreement {agreement:.3f} on {len(agree)} positions")
     assert agreement >= 0.95, agreement
+
+
+def test_kept_weights_are_the_files_own_bytes(tmp_path) -> None:
+    """A module stored in one piece whose rows need no reordering is used from the map."""
+    from tandem.core.engine.loader import load_model
+
+    src = make_model(size="tiny", arch="llama", rope_parameters=ROPE)
+    path = write_gguf(src, tmp_path / "q.gguf", QKV_DOWN_Q8)
+    model = load_model(str(path), dtype=torch.float32, quantization="gguf")
+    down = model.model.layers[0].mlp.down_proj.form.blocks
+    mapped = GGUFFile(path).data("blk.0.ffn_down.weight")
+    assert np.array_equal(down.data.numpy(), mapped)
+    address = down.data.data_ptr()  # it lies in a mapping of the file itself
+    maps = Path("/proc/self/maps").read_text().splitlines()
+    backed = [line for line in maps if line.endswith(str(path))]
+    spans = [tuple(int(x, 16) for x in line.split()[0].split("-")) for line in backed]
+    assert any(lo <= address < hi for lo, hi in spans), hex(address)
+    q = model.model.layers[0].self_attn.qkv_proj  # rows reordered: copied once
+    assert not any(lo <= q.form.blocks.data.data_ptr() < hi for lo, hi in spans)

@@ -9,6 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tandem.core.config.engine_args import EngineArgs
+from tandem.core.layers.weight_form import Int8
 from tandem.kernels.ops.linear_int8 import Int8Weight, int8_available, linear_int8
 
 needs_int8 = pytest.mark.skipif(not int8_available(), reason="torch has no int8 matmul here")
@@ -113,13 +114,17 @@ def test_int8_switches_all_but_the_qkv_projection(tiny_model) -> None:
     fp32 = load_model(str(tiny_model), dtype=torch.float32)
     int8 = load_model(str(tiny_model), dtype=torch.float32, quantization="int8")
 
-    def head(model):  # the LM head's int8 copy, tied to the embedding or not
-        return model._tied_int8 if model.lm_head is None else model.lm_head.int8
+    def head(model):  # the LM head's int8 form, tied to the embedding or not
+        form = model._tied_int8 if model.lm_head is None else model.lm_head.form
+        return form if isinstance(form, Int8) else None
+
+    def int8_form(linear) -> bool:
+        return isinstance(linear.form, Int8)
 
     assert head(fp32) is None and head(int8) is not None
     for layer in int8.model.layers:
-        assert layer.mlp.gate_up_proj.int8 is not None and layer.mlp.down_proj.int8 is not None
-        assert layer.self_attn.o_proj.int8 is not None and layer.self_attn.qkv_proj.int8 is None
+        assert int8_form(layer.mlp.gate_up_proj) and int8_form(layer.mlp.down_proj)
+        assert int8_form(layer.self_attn.o_proj) and not int8_form(layer.self_attn.qkv_proj)
     hidden = torch.randn(5, fp32.spec.hidden_size)
     want, got = fp32.compute_logits(hidden), int8.compute_logits(hidden)
     assert got.dtype == torch.float32 and got.shape == want.shape

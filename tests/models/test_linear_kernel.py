@@ -30,12 +30,12 @@ def test_packed_and_torch_linear_agree(arch, kernel, tandem_models, paged_runner
     use_kernels(model, linear="torch")
     plain = _logits(paged_runner, model, tokens)
     layers = [m for m in model.modules() if isinstance(m, Linear)]
-    assert all(m.kernel == "torch" and not m.pack.holds(m.weight, "torch") for m in layers)
+    assert all(m.kernel == "torch" and not m.form.pack.holds(m.weight, "torch") for m in layers)
     use_kernels(model, linear=kernel)
     packed = _logits(paged_runner, model, tokens)
     torch.testing.assert_close(packed, plain, atol=1e-4, rtol=1e-4)
-    assert layers and all(m.pack.holds(m.weight, kernel) for m in layers)
-    copies = [m.pack.get(m.weight, kernel) for m in layers]
+    assert layers and all(m.form.pack.holds(m.weight, kernel) for m in layers)
+    copies = [m.form.pack.get(m.weight, kernel) for m in layers]
     assert all(isinstance(c, PackedF32) == (kernel == "native") for c in copies)
 
 

@@ -42,14 +42,14 @@ def test_linear_weights_are_packed_at_load(model_dirs, arch):
 
     model = load_model(model_dirs[arch])
     linears = [m for m in model.modules() if isinstance(m, Linear)]
-    assert linears and all(m.pack.holds(m.weight) for m in linears)
+    assert linears and all(m.form.pack.holds(m.weight) for m in linears)
     if model.lm_head is None:  # a tied LM head multiplies by the embedding's copy
         assert model._tied_pack.holds(model.model.embed_tokens.weight)
     from tandem.core.layers.kernel_choice import resolve_kernels
 
     torch_linear = resolve_kernels(linear="torch")  # plain F.linear: nothing to pack
     plain = load_model(model_dirs[arch], kernels=torch_linear)
-    assert not any(m.pack.holds(m.weight) for m in plain.modules() if isinstance(m, Linear))
+    assert not any(m.form.pack.holds(m.weight) for m in plain.modules() if isinstance(m, Linear))
 
 
 def test_dtype_is_applied(model_dirs):

@@ -7,6 +7,8 @@ stack cannot run it, the reason; the kernels it names are the ones the model run
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from tandem.core.engine.loader import load_model
@@ -118,3 +120,22 @@ def test_tandem_explain_prints_the_plan(capsys, tiny_model):
     out = capsys.readouterr().out.splitlines()
     assert "linear        torch" in out
     assert any(line.startswith("layers 0-1    norm > qkv") for line in out)
+
+
+def test_the_plan_takes_its_ranks_from_the_parallel_config():
+    """A whole model planned for an engine whose ParallelConfig says 2 ranks is refused
+    (it would run unsharded); planned for 1, the plan names no ranks."""
+    import torch
+
+    from tandem.core.config.parallel import ParallelConfig
+    from tandem.core.models.plan import plan_model
+
+    model = load_model(make_model(arch="llama"), kernels=resolve_kernels())
+    config = SimpleNamespace(
+        kernels=model.kernels, device=torch.device("cpu"), parallel=ParallelConfig(2), plan=None
+    )
+    with pytest.raises(ValueError, match=r"parallel.tensor_parallel_size is 2, but the model"):
+        plan_model(model, config)
+    config.parallel = ParallelConfig(1)
+    plan = plan_model(model, config)
+    assert plan.tensor_parallel == 1 and plan.line().startswith("LlamaForCausalLM on cpu: ")

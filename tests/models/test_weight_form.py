@@ -191,13 +191,13 @@ def test_linear_holds_one_form_and_forward_is_its_product() -> None:
     layer.use_kernel("torch")
     assert layer.kernel == "torch" and torch.equal(layer(x), F.linear(x, layer.weight, layer.bias))
     if int8_available():
-        assert layer.quantize() and isinstance(layer.form, Int8) and layer.int8 is not None
+        assert layer.quantize() and isinstance(layer.form, Int8)
         assert torch.equal(layer(x), layer.form.matmul(x, layer.bias))
         layer.to(torch.float32)  # moving drops the int8 copy: the float weight again
-        assert isinstance(layer.form, Dense) and layer.int8 is None
+        assert isinstance(layer.form, Dense)
     blocks = quantize(layer.weight.detach(), 3)
     layer.use_quantized(blocks)
-    assert layer.quant is blocks and not layer.quantize()
+    assert layer.form.blocks is blocks and not layer.quantize()
     assert torch.equal(layer(x), layer.form.matmul(x).add_(layer.bias))
     with pytest.raises(ValueError, match=r"quantized weight is \[24, 64\], the layer \[24, 32\]"):
         Linear(32, 24).use_quantized(blocks)
@@ -211,6 +211,6 @@ def test_embedding_looks_rows_up_in_its_form() -> None:
     assert torch.equal(table(ids), F.embedding(ids, table.weight))
     blocks = quantize(table.weight.detach(), 8)
     table.use_quantized(blocks)
-    assert table.quant is blocks and torch.equal(table(ids), _theirs(blocks)[ids])
+    assert table.form.blocks is blocks and torch.equal(table(ids), _theirs(blocks)[ids])
     with pytest.raises(ValueError, match=r"the embedding \[40, 32\]"):
         Embedding(40, 32).use_quantized(blocks)

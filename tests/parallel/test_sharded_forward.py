@@ -29,14 +29,19 @@ SPLIT_ARCHS = [
 ]
 
 
-def run_ranks(size: int, archs: list[str], out: Path, dtype: str = "float32") -> None:
+def run_ranks(
+    size: int, archs: list[str], out: Path, dtype: str | None = "float32", script: Path = RANK
+) -> None:
+    """``script`` (a rank's program) in ``size`` processes, with the rank, the size, the
+    rendezvous port, ``out``, ``dtype`` (where not None) and ``archs``."""
     for arch in archs:
         make_model(size="tiny", arch=arch)  # made once, here, not by every rank
     store = dist.TCPStore("127.0.0.1", 0, size, is_master=True, wait_for_workers=False)
     try:
-        cmd = [sys.executable, str(RANK)]
+        cmd = [sys.executable, str(script)]
+        tail = [*([] if dtype is None else [dtype]), *archs]
         procs = [
-            subprocess.Popen([*cmd, str(r), str(size), str(store.port), str(out), dtype, *archs])
+            subprocess.Popen([*cmd, str(r), str(size), str(store.port), str(out), *tail])
             for r in range(size)
         ]
         codes = [p.wait(timeout=300) for p in procs]

@@ -25,6 +25,10 @@
  * With cu_seqlens (B + 1 token offsets) the T tokens are B sequences' new tokens laid out
  * as a prefill step, and attention is the module path's for such a step: rope on q and
  * on k, the K/V write, then paged prefill attention over each sequence's cache.
+ *
+ * On a tensor-parallel rank the table holds the rank's shard (its heads, its MLP columns)
+ * and shape->sum sums the attention and MLP blocks' outputs over the ranks, where the
+ * modules' row-parallel o and down do: before any norm, scale or residual add.
  */
 #include <stdint.h>
 #include <string.h>
@@ -56,7 +60,30 @@ static void scaled(float *x, int64_t n, float s)
         stack_scale(x, n, s);
 }
 
-/* One layer on x, res [T, C]; 0, or -1 where a kernel refused its call. */
+typedef int64_t (*stack_sum)(float *x, int64_t n);
+
+/* x [T, C] summed over the tensor-parallel ranks where the stack is a rank's shard (its o
+ * and down give partial sums); 0, or -1 where the sum failed */
+static int summed(const tandem_stack_shape *shape, float *x, int64_t n)
+{
+    if (shape->sum == NULL)
+        return 0;
+    stack_sum sum;
+    memcpy(&sum, &shape->sum, sizeof sum);
+    return sum(x, n) == 0 ? 0 : -1;
+}
+
+/* out = the attention block of in, summed over the ranks; 0, or -1 */
+static int attention_block(const tandem_layer *ly, const tandem_stack_shape *shape,
+                           const tandem_step *st, const float *in, float *out,
+                           const stack_scratch *s)
+{
+    if (stack_attention(ly, st, shape->eps, in, out, s) != 0)
+        return -1;
+    return summed(shape, out, st->tokens * shape->hidden);
+}
+
+/* One layer on x, res [T, C]; 0, or -1 where a kernel refused its call or the sum failed. */
 static int layer(const tandem_layer *ly, const tandem_stack_shape *shape, const tandem_step *st,
                  float *x, float *res, const stack_scratch *s, int first)
 {
@@ -66,14 +93,14 @@ static int layer(const tandem_layer *ly, const tandem_stack_shape *shape, const 
     switch (ly->placement) {
     case TANDEM_NORM_PRE:
         add_norm(x, res, ly->in_norm, eps, T, C, h, first);
-        if (stack_attention(ly, st, eps, h, x, s) != 0)
+        if (attention_block(ly, shape, st, h, x, s) != 0)
             return -1;
         scaled(x, n, rs);
         tandem_add_rms_norm_f32(x, res, ly->post_attention_norm, eps, T, C, h, res);
         break;
     case TANDEM_NORM_SANDWICH:
         add_norm(x, res, ly->in_norm, eps, T, C, h, first);
-        if (stack_attention(ly, st, eps, h, x, s) != 0)
+        if (attention_block(ly, shape, st, h, x, s) != 0)
             return -1;
         norm_in_place(x, ly->post_attention_norm, eps, T, C);
         scaled(x, n, rs);
@@ -84,7 +111,7 @@ static int layer(const tandem_layer *ly, const tandem_stack_shape *shape, const 
             memcpy(res, x, n * sizeof(float));
         else
             stack_add(res, x, n);
-        if (stack_attention(ly, st, eps, res, x, s) != 0)
+        if (attention_block(ly, shape, st, res, x, s) != 0)
             return -1;
         norm_in_place(x, ly->post_attention_norm, eps, T, C);
         scaled(x, n, rs);
@@ -94,7 +121,7 @@ static int layer(const tandem_layer *ly, const tandem_stack_shape *shape, const 
     default:
         return -1;
     }
-    if (stack_mlp(ly, T, I, h, x, s) != 0)
+    if (stack_mlp(ly, T, I, h, x, s) != 0 || summed(shape, x, n) != 0)
         return -1;
     if (ly->placement != TANDEM_NORM_PRE)
         norm_in_place(x, ly->post_feedforward_norm, eps, T, C);

@@ -6,11 +6,16 @@ into tensors it keeps alive) and runs a step. It is made by the caller that know
 model (``tandem.core.models.decode_stack``); nothing here checks that the table matches
 a model, and the step's positions, slots and tables must be validated before
 :meth:`StackTable.run` (C trusts them).
+
+A table of a tensor-parallel rank's shard is given the group's sum (``all_reduce``): C calls it
+back after each attention and MLP block, on the step's ``x`` (Python's collective, with
+the interpreter lock taken again for the call).
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -109,17 +114,29 @@ def _lin(spec: LinSpec) -> Lin:
     return lin
 
 
+# C's tandem_stack_shape.sum: x [n] summed over the ranks in place; 0, or non-zero
+SumFn = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)
+
+
 class StackTable:
     """The C table of a model's layers and the tensors it points into (kept alive here)."""
 
-    def __init__(self, shape: Shape, layers: list[dict], keep: list[Tensor]) -> None:
+    def __init__(
+        self,
+        shape: Shape,
+        layers: list[dict],
+        keep: list[Tensor],
+        all_reduce: Callable[[Tensor], object] | None = None,
+    ) -> None:
         """``layers``: per layer, its ``program`` (:class:`LayerProgram`), the norms of
         :data:`NORMS` its placement uses (fp32 [C]; the others absent or None), q_norm and
         k_norm where it has q/k norms, qkv, o, gate_up, down (:class:`LinSpec`), cos_sin
         (its rope table, fp32 [P, R], R the program's rotary dims), k_cache and v_cache,
         window, softcap, scale, and ``local`` (True: its caches are the local pool's, its
         step the ``local`` one); ``latent`` (:class:`LatentBlock`) where its attention is
-        latent (its qkv entry then q's projection, its caches one head of rows)."""
+        latent (its qkv entry then q's projection, its caches one head of rows).
+        ``all_reduce``: where the layers are a tensor-parallel rank's shard, what sums a block's
+        output [T, C] over the ranks in place (it may raise: :meth:`run` raises it again)."""
         self.shape = shape
         self._keep = keep
         self._table = (Layer * len(layers))()
@@ -152,6 +169,24 @@ class StackTable:
                     self._max_part = max(self._max_part, *lin.rows, 1)
         self._shape = StackShape(shape.hidden, shape.intermediate, self._max_part, shape.eps)
         self._scratch = torch.empty(0)
+        self._all_reduce, self._x = all_reduce, None  # the sum, and the step's x in C
+        self._failed: BaseException | None = None  # what the sum raised
+        self._sum_c = None if all_reduce is None else SumFn(self._summed)  # kept alive here
+        if self._sum_c is not None:
+            self._shape.sum = ctypes.cast(self._sum_c, ctypes.c_void_p)
+
+    def _summed(self, ptr: int | None, n: int) -> int:
+        """C's callback: the step's x summed over the ranks; -1 (the error kept for
+        :meth:`run`) where it is not the step's x or the sum raised."""
+        x = self._x
+        try:
+            if x is None or ptr != x.data_ptr() or n != x.numel():
+                raise RuntimeError("decode stack: a sum was asked of another buffer than x")
+            self._all_reduce(x)  # type: ignore[misc]
+        except BaseException as exc:  # C cannot carry it: run raises it again
+            self._failed = exc
+            return -1
+        return 0
 
     def scratch_floats(self, tokens: int) -> int:
         """Floats of scratch a step of ``tokens`` needs."""
@@ -179,7 +214,7 @@ class StackTable:
         sequences' token offsets of a step laid out as a prefill (None: a step of decodes,
         B == T); ``local``: (slots, seq_lens, tables) of the local layers' pool, where
         they have one; all contiguous. A kernel refusing its call half-way (the table promised it
-        would not) raises: the caches are half written."""
+        would not) or a failed sum raises: the caches are half written."""
         lib = library()
         if lib is None:
             return None
@@ -193,11 +228,18 @@ class StackTable:
         if local is not None:
             l_slots, l_lens, l_tables = local
             pool = step_args(l_lens, l_tables, t, cu_seqlens, positions, cos_sin, l_slots)
-        rc = lib.tandem_decode_stack_f32(
-            self._table, len(self._table), ctypes.byref(self._shape), ctypes.byref(step),
-            None if pool is None else ctypes.byref(pool), x.data_ptr(), res.data_ptr(),
-            self._scratch.data_ptr(),
-        )  # fmt: skip
+        self._x, self._failed = x, None
+        try:
+            rc = lib.tandem_decode_stack_f32(
+                self._table, len(self._table), ctypes.byref(self._shape), ctypes.byref(step),
+                None if pool is None else ctypes.byref(pool), x.data_ptr(), res.data_ptr(),
+                self._scratch.data_ptr(),
+            )  # fmt: skip
+        finally:
+            self._x = None
+        if self._failed is not None:
+            failed, self._failed = self._failed, None
+            raise failed
         if rc != 0:
             raise RuntimeError(f"decode stack: a kernel refused layer {-rc - 1}'s call")
         return x, res

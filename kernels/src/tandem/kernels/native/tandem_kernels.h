@@ -145,6 +145,10 @@ typedef struct {
     int64_t intermediate; /* I */
     int64_t max_part;     /* the most output channels of one GGUF part */
     float eps;            /* of the RMS norms */
+    /* NULL, or (a tensor-parallel rank's shard) an int64_t (*)(float *x, int64_t n) that
+     * sums x [n] over the ranks in place, called after each o and down projection (whose
+     * outputs are partial sums); it answers 0, or non-zero where the sum failed */
+    void *sum;
 } tandem_stack_shape;
 
 /* paged_attention.c: q, out [B, H, D]. Validated steps only (C trusts them). These three

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from tandem.core.layers.linear import check_kernel
 from tandem.core.layers.no_init import Embedding as _NoInitEmbedding
-from tandem.core.layers.weight_form import Dense, GgufBlocks, WeightForm, check_shape, gguf_form
+from tandem.core.layers.weight_form import Dense, WeightForm, check_shape, gguf_form
 from tandem.kernels.gguf_blocks import QuantWeight
 
 
@@ -41,8 +41,3 @@ class Embedding(_NoInitEmbedding):
         if self.weight is not None:  # .to(dtype): the rows come out in the new dtype
             self.out_dtype = self.weight.dtype
         return self
-
-    @property
-    def quant(self) -> QuantWeight | None:
-        """The GGUF blocks looked up in, where the table is kept in them (for inspection)."""
-        return self.form.blocks if isinstance(self.form, GgufBlocks) else None  # type: ignore[return-value]

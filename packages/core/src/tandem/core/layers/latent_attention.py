@@ -19,6 +19,7 @@ from tandem.core.layers.attention_metadata import AttentionMetadata
 from tandem.core.layers.linear import Linear
 from tandem.core.layers.norm import RMSNorm
 from tandem.core.layers.rotary import RotaryEmbedding
+from tandem.core.layers.weight_form import GgufBlocks
 from tandem.kernels import ops as kernel_ops
 from tandem.kernels.backends import AttentionBackend
 from tandem.kernels.gguf_blocks import QuantWeight
@@ -60,7 +61,7 @@ def deinterleave(weight: Tensor, start: int, dim: int, every: int) -> None:
 def _deinterleave_linear(layer: Linear, start: int, dim: int, every: int) -> None:
     """:func:`deinterleave` on a projection's rows: its weight (or its GGUF blocks, whose
     rows move whole) and bias."""
-    quant = layer.quant
+    quant = layer.form.blocks if isinstance(layer.form, GgufBlocks) else None
     if quant is None:
         deinterleave(layer.weight, start, dim, every)
     elif isinstance(quant, QuantWeight):

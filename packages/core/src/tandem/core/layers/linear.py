@@ -18,17 +18,8 @@ from torch import Tensor, nn
 
 from tandem.core.layers.kernel_choice import LINEAR_KERNELS
 from tandem.core.layers.no_init import skipping
-from tandem.core.layers.weight_form import (
-    Dense,
-    GgufBlocks,
-    Int8,
-    WeightForm,
-    check_shape,
-    gguf_form,
-)
+from tandem.core.layers.weight_form import Dense, WeightForm, check_shape, gguf_form
 from tandem.kernels.gguf_blocks import QuantStack, QuantWeight
-from tandem.kernels.ops.linear import PackedWeight
-from tandem.kernels.ops.linear_int8 import Int8Weight
 
 
 def check_kernel(kernel: str) -> str:
@@ -84,20 +75,3 @@ class Linear(nn.Linear):
     def _apply(self, fn: Any, recurse: bool = True) -> Linear:
         self.form = self.form.moved()  # .to() / .float(): packed again from the new weight
         return super()._apply(fn, recurse)
-
-    # what the form holds, for inspection
-    @property
-    def quant(self) -> QuantWeight | QuantStack | None:
-        """The GGUF blocks multiplied by, where the weight is kept in them."""
-        return self.form.blocks if isinstance(self.form, GgufBlocks) else None
-
-    @property
-    def int8(self) -> Int8Weight | None:
-        """The int8 weight multiplied by, after :meth:`quantize`."""
-        return self.form.weight if isinstance(self.form, Int8) else None
-
-    @property
-    def pack(self) -> PackedWeight:
-        """The float weight's packed copy (empty where the weight is kept quantized)."""
-        form = self.form.dense if isinstance(self.form, Int8) else self.form
-        return form.pack if isinstance(form, Dense) else PackedWeight()

@@ -12,8 +12,9 @@ norms sit (pre, sandwich, post), q/k norms (over each head or the whole projecti
 MLP's gate (SiLU or tanh-GELU), the residual scale, its rope table, its attention's scale,
 window and soft-cap, and which pool of KV blocks it reads (Gemma's sliding layers may keep
 their own); scaled embeddings are scaled before the call. It takes stacks of plain
-attention and dense gated MLPs, rope over the whole head or its leading dims (no latent
-attention, no experts, no tensor parallelism), every linear layer a GGUF weight kept as
+attention (plain or latent) and dense gated MLPs (no experts), rope over the whole head or
+its leading dims, whole or a tensor-parallel rank's shard (the table's sum after o and down
+does what the row-parallel projections do), every linear layer a GGUF weight kept as
 stored in a format the C kernels take (blocks, K-quants, F16 / BF16; up to three formats
 stacked), an fp32 weight packed for the C kernel or an int8 weight blocked for the C int8
 kernel (AVX-512 VNNI). A step of prefills only, of at most ``FEW_TOKENS`` tokens, goes
@@ -31,7 +32,9 @@ from torch import Tensor
 from tandem.core.layers.attention_metadata import AttentionMetadata
 from tandem.core.layers.linear import Linear
 from tandem.core.layers.mlp import MLP_ROWS
+from tandem.core.layers.parallel import RowParallelLinear
 from tandem.core.layers.self_attention import KVCache
+from tandem.core.layers.weight_form import Dense
 from tandem.core.models.stack_latent import (
     attention_linears,
     checked_layer,
@@ -40,7 +43,8 @@ from tandem.core.models.stack_latent import (
     latent_norms,
     settings,
 )
-from tandem.core.models.stack_program import describe, layer_norms, program, sharded, why_not
+from tandem.core.models.stack_program import describe, layer_norms, parallel_note, program, why_not
+from tandem.core.parallel.group import TensorParallel
 from tandem.core.spec.model import ModelSpec
 from tandem.kernels.decode_inputs import DecodeStep
 from tandem.kernels.native import decode_stack as native
@@ -51,10 +55,14 @@ from tandem.kernels.ops.latent import C_TOKENS
 FEW_TOKENS = 256  # the longest step of prefills the C stack takes (its scratch grows with it)
 
 
+# the linear layers the C driver runs: plain, and row-parallel (the table sums their outputs)
+_LINEARS = (Linear, RowParallelLinear)
+
+
 def _lin(layer: Linear, keep: list[Tensor]) -> native.LinSpec | None:
     """The table entry of one linear layer (its weight form's), or None where the C
     driver cannot run it."""
-    if type(layer) is not Linear:
+    if type(layer) not in _LINEARS:
         return None
     entry = layer.form.c_entry(layer.bias, keep, supports)
     return None if isinstance(entry, str) else entry
@@ -65,22 +73,26 @@ class DecodeStack:
     :meth:`run` answers None where it does not apply, and the caller runs the modules."""
 
     __slots__ = (
-        "_caches", "_f32", "_latent", "_model", "_norms", "_rope", "_spec", "_table", "reason",
-        "usable",
+        "_caches", "_f32", "_latent", "_model", "_norms", "_rope", "_spec", "_table", "_tp",
+        "reason", "usable",
     )  # fmt: skip
 
-    def __init__(self, model: torch.nn.Module, spec: ModelSpec) -> None:
+    def __init__(
+        self, model: torch.nn.Module, spec: ModelSpec, tp: TensorParallel | None = None
+    ) -> None:
+        """``tp``: the tensor-parallel group the model's layers are this rank's shard of."""
         self._model = model  # a DecoderModel
         self._spec = spec
+        self._tp = tp
         self._table: native.StackTable | None = None
         self._caches: list[KVCache] | None = None  # the list the table was made for
-        self._f32: list[Linear] = []  # fp32 layers: their packed copy must still hold
+        self._f32: list[Dense] = []  # fp32 weights: their packed copy must still hold
         # each norm's parameters (its own dict: no module attribute lookup a step) and weight
         self._norms: list[tuple[dict[str, object], Tensor]] = []
         self._rope: Tensor | None = None
         self._latent = spec.attention.latent is not None  # DeepSeek's MLA on every layer
         # why the C driver cannot run this stack (None: it can, if the weights allow)
-        reason = why_not(spec) or sharded(model)
+        reason = why_not(spec)
         self.reason = "the C kernels did not build" if not native.available() else reason
         self.usable = self.reason is None
 
@@ -100,7 +112,7 @@ class DecodeStack:
 
     def describe(self) -> str:
         """What the C driver's layer programs do beyond the Llama layer (the plan's note)."""
-        return describe(self._spec)
+        return ", ".join(filter(None, (describe(self._spec), parallel_note(self._tp))))
 
     def drop(self) -> None:
         """Forget the table (the weights changed: loaded, quantized, moved)."""
@@ -172,7 +184,7 @@ class DecodeStack:
         fresh = (
             self._table is not None
             and kv_caches is self._caches
-            and all(lin.pack.holds(lin.weight, lin.kernel) for lin in self._f32)
+            and all(form.pack.holds(form.weight, form.kernel) for form in self._f32)
             and all(params["weight"] is w for params, w in self._norms)
         )
         if not fresh:
@@ -216,7 +228,7 @@ class DecodeStack:
             keep += [*(n.weight for n in norms.values()), rope, kc, vc]
             tracked = [*norms.values(), *latent_norms(attn, self._latent)]
             self._norms += [(n._parameters, n.weight) for n in tracked]
-            self._f32 += [lin for lin in lins.values() if lin.quant is None and lin.int8 is None]
+            self._f32 += [lin.form for lin in lins.values() if isinstance(lin.form, Dense)]
             rows.append(
                 {
                     **specs,
@@ -238,7 +250,8 @@ class DecodeStack:
         self._rope = rope if rope.shape[1] == d else rope[:, :1].expand(rope.shape[0], d)
         inter = model.layers[0].mlp.down_proj.in_features
         shape = native.Shape(spec.hidden_size, h, kvh, d, inter, spec.rms_norm_eps)
-        return native.StackTable(shape, rows, keep)
+        all_reduce = None if self._tp is None else self._tp.all_reduce
+        return native.StackTable(shape, rows, keep, all_reduce)
 
 
 def _plain(t: Tensor) -> bool:

@@ -131,7 +131,7 @@ class DecoderModel(nn.Module):
         )
         self.norm = RMSNorm(spec.hidden_size, spec.rms_norm_eps, dtype)
         # decode-only steps in one C call, where it fits
-        self.decode_stack = DecodeStack(self, spec)
+        self.decode_stack = DecodeStack(self, spec, tp)
         self.use_decode_stack = True  # the engine's choice (CausalLM.use_kernels)
 
     def forward(

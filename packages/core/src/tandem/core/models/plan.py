@@ -1,7 +1,8 @@
 """The execution plan of a loaded model: what runs each op, decided once at start-up.
 
 From the model's :class:`~tandem.core.spec.model.ModelSpec`, the weights as loaded and
-the engine's :class:`~tandem.core.layers.kernel_choice.KernelChoice`: the attention backend,
+the engine's :class:`~tandem.core.layers.kernel_choice.KernelChoice` (and its
+``ParallelConfig``: how many tensor-parallel ranks share each layer): the attention backend,
 the linear layers' matmul kernel, whether a decode step runs the layer stack in one C
 call (and why not, where not), the form each weight is kept in, and each layer's
 program, op by op. It is data: one line in the log at start-up
@@ -32,13 +33,20 @@ class ExecutionPlan:
     weights: tuple[tuple[str, int], ...]  # (form, how many weights), most first
     layers: tuple[str, ...]  # each layer's program, its ops in order
     ends: tuple[str, str]  # before the first layer, after the last
+    tensor_parallel: int = 1  # ranks that share each layer (each runs this plan on its shard)
+
+    @property
+    def where(self) -> str:
+        """The device, and the ranks where there are more than one: ``cpu x2 ranks``."""
+        ranks = self.tensor_parallel
+        return self.device if ranks == 1 else f"{self.device} x{ranks} ranks"
 
     def line(self) -> str:
         """The plan in one line (the start-up log)."""
         k = self.kernels
         forms = ", ".join(f"{form} x{n}" for form, n in self.weights)
         return (
-            f"{self.architecture} on {self.device}: attention {k.attention}, linear {k.linear}, "
+            f"{self.architecture} on {self.where}: attention {k.attention}, linear {k.linear}, "
             f"decode {self.decode} ({self.decode_note}); weights {forms}"
         )
 
@@ -47,7 +55,7 @@ class ExecutionPlan:
         k = self.kernels
         out = [
             f"architecture  {self.architecture}",
-            f"device        {self.device}",
+            f"device        {self.where}",
             f"attention     {k.attention}",
             f"linear        {k.linear}",
             f"decode        {self.decode}: {self.decode_note}",
@@ -71,6 +79,13 @@ def plan_model(model: Any, config: Any) -> ExecutionPlan:
         model.use_kernels(config.kernels)
         model.prepare()
     config.kernels = model.kernels  # the attention backend named
+    ranks = config.parallel.tensor_parallel_size
+    built = 1 if model.tp is None else model.tp.size
+    if built != ranks:
+        raise ValueError(
+            f"parallel.tensor_parallel_size is {ranks}, but the model was built as a shard "
+            f"of {built} rank(s): load it with that many (load_model's tp)"
+        )
     plan = config.plan = make_plan(model, config.device.type)
     LOGGER.info("plan: %s", plan.line())
     return plan
@@ -104,6 +119,7 @@ def make_plan(model: Any, device_type: str) -> ExecutionPlan:
         tuple(Counter(weight_forms(model)).most_common()),
         tuple(layer_program(spec, layer) for layer in spec.layers),
         ends(spec),
+        1 if model.tp is None else model.tp.size,
     )
 
 

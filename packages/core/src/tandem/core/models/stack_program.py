@@ -1,11 +1,13 @@
-"""The decode stack's layer programs, read from the :class:`ModelSpec`: whether the C
-driver runs a model's structure at all (and why not), each layer's program, the norms a
-layer gives it, and the plan's one-line account of what the programs do."""
+"""The decode stack's layer programs, read from the :class:`ModelSpec` (and the
+tensor-parallel group the model was built for): whether the C driver runs a model's
+structure at all (and why not), each layer's program, the norms a layer gives it, and the
+plan's one-line account of what the programs do."""
 
 from __future__ import annotations
 
 import torch
 
+from tandem.core.parallel.group import TensorParallel
 from tandem.core.spec.model import ModelSpec
 from tandem.kernels.native import decode_stack as native
 
@@ -56,13 +58,13 @@ def why_not(spec: ModelSpec) -> str | None:
     return None
 
 
-def sharded(model: torch.nn.Module) -> str | None:
-    """Why the modules as built are not what the C driver runs: tensor-parallel shards."""
-    for i, layer in enumerate(getattr(model, "layers", [])):
-        attn, mlp = layer.self_attn, layer.mlp
-        if getattr(attn, "tp_layouts", None) is not None or getattr(mlp, "tp_layouts", None):
-            return f"layer {i}: tensor-parallel"
-    return None
+def parallel_note(tp: TensorParallel | None) -> str:
+    """What the layer programs do for the tensor-parallel group the model was built for
+    (the engine's ``ParallelConfig``): each rank runs its shard, its o and down
+    projections' partial outputs summed over the ranks ('' for a whole model)."""
+    if tp is None:
+        return ""
+    return f"rank {tp.rank} of {tp.size}, a sum over the ranks after o and down"
 
 
 def describe(spec: ModelSpec) -> str:
