@@ -15,7 +15,8 @@ from tandem.core.models import decode_stack, stack_program
 from tandem.core.testing import make_model
 from tandem.kernels import native
 
-from .test_decode_stack import _keep_as, _same_as_modules
+from .test_decode_stack import _same_as_modules
+from .test_decode_stack_forms import _keep_as
 
 pytestmark = pytest.mark.skipif(not decode_stack.native.available(), reason="no C kernels here")
 F32 = pytest.mark.skipif(not native.linear_f32.available(), reason="no C fp32 linear kernel")
