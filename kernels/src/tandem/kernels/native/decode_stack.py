@@ -18,6 +18,7 @@ from torch import Tensor
 
 from tandem.kernels.native.attention import attention_args, step_args
 from tandem.kernels.native.contract import constant, struct
+from tandem.kernels.native.decode_moe import MoeEntry, moe_struct
 from tandem.kernels.native.loader import library
 
 MAX_PARTS = constant("TANDEM_MAX_PARTS")
@@ -110,11 +111,14 @@ class StackTable:
         :data:`NORMS` its placement uses (fp32 [C]; the others absent or None), q_norm and
         k_norm where it has q/k norms, qkv, o, gate_up, down (:class:`LinSpec`), cos_sin
         (its rope table, fp32 [P, D]), k_cache and v_cache, window, softcap, scale, and
-        ``local`` (True: its caches are the local pool's, its step the ``local`` one)."""
+        ``local`` (True: its caches are the local pool's, its step the ``local`` one); a
+        layer with a mixture of experts gives ``moe`` (:class:`MoeEntry`) in place of
+        gate_up and down."""
         self.shape = shape
-        self._keep = keep
+        self._keep: list = [*keep]  # and the MoE layers' structs and expert arrays
         self._table = (Layer * len(layers))()
         self._max_part = 1
+        self._moe_floats = 0
         for row, spec in zip(self._table, layers):
             program: LayerProgram = spec["program"]
             row.placement = PLACEMENTS[program.placement]
@@ -126,14 +130,24 @@ class StackTable:
                 setattr(row, name, None if weight is None else weight.data_ptr())
             row.cos_sin = spec["cos_sin"].data_ptr()
             row.local = int(spec.get("local", False))
-            for name in ("qkv", "o", "gate_up", "down"):
+            moe: MoeEntry | None = spec.get("moe")
+            lins = ("qkv", "o") if moe is not None else ("qkv", "o", "gate_up", "down")
+            for name in lins:
                 setattr(row, name, _lin(spec[name]))
                 self._max_part = max(self._max_part, *spec[name].rows, 1)
+            if moe is not None:
+                struct_, arrays = moe_struct(moe, _lin)
+                self._keep += [struct_, *arrays]
+                row.moe = ctypes.pointer(struct_)
+                self._max_part = max(self._max_part, *(r for s in moe.linears() for r in s.rows))
+                self._moe_floats = max(self._moe_floats, moe.floats(shape.hidden))
             row.attention = attention_args(
                 spec["k_cache"], spec["v_cache"], shape.heads, spec["scale"], spec["window"],
                 spec["softcap"],
             )  # fmt: skip
-        self._shape = StackShape(shape.hidden, shape.intermediate, self._max_part, shape.eps)
+        self._shape = StackShape(
+            shape.hidden, shape.intermediate, self._max_part, shape.eps, self._moe_floats
+        )
         self._scratch = torch.empty(0)
 
     def scratch_floats(self, tokens: int) -> int:
@@ -142,7 +156,8 @@ class StackTable:
         q = (s.heads + 2 * s.kv_heads) * s.head_dim
         per_row = s.hidden + q + s.heads * s.head_dim + 3 * s.intermediate + self._max_part
         per_row += 2 * (s.heads + s.kv_heads) * s.head_dim  # q and k normed, then rotated
-        return tokens * per_row
+        per_row += self._moe_floats  # a MoE layer's, then 2 to align its int64 ids
+        return tokens * per_row + 2
 
     def run(
         self,

@@ -30,9 +30,18 @@ from torch import Tensor
 
 from tandem.core.layers.attention_metadata import AttentionMetadata
 from tandem.core.layers.linear import Linear
+from tandem.core.layers.weight_form import Dense
 from tandem.core.layers.mlp import MLP_ROWS
 from tandem.core.layers.self_attention import KVCache
-from tandem.core.models.stack_program import describe, layer_norms, program, sharded, why_not
+from tandem.core.models import stack_moe
+from tandem.core.models.stack_program import (
+    dense_intermediate,
+    describe,
+    layer_norms,
+    program,
+    sharded,
+    why_not,
+)
 from tandem.core.spec.model import ModelSpec
 from tandem.kernels.decode_inputs import DecodeStep
 from tandem.kernels.native import decode_stack as native
@@ -64,7 +73,8 @@ class DecodeStack:
         self._spec = spec
         self._table: native.StackTable | None = None
         self._caches: list[KVCache] | None = None  # the list the table was made for
-        self._f32: list[Linear] = []  # fp32 layers: their packed copy must still hold
+        # fp32 layers and experts (Linear, Dense): their packed copy must still hold
+        self._f32: list[Linear | Dense] = []
         # each norm's parameters (its own dict: no module attribute lookup a step) and weight
         self._norms: list[tuple[dict[str, object], Tensor]] = []
         self._rope: Tensor | None = None
@@ -80,12 +90,14 @@ class DecodeStack:
             return self.reason
         for i, layer in enumerate(self._model.layers):
             attn, mlp = layer.self_attn, layer.mlp
-            for name, lin in (
-                ("qkv_proj", attn.qkv_proj),
-                ("o_proj", attn.o_proj),
-                ("gate_up_proj", mlp.gate_up_proj),
-                ("down_proj", mlp.down_proj),
-            ):
+            lins = [("qkv_proj", attn.qkv_proj), ("o_proj", attn.o_proj)]
+            if self._spec.layer_mlp(i).moe is not None:
+                why = stack_moe.weights_reason(mlp, supports)
+                if why is not None:
+                    return f"layer {i} experts: {why}"
+            else:
+                lins += [("gate_up_proj", mlp.gate_up_proj), ("down_proj", mlp.down_proj)]
+            for name, lin in lins:
                 if _lin(lin, []) is None:
                     return f"layer {i} {name}: {lin.form} on the {lin.kernel} kernel"
         return None
@@ -190,12 +202,12 @@ class DecodeStack:
             if kc.shape != first_of[attn.local].shape or vc.shape != kc.shape:
                 return None  # the layers of one pool alike
             attn, mlp = layer.self_attn, layer.mlp
-            specs = {
-                "qkv": _lin(attn.qkv_proj, keep),
-                "o": _lin(attn.o_proj, keep),
-                "gate_up": _lin(mlp.gate_up_proj, keep),
-                "down": _lin(mlp.down_proj, keep),
-            }
+            moe = spec.layer_mlp(i).moe
+            specs = {"qkv": _lin(attn.qkv_proj, keep), "o": _lin(attn.o_proj, keep)}
+            if moe is not None:
+                specs["moe"] = stack_moe.moe_entry(mlp, moe, keep, self._f32, supports)
+            else:
+                specs |= {"gate_up": _lin(mlp.gate_up_proj, keep), "down": _lin(mlp.down_proj, keep)}
             if any(s is None for s in specs.values()):
                 return None
             norms = layer_norms(layer)
@@ -204,7 +216,8 @@ class DecodeStack:
             rope = attn.rotary.table(cpu)
             keep += [*(n.weight for n in norms.values()), rope, kc, vc]
             self._norms += [(n._parameters, n.weight) for n in norms.values()]
-            lins = (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)
+            lins = [attn.qkv_proj, attn.o_proj]
+            lins += [] if moe is not None else [mlp.gate_up_proj, mlp.down_proj]
             self._f32 += [lin for lin in lins if lin.quant is None and lin.int8 is None]
             rows.append(
                 {
@@ -224,7 +237,7 @@ class DecodeStack:
         if any(row["cos_sin"].shape != self._rope.shape for row in rows):
             return None
         h, kvh, d = model.layers[0].self_attn.shape
-        inter = model.layers[0].mlp.down_proj.in_features
+        inter = dense_intermediate(spec)
         shape = native.Shape(spec.hidden_size, h, kvh, d, inter, spec.rms_norm_eps)
         return native.StackTable(shape, rows, keep)
 

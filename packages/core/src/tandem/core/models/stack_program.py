@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from tandem.core.models import stack_moe
 from tandem.core.spec.model import ModelSpec
 from tandem.kernels.native import decode_stack as native
 
@@ -42,16 +43,25 @@ def why_not(spec: ModelSpec) -> str | None:
         return "no layers"
     if spec.attention.latent is not None:
         return "latent attention"
-    inter = spec.layer_mlp(0).intermediate_size
+    inter = dense_intermediate(spec)
     for i in range(spec.num_layers):
         mlp = spec.layer_mlp(i)
         if mlp.moe is not None:
-            return f"layer {i}: a mixture of experts"
-        if mlp.intermediate_size != inter:
+            why = stack_moe.why_not_moe(mlp.moe)
+            if why is not None:
+                return f"layer {i}: a mixture of experts with {why}"
+        elif mlp.intermediate_size != inter:
             return f"layer {i}: an MLP of another size"
         if spec.layers[i].rope.partial != 1.0:
             return f"layer {i}: a partial rotary"
     return None
+
+
+def dense_intermediate(spec: ModelSpec) -> int:
+    """The dense MLPs' intermediate size (the first dense layer's; 0: every layer has
+    experts)."""
+    dense = (spec.layer_mlp(i) for i in range(spec.num_layers))
+    return next((m.intermediate_size for m in dense if m.moe is None), 0)
 
 
 def sharded(model: torch.nn.Module) -> str | None:
@@ -71,6 +81,8 @@ def describe(spec: ModelSpec) -> str:
         out.append(f"q/k norms ({spec.attention.qk_norm})")
     gates = {spec.layer_mlp(i).activation for i in range(spec.num_layers)}
     out += [f"{g} gate" for g in sorted(gates - {"silu"})]
+    moes = {spec.layer_mlp(i).moe for i in range(spec.num_layers)} - {None}
+    out += sorted(stack_moe.describe(moe) for moe in moes)  # type: ignore[arg-type]
     if spec.residual_scale != 1.0:
         out.append(f"residual x{spec.residual_scale:g}")
     ropes = len({layer.rope for layer in spec.layers})
