@@ -81,7 +81,7 @@ def test_fp32_experts_match_the_modules(arch, tmp_path, monkeypatch, paged_runne
 
 
 @pytest.mark.skipif(not native.linear_i8.available(), reason="no C int8 linear kernel here")
-@pytest.mark.parametrize("arch", ["mixtral", "qwen2_moe"])
+@pytest.mark.parametrize("arch", list(MOES))
 def test_int8_experts_match_the_modules(arch, tmp_path, monkeypatch, paged_runner, counted):
     model = _model(arch, tmp_path, monkeypatch)
     model.quantize("int8")

@@ -12,15 +12,16 @@ norms sit (pre, sandwich, post), q/k norms (over each head or the whole projecti
 MLP's gate (SiLU or tanh-GELU), the residual scale, its rope table, its attention's scale,
 window and soft-cap, and which pool of KV blocks it reads (Gemma's sliding layers may keep
 their own); scaled embeddings are scaled before the call. It takes stacks of plain
-attention and dense gated MLPs (no latent attention, no experts, no partial rotary, no
-tensor parallelism), every linear layer a GGUF weight kept as stored in a format the C
-kernels take (blocks, K-quants, F16 / BF16; up to three formats stacked), an fp32 weight
-packed for the C kernel or an int8 weight blocked for the C int8 kernel (AVX-512 VNNI). A
-step of prefills only, of at most ``FEW_TOKENS`` tokens, goes through too (its attention
-is the module path's for a prefill: rope, K/V write, paged prefill attention): a
-speculative verify is k + 1 tokens a sequence, and a draft model catching up after a
-verify feeds two or more. Anything else (long prompts, steps mixing prefills and
-decodes) runs the modules.
+attention and dense gated MLPs or mixtures of experts with softmax routing
+(:mod:`~tandem.core.models.stack_moe`; no latent attention, no group-limited sigmoid
+routing, no partial rotary, no tensor parallelism), every linear layer and expert a GGUF
+weight kept as stored in a format the C kernels take (blocks, K-quants, F16 / BF16; up to
+three formats stacked), an fp32 weight packed for the C kernel or an int8 weight blocked
+for the C int8 kernel (AVX-512 VNNI). A step of prefills only, of at most ``FEW_TOKENS``
+tokens, goes through too (its attention is the module path's for a prefill: rope, K/V
+write, paged prefill attention): a speculative verify is k + 1 tokens a sequence, and a
+draft model catching up after a verify feeds two or more. Anything else (long prompts,
+steps mixing prefills and decodes) runs the modules.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from torch import Tensor
 
 from tandem.core.layers.attention_metadata import AttentionMetadata
 from tandem.core.layers.linear import Linear
-from tandem.core.layers.weight_form import Dense
 from tandem.core.layers.mlp import MLP_ROWS
 from tandem.core.layers.self_attention import KVCache
+from tandem.core.layers.weight_form import Dense
 from tandem.core.models import stack_moe
 from tandem.core.models.stack_program import (
     dense_intermediate,
@@ -207,7 +208,10 @@ class DecodeStack:
             if moe is not None:
                 specs["moe"] = stack_moe.moe_entry(mlp, moe, keep, self._f32, supports)
             else:
-                specs |= {"gate_up": _lin(mlp.gate_up_proj, keep), "down": _lin(mlp.down_proj, keep)}
+                specs |= {
+                    "gate_up": _lin(mlp.gate_up_proj, keep),
+                    "down": _lin(mlp.down_proj, keep),
+                }
             if any(s is None for s in specs.values()):
                 return None
             norms = layer_norms(layer)
