@@ -118,8 +118,9 @@ def main() -> None:
     nostack = "modules" in args.decode_stack
     built = models(nostack)
     for name, model in built.items():
-        plan = model.model.decode_stack
-        how = "c stack" if model.model.use_decode_stack and plan.usable else "modules"
+        stack = model.model.decode_stack
+        takes = model.model.use_decode_stack and stack.weights_reason() is None
+        how = "c stack" if takes else f"modules ({stack.weights_reason() or 'asked'})"
         print(
             f"{name}: {active_params(model) / 1e6:.1f}M active parameters (embedding aside), "
             f"decode {how}"
