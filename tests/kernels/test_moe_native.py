@@ -17,6 +17,29 @@ pytestmark = pytest.mark.skipif(library() is None, reason="no C kernels here")
 PROPS = settings(max_examples=40, deadline=None)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    experts=st.integers(1, 70),
+    top_k=st.integers(1, 17),
+    levels=st.integers(1, 4),
+)
+def test_routing_chooses_among_equals_as_torch_topk(seed, experts, top_k, levels):
+    """Logits of a few distinct values (many equal probabilities): the experts chosen, in
+    order, are torch.topk's (what transformers routes by), where C takes the call."""
+    top_k = min(top_k, experts)
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randint(0, levels, (3, experts), generator=g).float() * 2.0
+    got = native.route(logits, top_k, False)
+    if not native.routes(experts, top_k):
+        assert got is None
+        return
+    assert got is not None
+    want = torch.topk(logits.softmax(dim=-1), top_k, dim=-1)
+    assert torch.equal(got[1], want.indices)
+    torch.testing.assert_close(got[0], want.values, atol=1e-6, rtol=1e-6)
+
+
 @PROPS
 @given(
     seed=st.integers(0, 2**31 - 1),

@@ -61,7 +61,8 @@ int stack_moe(const tandem_layer *ly, int64_t T, int64_t C, const float *x, floa
     float *gate = act + T * IM;
     if (stack_linear(&m->router, x, T, logits, s->part) != 0)
         return -1;
-    tandem_moe_route_f32(logits, T, E, K, (int)m->normalize, weights, ids);
+    if (tandem_moe_route_f32(logits, T, E, K, (int)m->normalize, weights, ids) != 0)
+        return -1;
     for (int64_t e = 0; e < E; e++) {
         const int64_t n = gather(ids, T, K, e, x, C, rows);
         if (n == 0)

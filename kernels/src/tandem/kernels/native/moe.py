@@ -12,26 +12,36 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from tandem.kernels.native.contract import constant
 from tandem.kernels.native.elementwise import _plain
 from tandem.kernels.native.loader import library
+
+MAX_TOP_K = constant("TANDEM_MOE_MAX_TOP_K")
+PARTIAL_SORT = constant("TANDEM_MOE_PARTIAL_SORT")
+
+
+def routes(experts: int, top_k: int) -> bool:
+    """Whether the C routing takes ``top_k`` of ``experts`` (torch.topk chooses among
+    equals by one algorithm for these, which C follows, and by another beyond)."""
+    return 0 < top_k <= min(experts, MAX_TOP_K) and top_k * PARTIAL_SORT > experts
 
 
 def route(logits: Tensor, top_k: int, normalize: bool) -> tuple[Tensor, Tensor] | None:
     """logits [T, E] -> (weights [T, K] fp32, ids [T, K] int64): softmax over the experts,
-    the ``top_k`` most probable (the lowest index first among equals), renormalised to
+    the ``top_k`` most probable (among equals, in torch.topk's order), renormalised to
     sum to 1 if ``normalize``."""
     lib = library()
     if lib is None or not _plain(logits) or logits.dim() != 2:
         return None
     t, e = logits.shape
-    if not 0 < top_k <= e:
+    if not routes(e, top_k):
         return None
     weights = torch.empty(t, top_k, dtype=torch.float32)
     ids = torch.empty(t, top_k, dtype=torch.int64)
-    lib.tandem_moe_route_f32(
+    rc = lib.tandem_moe_route_f32(
         logits.data_ptr(), t, e, top_k, int(normalize), weights.data_ptr(), ids.data_ptr()
     )
-    return weights, ids
+    return (weights, ids) if rc == 0 else None
 
 
 def weighted_sum(done: Tensor, weights: Tensor) -> Tensor | None:

@@ -28,6 +28,10 @@
 /* Parts a decode-stack linear layer may stack along its output (a fused projection whose
  * parts have different GGUF formats). */
 #define TANDEM_MAX_PARTS 3
+/* The routing kernel's reach (tandem_moe_route_f32): K experts of E, K at most this... */
+#define TANDEM_MOE_MAX_TOP_K 17
+/* ...and E below K times this */
+#define TANDEM_MOE_PARTIAL_SORT 64
 /* tandem_linear.kind */
 #define TANDEM_LINEAR_GGUF 0
 #define TANDEM_LINEAR_F32 1
@@ -181,10 +185,12 @@ TANDEM_API int64_t tandem_greedy_f32(const float *x, int64_t B, int64_t V, int64
                                      float *logprob);
 
 /* moe.c: softmax routing of logits [T, E] to the top K experts: ids [T, K] (the most
- * probable first, the lowest index first among equals) and weights [T, K] (their
- * probabilities, renormalised to sum to 1 where normalize). */
-TANDEM_API void tandem_moe_route_f32(const float *logits, int64_t T, int64_t E, int64_t K,
-                                     int normalize, float *weights, int64_t *ids);
+ * probable first; among equals torch.topk's order on the CPU) and weights [T, K] (their
+ * probabilities, renormalised to sum to 1 where normalize). Returns 0, or -1 (nothing
+ * written) for K outside 1..min(E, TANDEM_MOE_MAX_TOP_K) or E >= K TANDEM_MOE_PARTIAL_SORT
+ * (where torch.topk chooses by another algorithm). */
+TANDEM_API int tandem_moe_route_f32(const float *logits, int64_t T, int64_t E, int64_t K,
+                                    int normalize, float *weights, int64_t *ids);
 /* out [T, C] = the sum over k of weights [t, k] * done [t K + k] (done [T K, C]: each
  * token's K experts' outputs in routing order), k in order. */
 TANDEM_API void tandem_moe_sum_f32(const float *done, const float *weights, int64_t T,

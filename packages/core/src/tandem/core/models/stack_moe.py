@@ -11,6 +11,7 @@ from tandem.core.layers.linear import Linear
 from tandem.core.layers.weight_form import Dense, Takes, WeightForm
 from tandem.core.spec.model import MoESpec
 from tandem.kernels.native import decode_stack as native
+from tandem.kernels.native import moe as native_moe
 from tandem.kernels.native.decode_moe import MoeEntry
 
 
@@ -18,6 +19,8 @@ def why_not_moe(moe: MoESpec) -> str | None:
     """Why the C driver does not run a mixture of experts of this spec, or None."""
     if moe.scoring != "softmax":
         return f"{moe.scoring} routing (group-limited)"
+    if not native_moe.routes(moe.num_experts, moe.top_k):
+        return f"top-{moe.top_k} of {moe.num_experts} experts (beyond the C routing)"
     return None
 
 
