@@ -4,9 +4,14 @@ the caller gives (:class:`MoeEntry`), its C struct, and the scratch a token of i
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tandem.kernels.native.contract import struct
+
+if TYPE_CHECKING:  # decode_stack imports this module
+    from tandem.kernels.native.decode_stack import LinSpec
 
 Moe = struct("tandem_moe")
 
@@ -18,12 +23,12 @@ class MoeEntry:
     sigmoid gate ([1, C]) or None; softmax routing to ``top_k``, renormalised where
     ``normalize``. Entries are ``decode_stack.LinSpec``s."""
 
-    router: object
-    experts: tuple[tuple[object, object], ...]
+    router: LinSpec
+    experts: tuple[tuple[LinSpec, LinSpec], ...]
     top_k: int
     normalize: bool
-    shared: tuple[object, object] | None = None
-    shared_gate: object | None = None
+    shared: tuple[LinSpec, LinSpec] | None = None
+    shared_gate: LinSpec | None = None
 
     def __post_init__(self) -> None:
         if not self.experts:
@@ -38,13 +43,13 @@ class MoeEntry:
 
     @property
     def intermediate(self) -> int:
-        return self.experts[0][1].k  # type: ignore[attr-defined]
+        return self.experts[0][1].k
 
     @property
     def shared_intermediate(self) -> int:
-        return 0 if self.shared is None else self.shared[1].k  # type: ignore[attr-defined]
+        return 0 if self.shared is None else self.shared[1].k
 
-    def linears(self) -> list:
+    def linears(self) -> list[LinSpec]:
         """Every LinSpec of the entry (for the most rows of one GGUF part)."""
         out = [self.router, *(lin for pair in self.experts for lin in pair)]
         out += [*(self.shared or ()), *(() if self.shared_gate is None else (self.shared_gate,))]
@@ -58,21 +63,23 @@ class MoeEntry:
         return 2 * k + k + e + k * hidden + 2 * hidden + 3 * inter + 1
 
 
-def moe_struct(entry: MoeEntry, lin: object) -> tuple[ctypes.Structure, list]:
+def moe_struct(
+    entry: MoeEntry, lin: Callable[[LinSpec], ctypes.Structure]
+) -> tuple[ctypes.Structure, list]:
     """The C struct of ``entry`` (``lin``: LinSpec -> C tandem_linear) and the ctypes
     objects it points into (kept alive by the caller)."""
     moe = Moe()
     e = len(entry.experts)
     moe.experts, moe.top_k, moe.normalize = e, entry.top_k, int(entry.normalize)
     moe.intermediate, moe.shared_intermediate = entry.intermediate, entry.shared_intermediate
-    moe.router = lin(entry.router)  # type: ignore[operator]
-    gate_up = (type(moe.router) * e)(*(lin(g) for g, _ in entry.experts))  # type: ignore[operator]
-    down = (type(moe.router) * e)(*(lin(d) for _, d in entry.experts))  # type: ignore[operator]
+    moe.router = lin(entry.router)
+    gate_up = (type(moe.router) * e)(*(lin(g) for g, _ in entry.experts))
+    down = (type(moe.router) * e)(*(lin(d) for _, d in entry.experts))
     moe.gate_up = ctypes.cast(gate_up, type(moe.gate_up))
     moe.down = ctypes.cast(down, type(moe.down))
     if entry.shared is not None:
-        moe.shared_gate_up, moe.shared_down = (lin(s) for s in entry.shared)  # type: ignore[operator]
+        moe.shared_gate_up, moe.shared_down = (lin(s) for s in entry.shared)
     if entry.shared_gate is not None:
         moe.shared_gated = 1
-        moe.shared_gate = lin(entry.shared_gate)  # type: ignore[operator]
+        moe.shared_gate = lin(entry.shared_gate)
     return moe, [gate_up, down]
