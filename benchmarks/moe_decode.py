@@ -14,7 +14,9 @@ each model, tokens/s and the ratio dense / MoE (the goal: at most 1.3 at batch 1
 Both models run their decode steps as the engine chooses (the one-call C stack where it
 takes the model). ``--decode-stack c modules`` adds the MoE model with
 ``decode_stack="modules"`` (layer by layer) beside it, and the ratio of the two: what the C
-stack gains on a mixture of experts.
+stack gains on a mixture of experts. Measured on the shared 2-core machine (load ~13),
+``--threads 1 --rounds 5``, three runs: batch 1, 7.5-14.0 ms with the stack against
+13.8-21.3 ms without (1.41-1.83x); batch 4, 1.14-1.55x.
 """
 
 from __future__ import annotations
