@@ -197,7 +197,6 @@ def test_the_local_layers_pool_of_blocks_matches_the_modules(tmp_path, monkeypat
 @pytest.mark.parametrize(
     ("arch", "why"),
     [
-        ("mixtral", "a mixture of experts"),
         ("deepseek_v3", "layer 1: a mixture of experts"),  # its latent attention: taken
     ],
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tandem.core.layers.kernel_choice import resolve_kernels
 from tandem.core.layers.moe import Experts
 from tandem.kernels.gguf_blocks import QuantStack, dequantize, quantize
 from tandem.kernels.native import linear_gguf as native_gguf
@@ -118,6 +119,7 @@ def test_a_quantized_moe_file_keeps_its_experts_near_its_size(
     assert _kept_bytes(kept) < 1.1 * path.stat().st_size
     tokens = [1, *torch.randint(4, 512, (12,), generator=torch.Generator().manual_seed(0)).tolist()]
     monkeypatch.setattr(native_gguf, "linear", lambda *args, **kwargs: None)  # no rounding
+    kept.use_kernels(resolve_kernels(decode_stack="modules"))  # C's GGUF kernels round
     a = paged_runner(kept).step([(0, tokens)])
     b = paged_runner(floats).step([(0, tokens)])
     torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)

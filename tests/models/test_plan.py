@@ -28,8 +28,8 @@ CASES = {
     "olmo2": ("qkv > q/k norm (proj) > rope > attend > o > norm > add", "", None),
     "phi3": ("rope (longrope) > attend (window 10)", "", None),
     "granite": ("qkv+bias > rope > attend > o+bias > x0.35 > add", "", None),
-    "mixtral": ("route (softmax top-2 of 4) > experts (gate_up > silu*mul > down)", "", "experts"),
-    "qwen2_moe": ("norm > qkv+bias", "+ shared expert", "layer 1: a mixture of experts"),
+    "mixtral": ("route (softmax top-2 of 4) > experts (gate_up > silu*mul > down)", "", None),
+    "qwen2_moe": ("norm > qkv+bias", "+ shared expert", None),
     "deepseek_v3": ("latent q/kv > rope (yarn)", "route (sigmoid top-3 of 8)", "a mixture"),
 }
 
@@ -41,6 +41,8 @@ PROGRAMS = {
     "olmo2": "(post norms, q/k norms (proj))",
     "granite": "(residual x0.35)",
     "phi3": "(rotary 0.75 of each head, sliding windows)",
+    "mixtral": "(experts (softmax top-2 of 4, renormalised), sliding windows)",
+    "qwen2_moe": "(experts (softmax top-2 of 6, gated shared expert))",
 }
 
 

@@ -36,9 +36,11 @@ SOURCES = (
     "gguf_decode.c",
     "linear_gguf_f32.c",
     "decode_ops.c",
+    "decode_moe.c",
     "decode_stack.c",
     "decode_latent.c",
     "latent.c",
+    "moe.c",
 )
 HEADER = "tandem_kernels.h"  # the contract: every export, struct and shared constant
 HEADERS = (HEADER, "decode_ops.h", "fastmath.h", "gguf_common.h", "gguf_k23.h", "linear_f32_avx2.h")

@@ -7,9 +7,7 @@
 #include "decode_ops.h"
 #include "tandem_kernels.h"
 
-/* out [B, n] = x [B, k] @ W^T + bias (fp32, int8 or GGUF); GGUF part p's columns into a scratch row block, then
- * into their place (the module path concatenates the parts the same way). */
-static int linear(const tandem_linear *l, const float *x, int64_t B, float *out, float *part_out)
+int stack_linear(const tandem_linear *l, const float *x, int64_t B, float *out, float *part_out)
 {
     if (l->kind == TANDEM_LINEAR_F32)
         return tandem_linear_f32(x, B, l->k, l->w[0], l->bias, l->n, out) != 0 ? -1 : 0;
@@ -84,23 +82,28 @@ int stack_attention(const tandem_layer *ly, const tandem_step *step, float eps, 
         return stack_latent(ly, step, eps, x, out, s);
     tandem_step st = *step;
     st.cos_sin = ly->cos_sin; /* the layer's own rope (Gemma 3: local and global bases) */
-    if (linear(&ly->qkv, x, st.tokens, s->qkv, s->part) != 0)
+    if (stack_linear(&ly->qkv, x, st.tokens, s->qkv, s->part) != 0)
         return -1;
     if (attend(ly, &st, eps, s->qkv, s->attn, s) != 0)
         return -1;
-    return linear(&ly->o, s->attn, st.tokens, out, s->part);
+    return stack_linear(&ly->o, s->attn, st.tokens, out, s->part);
 }
 
 int stack_mlp(const tandem_layer *ly, int64_t T, int64_t I, const float *x, float *out,
               const stack_scratch *s)
 {
-    if (linear(&ly->gate_up, x, T, s->gu, s->part) != 0)
+    if (stack_linear(&ly->gate_up, x, T, s->gu, s->part) != 0)
         return -1;
+    stack_gate(ly, s->gu, T, I, s->act);
+    return stack_linear(&ly->down, s->act, T, out, s->part);
+}
+
+void stack_gate(const tandem_layer *ly, const float *gu, int64_t T, int64_t I, float *act)
+{
     if (ly->gate == TANDEM_GATE_GELU_TANH)
-        tandem_gelu_tanh_and_mul_f32(s->gu, T, I, s->act);
+        tandem_gelu_tanh_and_mul_f32(gu, T, I, act);
     else
-        tandem_silu_and_mul_f32(s->gu, T, I, s->act);
-    return linear(&ly->down, s->act, T, out, s->part);
+        tandem_silu_and_mul_f32(gu, T, I, act);
 }
 
 int stack_linear(const tandem_linear *l, const float *x, int64_t B, float *out, float *part_out)

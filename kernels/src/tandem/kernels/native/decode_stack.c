@@ -16,8 +16,9 @@
  *             h, res = add_norm(x, res, pre_ff);  x = s norm(M(h), post_ff)
  *   post:     res = x + res;  res += s norm(A(res), post_attn);  x = s norm(M(res), post_ff)
  *
- * (the first layer has no residual yet: it is x itself). A linear is a GGUF weight (up to
- * three parts of different formats stacked along the output) or an fp32 weight packed for
+ * (the first layer has no residual yet: it is x itself). M is the dense gated MLP, or a
+ * mixture of experts where the layer has one (decode_moe.c). A linear is a GGUF weight (up
+ * to three parts of different formats stacked along the output) or an fp32 weight packed for
  * linear_f32.c, each with an optional fp32 bias. x and res: [T, C], updated in place; the
  * caller applies the final norm. Positions, slots, lengths and tables must be validated
  * (C trusts them).
@@ -121,7 +122,8 @@ static int layer(const tandem_layer *ly, const tandem_stack_shape *shape, const 
     default:
         return -1;
     }
-    if (stack_mlp(ly, T, I, h, x, s) != 0 || summed(shape, x, n) != 0)
+    if ((ly->moe ? stack_moe(ly, T, C, h, x, s) : stack_mlp(ly, T, I, h, x, s)) != 0 ||
+        summed(shape, x, n) != 0)
         return -1;
     if (ly->placement != TANDEM_NORM_PRE)
         norm_in_place(x, ly->post_feedforward_norm, eps, T, C);
@@ -131,10 +133,11 @@ static int layer(const tandem_layer *ly, const tandem_stack_shape *shape, const 
 
 /* scratch: floats for h [T, C], qkv [T, Q], attn [T, H D], gate_up [T, 2 I], act [T, I],
  * one part's output [T, max part rows], then the normed q [T, H D] and k [T, KVH D] and
- * the rotated q [T, H D] and k [T, KVH D], then a latent block's (decode_latent.c; see
- * decode_stack.scratch_floats); H, KVH and D are the first layer's (every layer's alike).
- * A step of decodes: B == T. Returns 0, or -(layer + 1) when a kernel refused its call
- * (the caches of the layers before it are written). */
+ * the rotated q [T, H D] and k [T, KVH D], then T moe_floats + 2 for a MoE layer, then a
+ * latent block's (decode_latent.c; see decode_stack.scratch_floats); H, KVH and D are the
+ * first layer's (every layer's alike). A step of decodes: B == T. Returns 0, or
+ * -(layer + 1) when a kernel refused its call (the caches of the layers before it are
+ * written). */
 int64_t tandem_decode_stack_f32(const tandem_layer *layers, int64_t count,
                                 const tandem_stack_shape *shape, const tandem_step *st,
                                 const tandem_step *local_step, float *x, float *res,
@@ -156,7 +159,8 @@ int64_t tandem_decode_stack_f32(const tandem_layer *layers, int64_t count,
     s.kn = s.qn + T * HD;
     s.qr = s.kn + T * KD;
     s.kr = s.qr + T * HD;
-    s.lat = s.kr + T * KD;
+    s.moe = s.kr + T * KD;
+    s.lat = s.moe + T * shape->moe_floats + 2;
     for (int64_t i = 0; i < count; i++) {
         const tandem_step *step = layers[i].local && local_step ? local_step : st;
         if (layer(layers + i, shape, step, x, res, &s, i == 0) != 0)

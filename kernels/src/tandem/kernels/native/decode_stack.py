@@ -24,6 +24,7 @@ from torch import Tensor
 from tandem.kernels.native.attention import attention_args, step_args
 from tandem.kernels.native.contract import constant, struct
 from tandem.kernels.native.decode_latent import LatentBlock, fill
+from tandem.kernels.native.decode_moe import MoeEntry, moe_struct
 from tandem.kernels.native.loader import library
 
 MAX_PARTS = constant("TANDEM_MAX_PARTS")
@@ -134,14 +135,17 @@ class StackTable:
         (its rope table, fp32 [P, R], R the program's rotary dims), k_cache and v_cache,
         window, softcap, scale, and ``local`` (True: its caches are the local pool's, its
         step the ``local`` one); ``latent`` (:class:`LatentBlock`) where its attention is
-        latent (its qkv entry then q's projection, its caches one head of rows).
+        latent (its qkv entry then q's projection, its caches one head of rows); a
+        layer with a mixture of experts gives ``moe`` (:class:`MoeEntry`) in place of
+        gate_up and down.
         ``all_reduce``: where the layers are a tensor-parallel rank's shard, what sums a block's
         output [T, C] over the ranks in place (it may raise: :meth:`run` raises it again)."""
         self.shape = shape
-        self._keep = keep
+        self._keep: list = [*keep]  # and the MoE layers' structs and expert arrays
         self._table = (Layer * len(layers))()
         self._max_part = 1
         self._latent = 0  # scratch floats a token of a latent block takes
+        self._moe_floats = 0
         for row, spec in zip(self._table, layers):
             program: LayerProgram = spec["program"]
             row.placement = PLACEMENTS[program.placement]
@@ -154,9 +158,17 @@ class StackTable:
             row.cos_sin = spec["cos_sin"].data_ptr()
             row.rotary_dim = program.rotary_dim or shape.head_dim
             row.local = int(spec.get("local", False))
-            for name in ("qkv", "o", "gate_up", "down"):
+            moe: MoeEntry | None = spec.get("moe")
+            lins = ("qkv", "o") if moe is not None else ("qkv", "o", "gate_up", "down")
+            for name in lins:
                 setattr(row, name, _lin(spec[name]))
                 self._max_part = max(self._max_part, *spec[name].rows, 1)
+            if moe is not None:
+                struct_, arrays = moe_struct(moe, _lin)
+                self._keep += [struct_, *arrays]
+                row.moe = ctypes.pointer(struct_)
+                self._max_part = max(self._max_part, *(r for s in moe.linears() for r in s.rows))
+                self._moe_floats = max(self._moe_floats, moe.floats(shape.hidden))
             row.attention = attention_args(
                 spec["k_cache"], spec["v_cache"], shape.heads, spec["scale"], spec["window"],
                 spec["softcap"],
@@ -167,7 +179,13 @@ class StackTable:
                 self._latent = max(self._latent, latent.floats())
                 for lin in latent.linears():
                     self._max_part = max(self._max_part, *lin.rows, 1)
-        self._shape = StackShape(shape.hidden, shape.intermediate, self._max_part, shape.eps)
+        self._shape = StackShape(
+            hidden=shape.hidden,
+            intermediate=shape.intermediate,
+            max_part=self._max_part,
+            eps=shape.eps,
+            moe_floats=self._moe_floats,
+        )
         self._scratch = torch.empty(0)
         self._all_reduce, self._x = all_reduce, None  # the sum, and the step's x in C
         self._failed: BaseException | None = None  # what the sum raised
@@ -194,8 +212,9 @@ class StackTable:
         q = (s.heads + 2 * s.kv_heads) * s.head_dim
         per_row = s.hidden + q + s.heads * s.head_dim + 3 * s.intermediate + self._max_part
         per_row += 2 * (s.heads + s.kv_heads) * s.head_dim  # q and k normed, then rotated
+        per_row += self._moe_floats  # a MoE layer's, then 2 to align its int64 ids
         per_row += self._latent
-        return tokens * per_row
+        return tokens * per_row + 2
 
     def run(
         self,

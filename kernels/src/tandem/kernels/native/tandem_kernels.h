@@ -28,6 +28,10 @@
 /* Parts a decode-stack linear layer may stack along its output (a fused projection whose
  * parts have different GGUF formats). */
 #define TANDEM_MAX_PARTS 3
+/* The routing kernel's reach (tandem_moe_route_f32): K experts of E, K at most this... */
+#define TANDEM_MOE_MAX_TOP_K 17
+/* ...and E below K times this */
+#define TANDEM_MOE_PARTIAL_SORT 64
 /* tandem_linear.kind */
 #define TANDEM_LINEAR_GGUF 0
 #define TANDEM_LINEAR_F32 1
@@ -78,6 +82,25 @@ typedef struct {
     int64_t kp;                       /* int8: k padded */
     float rel;                        /* int8: the outlier bound, in multiples of a row's rms */
 } tandem_linear;
+
+/* A mixture-of-experts MLP (tandem_layer.moe): the router's logits, softmax over the E
+ * experts, the top K kept (renormalised where `normalize`), each a gated MLP (the layer's
+ * gate) over the tokens routed to it, their outputs weighted and summed; then an optional
+ * shared expert, its output scaled by sigmoid(shared_gate(x)) where `shared_gated`. */
+typedef struct {
+    int64_t experts;             /* E */
+    int64_t top_k;               /* K */
+    int64_t normalize;           /* 1: the K weights renormalised to sum to 1 */
+    int64_t intermediate;        /* each routed expert's I */
+    int64_t shared_intermediate; /* the shared expert's I; 0: no shared expert */
+    int64_t shared_gated;        /* 1: the shared expert's output times a sigmoid gate */
+    tandem_linear router;        /* [E, C] */
+    const tandem_linear *gate_up; /* [E] each expert's [2 I, C] (gate rows, then up) */
+    const tandem_linear *down;    /* [E] each expert's [C, I] */
+    tandem_linear shared_gate_up; /* [2 I_shared, C] */
+    tandem_linear shared_down;    /* [C, I_shared] */
+    tandem_linear shared_gate;    /* [1, C] */
+} tandem_moe;
 
 /* tandem_layer.placement: where a layer's norms sit (ModelSpec.norm) */
 #define TANDEM_NORM_PRE 0      /* norm > block > add (Llama) */
@@ -135,6 +158,7 @@ typedef struct {
     tandem_linear o;
     tandem_linear gate_up;
     tandem_linear down;
+    const tandem_moe *moe;            /* NULL: the dense gated MLP (gate_up, down) */
     tandem_attention attention;
     tandem_latent latent;             /* latent attention where latent.shape.rank > 0 */
 } tandem_layer;
@@ -149,6 +173,7 @@ typedef struct {
      * sums x [n] over the ranks in place, called after each o and down projection (whose
      * outputs are partial sums); it answers 0, or non-zero where the sum failed */
     void *sum;
+    int64_t moe_floats;   /* scratch floats a token of the largest MoE layer needs (0: none) */
 } tandem_stack_shape;
 
 /* paged_attention.c: q, out [B, H, D]. Validated steps only (C trusts them). These three
@@ -208,6 +233,21 @@ TANDEM_API void tandem_rotary_part_f32(const int64_t *positions, const float *x,
                                        int64_t H, int64_t D, int64_t R, float *out);
 TANDEM_API int64_t tandem_greedy_f32(const float *x, int64_t B, int64_t V, int64_t *tokens,
                                      float *logprob);
+
+/* moe.c: softmax routing of logits [T, E] to the top K experts: ids [T, K] (the most
+ * probable first; among equals torch.topk's order on the CPU) and weights [T, K] (their
+ * probabilities, renormalised to sum to 1 where normalize). Returns 0, or -1 (nothing
+ * written) for K outside 1..min(E, TANDEM_MOE_MAX_TOP_K) or E >= K TANDEM_MOE_PARTIAL_SORT
+ * (where torch.topk chooses by another algorithm). */
+TANDEM_API int tandem_moe_route_f32(const float *logits, int64_t T, int64_t E, int64_t K,
+                                    int normalize, float *weights, int64_t *ids);
+/* out [T, C] = the sum over k of weights [t, k] * done [t K + k] (done [T K, C]: each
+ * token's K experts' outputs in routing order), k in order. */
+TANDEM_API void tandem_moe_sum_f32(const float *done, const float *weights, int64_t T,
+                                   int64_t K, int64_t C, float *out);
+/* out [T, C] += shared [T, C] * sigmoid(gate [T]) (a gated shared expert's share) */
+TANDEM_API void tandem_moe_gate_add_f32(const float *shared, const float *gate, int64_t T,
+                                        int64_t C, float *out);
 
 /* quantize.c */
 TANDEM_API int64_t tandem_quantize_rows_u8(const float *x, int64_t M, int64_t K, float rel,

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tandem.kernels import checks
+from tandem.kernels.native import moe as native
 from tandem.kernels.ops.activation import gelu_tanh_and_mul, silu_and_mul
 from tandem.kernels.ops.library import call, define
 
@@ -57,7 +58,7 @@ def run_grouped(
     """
     if x.shape[0] == 1:
         done = torch.cat([expert(e, x) for e in topk_ids[0].tolist()])  # [K, C]
-        return (done.float() * topk_weights[0].float()[:, None]).sum(0, keepdim=True).to(x.dtype)
+        return weighted_sum(done[None], topk_weights).to(x.dtype)
     groups = group_by_expert(topk_ids, num_experts)
     rows = x.index_select(0, groups.tokens)  # [T*K, C] grouped by expert
     done = torch.empty_like(rows)
@@ -69,8 +70,23 @@ def run_grouped(
     # back to token order, then each token's K outputs weighted and summed (a gather and a
     # sum: index_add_ with repeated indices costs ~0.1-0.7 ms even for a few rows on CPU)
     pairs = done.index_select(0, groups.back).view(*topk_ids.shape, x.shape[1])  # [T, K, C]
-    out = (pairs.float() * topk_weights.float()[..., None]).sum(dim=1)
-    return out.to(x.dtype)
+    return weighted_sum(pairs, topk_weights).to(x.dtype)
+
+
+def weighted_sum(pairs: Tensor, weights: Tensor) -> Tensor:
+    """pairs [T, K, C] (each token's experts' outputs), weights [T, K] -> [T, C] in fp32:
+    the sum over k of weights[t, k] * pairs[t, k] (in C for fp32 on the CPU: the decode
+    stack's MoE layers sum with the same kernel)."""
+    w = weights.float().contiguous()
+    done = native.weighted_sum(pairs, w)
+    return done if done is not None else (pairs.float() * w[..., None]).sum(dim=1)
+
+
+def add_gated(out: Tensor, shared: Tensor, gate: Tensor) -> Tensor:
+    """out + shared * sigmoid(gate): a gated shared expert's share added (out [T, C],
+    shared [T, C], gate [T, 1]); in C, in place, for fp32 on the CPU."""
+    done = native.gate_add(out, shared, gate)
+    return done if done is not None else out + shared * torch.sigmoid(gate)
 
 
 def gate_and_mul(h: Tensor, activation: str) -> Tensor:
@@ -140,8 +156,12 @@ def topk_route(logits: Tensor, top_k: int, normalize: bool) -> tuple[Tensor, Ten
     """Softmax routing: logits [T, E] -> (weights [T, K] fp32, expert ids [T, K] int64).
 
     The probabilities are taken in fp32 over all experts; the top ``top_k`` are kept
-    (``torch.topk``'s choice among equal ones), renormalised to sum to 1 if ``normalize``.
+    (``torch.topk``'s choice among equal ones; in C, for fp32 on the CPU, the lowest index
+    first), renormalised to sum to 1 if ``normalize``.
     """
+    done = native.route(logits, top_k, normalize)  # fp32 on the CPU: in C
+    if done is not None:
+        return done
     probs = logits.float().softmax(dim=-1)
     weights, ids = torch.topk(probs, top_k, dim=-1)
     if normalize:

@@ -32,7 +32,13 @@ from tandem.core.parallel.partition import spread_range
 from tandem.kernels import ops as kernel_ops
 from tandem.kernels.gguf_blocks import QuantStack, QuantWeight
 from tandem.kernels.ops.linear_int8 import Int8Weight
-from tandem.kernels.ops.moe import gate_and_mul, grouped_route, run_grouped, topk_route
+from tandem.kernels.ops.moe import (
+    add_gated,
+    gate_and_mul,
+    grouped_route,
+    run_grouped,
+    topk_route,
+)
 
 if TYPE_CHECKING:  # models imports layers: keep this edge type-only
     from tandem.core.spec.model import MLPSpec
@@ -216,9 +222,10 @@ class SparseMoE(nn.Module):
         out = self.experts(x, ids, weights)
         if self.shared_expert is not None:
             shared = self.shared_expert(x)
-            if self.shared_expert_gate is not None:  # [T, 1] in (0, 1)
-                shared = shared * torch.sigmoid(self.shared_expert_gate(x))
-            out = out + shared
+            if self.shared_expert_gate is not None:  # scaled by sigmoid(x . w) in (0, 1)
+                out = add_gated(out, shared, self.shared_expert_gate(x))
+            else:
+                out = out + shared
         if self.tp is not None:  # both shares summed at once
             out = self.tp.all_reduce(out)
         return out

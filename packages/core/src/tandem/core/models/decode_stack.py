@@ -12,16 +12,18 @@ norms sit (pre, sandwich, post), q/k norms (over each head or the whole projecti
 MLP's gate (SiLU or tanh-GELU), the residual scale, its rope table, its attention's scale,
 window and soft-cap, and which pool of KV blocks it reads (Gemma's sliding layers may keep
 their own); scaled embeddings are scaled before the call. It takes stacks of plain
-attention (plain or latent) and dense gated MLPs (no experts), rope over the whole head or
-its leading dims, whole or a tensor-parallel rank's shard (the table's sum after o and down
-does what the row-parallel projections do), every linear layer a GGUF weight kept as
-stored in a format the C kernels take (blocks, K-quants, F16 / BF16; up to three formats
-stacked), an fp32 weight packed for the C kernel or an int8 weight blocked for the C int8
-kernel (AVX-512 VNNI). A step of prefills only, of at most ``FEW_TOKENS`` tokens, goes
-through too (its attention is the module path's for a prefill: rope, K/V write, paged
-prefill attention): a speculative verify is k + 1 tokens a sequence, and a draft model
-catching up after a verify feeds two or more. Anything else (long prompts, steps mixing
-prefills and decodes) runs the modules.
+attention (plain or latent) and dense gated MLPs or mixtures of experts with softmax routing
+(:mod:`~tandem.core.models.stack_moe`; no group-limited sigmoid routing), rope over the
+whole head or its leading dims, whole or a tensor-parallel rank's shard (the table's sum
+after o and down does what the row-parallel projections do; no experts or latent attention
+there), every linear layer and expert a GGUF weight kept as stored in a format the C
+kernels take (blocks, K-quants, F16 / BF16; up to three formats stacked), an fp32 weight
+packed for the C kernel or an int8 weight blocked for the C int8 kernel (AVX-512 VNNI). A
+step of prefills only, of at most ``FEW_TOKENS`` tokens, goes through too (its attention
+is the module path's for a prefill: rope, K/V write, paged prefill attention): a
+speculative verify is k + 1 tokens a sequence, and a draft model catching up after a
+verify feeds two or more. Anything else (long prompts, steps mixing prefills and decodes)
+runs the modules.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from tandem.core.layers.mlp import MLP_ROWS
 from tandem.core.layers.parallel import RowParallelLinear
 from tandem.core.layers.self_attention import KVCache
 from tandem.core.layers.weight_form import Dense
+from tandem.core.models import stack_moe
 from tandem.core.models.stack_latent import (
     attention_linears,
     checked_layer,
@@ -43,7 +46,14 @@ from tandem.core.models.stack_latent import (
     latent_norms,
     settings,
 )
-from tandem.core.models.stack_program import describe, layer_norms, parallel_note, program, why_not
+from tandem.core.models.stack_program import (
+    dense_intermediate,
+    describe,
+    layer_norms,
+    parallel_note,
+    program,
+    why_not,
+)
 from tandem.core.parallel.group import TensorParallel
 from tandem.core.spec.model import ModelSpec
 from tandem.kernels.decode_inputs import DecodeStep
@@ -86,13 +96,14 @@ class DecodeStack:
         self._tp = tp
         self._table: native.StackTable | None = None
         self._caches: list[KVCache] | None = None  # the list the table was made for
-        self._f32: list[Dense] = []  # fp32 weights: their packed copy must still hold
+        # fp32 weights, the experts' too: their packed copy must still hold
+        self._f32: list[Dense] = []
         # each norm's parameters (its own dict: no module attribute lookup a step) and weight
         self._norms: list[tuple[dict[str, object], Tensor]] = []
         self._rope: Tensor | None = None
         self._latent = spec.attention.latent is not None  # DeepSeek's MLA on every layer
         # why the C driver cannot run this stack (None: it can, if the weights allow)
-        reason = why_not(spec)
+        reason = why_not(spec, tp)
         self.reason = "the C kernels did not build" if not native.available() else reason
         self.usable = self.reason is None
 
@@ -104,7 +115,12 @@ class DecodeStack:
         for i, layer in enumerate(self._model.layers):
             mlp = layer.mlp
             lins = attention_linears(layer.self_attn, self._latent)
-            lins |= {"gate_up": mlp.gate_up_proj, "down": mlp.down_proj}
+            if self._spec.layer_mlp(i).moe is not None:
+                why = stack_moe.weights_reason(mlp, supports)
+                if why is not None:
+                    return f"layer {i} experts: {why}"
+            else:
+                lins |= {"gate_up": mlp.gate_up_proj, "down": mlp.down_proj}
             for name, lin in lins.items():
                 if _lin(lin, []) is None:
                     return f"layer {i} {name}: {lin.form} on the {lin.kernel} kernel"
@@ -212,9 +228,13 @@ class DecodeStack:
             if kc.shape != first_of[attn.local].shape or vc.shape != kc.shape:
                 return None  # the layers of one pool alike
             mlp = layer.mlp
+            moe = spec.layer_mlp(i).moe
             lins = attention_linears(attn, self._latent)
-            lins |= {"gate_up": mlp.gate_up_proj, "down": mlp.down_proj}
+            if moe is None:
+                lins |= {"gate_up": mlp.gate_up_proj, "down": mlp.down_proj}
             specs = {name: _lin(lin, keep) for name, lin in lins.items()}
+            if moe is not None:
+                specs["moe"] = stack_moe.moe_entry(mlp, moe, keep, self._f32, supports)
             if any(s is None for s in specs.values()):
                 return None
             norms = layer_norms(layer, spec.attention.qk_norm)
@@ -248,7 +268,7 @@ class DecodeStack:
         # what a step's positions are checked against: a table as wide as a head (a partial
         # rotary's narrower one seen through a view of its first column)
         self._rope = rope if rope.shape[1] == d else rope[:, :1].expand(rope.shape[0], d)
-        inter = model.layers[0].mlp.down_proj.in_features
+        inter = dense_intermediate(spec)
         shape = native.Shape(spec.hidden_size, h, kvh, d, inter, spec.rms_norm_eps)
         all_reduce = None if self._tp is None else self._tp.all_reduce
         return native.StackTable(shape, rows, keep, all_reduce)

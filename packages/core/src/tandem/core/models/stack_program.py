@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from tandem.core.models import stack_moe
 from tandem.core.parallel.group import TensorParallel
 from tandem.core.spec.model import ModelSpec
 from tandem.kernels.native import decode_stack as native
@@ -43,17 +44,24 @@ def layer_norms(layer: torch.nn.Module, qk_norm: str) -> dict[str, torch.nn.Modu
     return out
 
 
-def why_not(spec: ModelSpec) -> str | None:
-    """Why the stack's structure (its spec) is not one the C driver runs (weights are
-    seen later), or None where it is."""
+def why_not(spec: ModelSpec, tp: TensorParallel | None = None) -> str | None:
+    """Why the stack's structure (its spec, and the tensor-parallel group ``tp`` its
+    layers are a shard of) is not one the C driver runs (weights are seen later), or None
+    where it is."""
     if not spec.layers:
         return "no layers"
-    inter = spec.layer_mlp(0).intermediate_size
+    if tp is not None and spec.attention.latent is not None:
+        return "tensor-parallel latent attention"
+    inter = dense_intermediate(spec)
     for i in range(spec.num_layers):
         mlp = spec.layer_mlp(i)
+        if mlp.moe is not None and tp is not None:
+            return f"layer {i}: tensor-parallel experts"
         if mlp.moe is not None:
-            return f"layer {i}: a mixture of experts"
-        if mlp.intermediate_size != inter:
+            why = stack_moe.why_not_moe(mlp.moe)
+            if why is not None:
+                return f"layer {i}: a mixture of experts with {why}"
+        elif mlp.intermediate_size != inter:
             return f"layer {i}: an MLP of another size"
     return None
 
@@ -67,6 +75,13 @@ def parallel_note(tp: TensorParallel | None) -> str:
     return f"rank {tp.rank} of {tp.size}, a sum over the ranks after o and down"
 
 
+def dense_intermediate(spec: ModelSpec) -> int:
+    """The dense MLPs' intermediate size (the first dense layer's; 0: every layer has
+    experts)."""
+    dense = (spec.layer_mlp(i) for i in range(spec.num_layers))
+    return next((m.intermediate_size for m in dense if m.moe is None), 0)
+
+
 def describe(spec: ModelSpec) -> str:
     """What the layer programs do beyond the Llama layer, e.g. ``sandwich norms, q/k
     norms (head)`` ('' for a Llama-family stack)."""
@@ -75,6 +90,8 @@ def describe(spec: ModelSpec) -> str:
         out.append(f"q/k norms ({spec.attention.qk_norm})")
     gates = {spec.layer_mlp(i).activation for i in range(spec.num_layers)}
     out += [f"{g} gate" for g in sorted(gates - {"silu"})]
+    moes = {spec.layer_mlp(i).moe for i in range(spec.num_layers)} - {None}
+    out += sorted(stack_moe.describe(moe) for moe in moes)  # type: ignore[arg-type]
     if spec.residual_scale != 1.0:
         out.append(f"residual x{spec.residual_scale:g}")
     partial = {layer.rope.partial for layer in spec.layers} - {1.0}
