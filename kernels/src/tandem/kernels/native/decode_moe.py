@@ -6,12 +6,9 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tandem.kernels.native.contract import struct
-
-if TYPE_CHECKING:  # decode_stack imports this module
-    from tandem.kernels.native.decode_stack import LinSpec
+from tandem.kernels.native.lin_spec import LinSpec
 
 Moe = struct("tandem_moe")
 

@@ -106,11 +106,6 @@ void stack_gate(const tandem_layer *ly, const float *gu, int64_t T, int64_t I, f
         tandem_silu_and_mul_f32(gu, T, I, act);
 }
 
-int stack_linear(const tandem_linear *l, const float *x, int64_t B, float *out, float *part_out)
-{
-    return linear(l, x, B, out, part_out);
-}
-
 void stack_scale(float *x, int64_t n, float scale)
 {
     for (int64_t i = 0; i < n; i++)

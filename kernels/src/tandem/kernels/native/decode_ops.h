@@ -32,9 +32,6 @@ int stack_linear(const tandem_linear *l, const float *x, int64_t B, float *out, 
  * write, attention, o. Returns 0, or -1 where a kernel refused its call. */
 int stack_attention(const tandem_layer *ly, const tandem_step *st, float eps, const float *x,
                     float *out, const stack_scratch *s);
-/* out [B, n] = x [B, k] @ W^T + bias: one linear layer of the table; part_out is a
- * scratch row block of one GGUF part. Returns 0 or -1. */
-int stack_linear(const tandem_linear *l, const float *x, int64_t B, float *out, float *part_out);
 /* stack_attention's latent form (ly->latent.shape.rank > 0), in decode_latent.c */
 int stack_latent(const tandem_layer *ly, const tandem_step *st, float eps, const float *x,
                  float *out, const stack_scratch *s);

@@ -25,10 +25,13 @@ from tandem.kernels.native.attention import attention_args, step_args
 from tandem.kernels.native.contract import constant, struct
 from tandem.kernels.native.decode_latent import LatentBlock, fill
 from tandem.kernels.native.decode_moe import MoeEntry, moe_struct
+from tandem.kernels.native.lin_spec import F32 as F32  # the table's entries, re-exported
+from tandem.kernels.native.lin_spec import GGUF as GGUF
+from tandem.kernels.native.lin_spec import I8 as I8
+from tandem.kernels.native.lin_spec import MAX_PARTS as MAX_PARTS
+from tandem.kernels.native.lin_spec import LinSpec
 from tandem.kernels.native.loader import library
 
-MAX_PARTS = constant("TANDEM_MAX_PARTS")
-GGUF, F32, I8 = (constant(f"TANDEM_LINEAR_{k}") for k in ("GGUF", "F32", "I8"))  # LinSpec.kind
 # LayerProgram's fields in C's numbers
 PLACEMENTS = {p: constant(f"TANDEM_NORM_{p.upper()}") for p in ("pre", "sandwich", "post")}
 QK_NORMS = {q: constant(f"TANDEM_QK_NORM_{q.upper()}") for q in ("none", "head", "proj")}
@@ -39,23 +42,6 @@ Lin, Layer, StackShape = (
     struct("tandem_layer"),
     struct("tandem_stack_shape"),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class LinSpec:
-    """One linear layer's weight for the table: GGUF parts (uint8 blocks, format, rows),
-    one fp32 packed panel tensor or one int8 blocked weight; ``bias`` fp32 [n] or None;
-    ``int8``: the int8 weight's (channel sums int32 [n], scales fp32 [n], padded k,
-    outlier bound)."""
-
-    kind: int
-    weights: tuple[Tensor, ...]
-    qtypes: tuple[int, ...]
-    rows: tuple[int, ...]
-    bias: Tensor | None
-    n: int
-    k: int
-    int8: tuple[Tensor, Tensor, int, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
