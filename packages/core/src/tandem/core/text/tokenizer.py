@@ -164,8 +164,16 @@ class Tokenizer:
         return f"Tokenizer(path={str(self.path)!r}, vocab_size={self._vocab_size})"
 
 
-def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
-    """Load the tokenizer saved in the local directory ``path`` (never downloads)."""
+def load_tokenizer(path: str | os.PathLike[str], light: bool = False) -> Tokenizer:
+    """Load the tokenizer saved in the local directory ``path`` (never downloads).
+
+    ``light``: encode, decode and render chat templates without importing transformers
+    where :mod:`tandem.core.text.light_tokenizer` can match it exactly (for a process that
+    never runs the model; ``Tokenizer.hf`` is then no transformers tokenizer), else load
+    transformers' own.
+    """
+    if not isinstance(light, bool):
+        raise TypeError(f"light must be a bool, got {type(light).__name__}")
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"tokenizer path must be a str or os.PathLike, got {type(path).__name__}")
     root = Path(path)
@@ -177,6 +185,12 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
         raise ValueError(
             f"no tokenizer found in {root}: expected one of {', '.join(TOKENIZER_FILES)}"
         )
+    if light:
+        from tandem.core.text.light_tokenizer import light_tokenizer
+
+        found = light_tokenizer(root)
+        if found is not None:
+            return Tokenizer(found, path=root)
     from tandem.core.text.hf_tokenizer import load_hf_tokenizer
 
     try:
