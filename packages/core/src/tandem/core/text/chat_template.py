@@ -81,7 +81,7 @@ def _compiled(template: str) -> Any:
         """``{% generation %}...{% endgeneration %}``: marks the assistant's text (for
         training masks); rendering keeps its body as it is."""
 
-        tags = {"generation"}
+        tags = frozenset({"generation"})
 
         def parse(self, parser: Any) -> Any:
             lineno = next(parser.stream).lineno

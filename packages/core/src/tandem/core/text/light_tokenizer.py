@@ -65,8 +65,9 @@ OWN_CALLS = (
 
 
 class LightTokenizer:
-    """The calls of a transformers fast tokenizer that :class:`~tandem.core.text.tokenizer.Tokenizer`
-    makes, on the backend transformers built (``tokenizers.Tokenizer``)."""
+    """The calls of a transformers fast tokenizer that
+    :class:`~tandem.core.text.tokenizer.Tokenizer` makes, on the backend transformers
+    built (``tokenizers.Tokenizer``)."""
 
     def __init__(self, backend: Any, meta: Mapping[str, Any]) -> None:
         self.backend_tokenizer = backend
@@ -187,7 +188,9 @@ def resolve(root: Path, out: Path) -> None:
     from tandem.core.text.hf_tokenizer import load_hf_tokenizer
 
     hf = load_hf_tokenizer(root)
-    supported = isinstance(hf, TokenizersBackend) and isinstance(hf.chat_template, (str, type(None)))
+    supported = isinstance(hf, TokenizersBackend) and isinstance(
+        hf.chat_template, (str, type(None))
+    )
     for cls in type(hf).__mro__:
         if cls is TokenizersBackend or not supported:
             break
