@@ -38,11 +38,16 @@ CHATS = (
     [
         {"role": "system", "content": "Be brief. «quoted» <b>&</b>"},
         {"role": "user", "content": "What is 2+2?"},
-        {"role": "assistant", "content": "4", "reasoning": "add them"},
+        {"role": "assistant", "content": "4", "reasoning": "add them", "tool_calls": None},
         {"role": "user", "content": "日本語 🙂"},
     ],
 )
-TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": "add", "description": "añadir «x» <y>", "parameters": {}},
+    }
+]
 # a template reaching for every helper and every piece of data transformers hands one
 RICH_TEMPLATE = (
     "{{ bos_token }}{% set ns = namespace(n=0) %}"
@@ -51,7 +56,8 @@ RICH_TEMPLATE = (
     "{% for m in messages %}"
     "  {% if m.role == 'tool' %}{{ raise_exception('no tools here') }}{% endif %}\n"
     "{% set ns.n = ns.n + 1 %}{% if loop.index > 9 %}{% break %}{% endif %}"
-    "<{{ m['role'] }}>{% if m.reasoning_content %}[{{ m.reasoning_content }}|"
+    "<{{ m['role'] }}>{% if m.tool_calls is defined %}calls{% endif %}"
+    "{% if m.reasoning_content %}[{{ m.reasoning_content }}|"
     "{{ m.thinking }}]{% endif %}"
     "{% generation %}{{ m['content'] | trim }}{% endgeneration %}{{ eos_token }}\n"
     "{% endfor %}{{ dict(a=1) | tojson }}{{ ns.n }}{{ pad_token }}{{ unk_token }}"
