@@ -184,12 +184,12 @@ def test_unsupported_is_left_to_transformers(tmp_path: Path, tokenizer_dir: Path
     assert _light(root, tmp_path) is None
 
 
-def test_load_tokenizer_light_without_transformers(tokenizer_dir: Path) -> None:
+def test_load_tokenizer_light_without_transformers(tokenizer_dir: Path, tmp_path: Path) -> None:
     """The whole path, child process included, in a process that never imports it."""
     code = (
         "import sys\n"
         "from tandem.core.text.tokenizer import load_tokenizer\n"
-        f"tok = load_tokenizer({str(tokenizer_dir)!r}, light=True)\n"
+        f"tok = load_tokenizer({str(tokenizer_dir)!r}, light_cache={str(tmp_path)!r})\n"
         "assert type(tok.hf).__name__ == 'LightTokenizer', type(tok.hf)\n"
         "hi = [{'role': 'user', 'content': 'Hi'}]\n"
         "print(tok.encode('Hello there'), tok.apply_chat_template(hi))\n"
@@ -212,5 +212,5 @@ def test_gguf_tokenizer_light_is_transformers(smollm2_gguf: Path, tmp_path: Path
     light = _light(root, tmp_path)
     assert light is not None
     _same(light, AutoTokenizer.from_pretrained(str(root), local_files_only=True), root)
-    assert type(load_tokenizer(root, light=True).hf) is LightTokenizer
-    assert light_tokenizer(root) is not None
+    assert type(load_tokenizer(root, light_cache=tmp_path / "c").hf) is LightTokenizer
+    assert light_tokenizer(root, tmp_path / "c") is not None

@@ -6,7 +6,7 @@ rewrites its backend as it goes (the BOS/EOS post-processor from ``add_bos_token
 special tokens missing from the vocabulary, per-class fixes), so rather than reimplement
 those rules the tokenizer is resolved once per directory by transformers itself, in a
 child process (:func:`resolve`): its backend as it ends up, its special ids and its chat
-template, kept under ``$TANDEM_CACHE_DIR/tokenizers-light``. :class:`LightTokenizer` then
+template, kept in a folder the caller names. :class:`LightTokenizer` then
 encodes and decodes on that very backend and renders the template with
 :func:`~tandem.core.text.chat_template.render_chat`. Where the class changes any of the
 calls used here (a slow tokenizer, a class with its own encode or decode, several chat
@@ -131,10 +131,11 @@ class LightTokenizer:
         return self.encode(text, add_special_tokens=False) if tokenize else text
 
 
-def light_tokenizer(root: Path) -> LightTokenizer | None:
-    """The light tokenizer of the directory ``root``, or None where transformers' own
-    tokenizer must be used (see the module's docstring)."""
-    resolved = resolved_dir(root)
+def light_tokenizer(root: Path, cache: Path) -> LightTokenizer | None:
+    """The light tokenizer of the directory ``root`` (resolved once, kept under
+    ``cache``), or None where transformers' own tokenizer must be used (see the module's
+    docstring)."""
+    resolved = resolved_dir(root, cache)
     if resolved is None:
         return None
     meta = json.loads((resolved / META).read_text(encoding="utf-8"))
@@ -145,11 +146,9 @@ def light_tokenizer(root: Path) -> LightTokenizer | None:
     return LightTokenizer(Backend.from_file(str(resolved / BACKEND)), meta)
 
 
-def resolved_dir(root: Path) -> Path | None:
-    """``$TANDEM_CACHE_DIR/tokenizers-light/<name>-<key>`` for the tokenizer in ``root``,
-    resolved on first use by a child process; None when that child fails."""
-    from tandem.core import envs
-
+def resolved_dir(root: Path, cache: Path) -> Path | None:
+    """``cache/<name>-<key>`` for the tokenizer in ``root``, resolved on first use by a
+    child process; None when that child fails."""
     src = root.expanduser().resolve()
     key = [f"{FORMAT_VERSION}:{src}"]
     for name in SOURCES:
@@ -158,7 +157,6 @@ def resolved_dir(root: Path) -> Path | None:
             stat = path.stat()
             key.append(f"{name}:{stat.st_size}:{stat.st_mtime_ns}")
     digest = hashlib.sha256("\n".join(key).encode()).hexdigest()[:16]
-    cache = Path(envs.TANDEM_CACHE_DIR).expanduser() / "tokenizers-light"
     target = cache / f"{src.name}-{digest}"
     if (target / META).is_file():
         return target

@@ -164,16 +164,19 @@ class Tokenizer:
         return f"Tokenizer(path={str(self.path)!r}, vocab_size={self._vocab_size})"
 
 
-def load_tokenizer(path: str | os.PathLike[str], light: bool = False) -> Tokenizer:
+def load_tokenizer(
+    path: str | os.PathLike[str], light_cache: str | os.PathLike[str] | None = None
+) -> Tokenizer:
     """Load the tokenizer saved in the local directory ``path`` (never downloads).
 
-    ``light``: encode, decode and render chat templates without importing transformers
-    where :mod:`tandem.core.text.light_tokenizer` can match it exactly (for a process that
-    never runs the model; ``Tokenizer.hf`` is then no transformers tokenizer), else load
-    transformers' own.
+    ``light_cache``: a folder; when given, encode, decode and render chat templates
+    without importing transformers where :mod:`tandem.core.text.light_tokenizer` can match
+    it exactly, its resolved form kept in that folder (for a process that never runs the
+    model; ``Tokenizer.hf`` is then no transformers tokenizer), else load transformers' own.
     """
-    if not isinstance(light, bool):
-        raise TypeError(f"light must be a bool, got {type(light).__name__}")
+    if light_cache is not None and not isinstance(light_cache, (str, os.PathLike)):
+        kind = type(light_cache).__name__
+        raise TypeError(f"light_cache must be a str, os.PathLike or None, got {kind}")
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"tokenizer path must be a str or os.PathLike, got {type(path).__name__}")
     root = Path(path)
@@ -185,10 +188,10 @@ def load_tokenizer(path: str | os.PathLike[str], light: bool = False) -> Tokeniz
         raise ValueError(
             f"no tokenizer found in {root}: expected one of {', '.join(TOKENIZER_FILES)}"
         )
-    if light:
+    if light_cache is not None:
         from tandem.core.text.light_tokenizer import light_tokenizer
 
-        found = light_tokenizer(root)
+        found = light_tokenizer(root, Path(light_cache))
         if found is not None:
             return Tokenizer(found, path=root)
     from tandem.core.text.hf_tokenizer import load_hf_tokenizer

@@ -62,7 +62,10 @@ class LLMEngine:
             client.configure(config)
             # the core builds the model meanwhile; this process never runs it, so its
             # tokenizer goes without transformers where it can
-            self.tokenizer = load_tokenizer(config.model.tokenizer, light=True)
+            light_cache = os.path.join(
+                os.path.expanduser(envs.TANDEM_CACHE_DIR), "tokenizers-light"
+            )
+            self.tokenizer = load_tokenizer(config.model.tokenizer, light_cache=light_cache)
             client.attach(self.tokenizer)
         except BaseException:
             client.shutdown()
