@@ -8,9 +8,7 @@ under ``$TANDEM_CACHE_DIR/tokenizers``, keyed by the file's path, size and time.
 
 transformers' GGUF reader imports torch, so a process that has not imported it (the v1
 engine's front, which never runs the model) builds the directory in a child process
-(``python -m tandem.core.gguf.tokenizer FILE DIR``) rather than keep torch resident. That
-child also writes the tokenizer's light form (:mod:`tandem.core.text.light_tokenizer`),
-which the front then loads without transformers.
+(``python -m tandem.core.gguf.tokenizer FILE DIR``) rather than keep torch resident.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from pathlib import Path
 
 from tandem.core.gguf.cache import kept_dir
 
-FORMAT_VERSION = 3  # 2: built without AutoTokenizer; 3: with its light form
+FORMAT_VERSION = 2  # 2: built without AutoTokenizer
 DONE = "tokenizer.json"
 
 
@@ -79,16 +77,6 @@ def _build_here(src: Path, out: Path) -> None:
     finally:
         quiet.setLevel(level)
     tokenizer.save_pretrained(str(out))
-    _resolve_light(out)
-
-
-def _resolve_light(out: Path) -> None:
-    """The light form of the saved tokenizer (for a process without transformers), made
-    here where transformers is loaded already rather than by a child of its own."""
-    from tandem.core.text.light_tokenizer import PRERESOLVED, resolve
-
-    (out / PRERESOLVED).mkdir()
-    resolve(out, out / PRERESOLVED)
 
 
 def _build_auto(src: Path, out: Path) -> None:
@@ -99,7 +87,6 @@ def _build_auto(src: Path, out: Path) -> None:
     except Exception as exc:
         raise ValueError(f"could not read the tokenizer of {src}: {exc}") from exc
     tokenizer.save_pretrained(str(out))
-    _resolve_light(out)
 
 
 def main(argv: list[str]) -> int:

@@ -31,9 +31,6 @@ from tandem.core.text.chat_template import render_chat
 
 FORMAT_VERSION = 1
 META, BACKEND = "light.json", "backend.json"
-# a directory made by tandem from something else (a GGUF file's vocabulary) may carry its
-# resolved form already, written by the same child that made it
-PRERESOLVED = ".tandem-light"
 # the tokenizer's own files: a change to any of them resolves the directory again
 SOURCES = (
     "tokenizer.json",
@@ -151,12 +148,8 @@ def light_tokenizer(root: Path, cache: Path) -> LightTokenizer | None:
 
 def resolved_dir(root: Path, cache: Path) -> Path | None:
     """``cache/<name>-<key>`` for the tokenizer in ``root``, resolved on first use by a
-    child process; None when that child fails. A directory that carries its resolved form
-    (:data:`PRERESOLVED`, of this format) is its own."""
+    child process; None when that child fails."""
     src = root.expanduser().resolve()
-    carried = src / PRERESOLVED / META
-    if carried.is_file() and json.loads(carried.read_text("utf-8")).get("format") == FORMAT_VERSION:
-        return carried.parent
     key = [f"{FORMAT_VERSION}:{src}"]
     for name in SOURCES:
         path = src / name
