@@ -60,7 +60,8 @@ RICH_TEMPLATE = (
     "{% if m.reasoning_content %}[{{ m.reasoning_content }}|"
     "{{ m.thinking }}]{% endif %}"
     "{% generation %}{{ m['content'] | trim }}{% endgeneration %}{{ eos_token }}\n"
-    "{% endfor %}{{ dict(a=1) | tojson }}{{ ns.n }}{{ pad_token }}{{ unk_token }}"
+    "{% endfor %}{{ strftime_now('%Y') }}{{ dict(a=1) | tojson }}{{ ns.n }}"
+    "{{ pad_token }}{{ unk_token }}"
     "{% if add_generation_prompt %}<assistant>{% endif %}"
 )
 

@@ -150,7 +150,7 @@ def resolved_dir(root: Path, cache: Path) -> Path | None:
     """``cache/<name>-<key>`` for the tokenizer in ``root``, resolved on first use by a
     child process; None when that child fails."""
     src = root.expanduser().resolve()
-    key = [f"{FORMAT_VERSION}:{src}"]
+    key = [f"{FORMAT_VERSION}:{src}", *_versions()]
     for name in SOURCES:
         path = src / name
         if path.is_file():
@@ -175,6 +175,21 @@ def resolved_dir(root: Path, cache: Path) -> Path | None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _versions() -> list[str]:
+    """What tells the installed transformers and tokenizers apart (another version may
+    build the backend otherwise): tokenizers' version (imported here anyway) and
+    transformers' ``__init__.py`` (which names its version), found without importing it."""
+    import importlib.util
+
+    import tokenizers
+
+    spec = importlib.util.find_spec("transformers")
+    origin = Path(spec.origin) if spec is not None and spec.origin else None
+    stat = origin.stat() if origin is not None and origin.is_file() else None
+    found = f"{origin}:{stat.st_size}:{stat.st_mtime_ns}" if stat is not None else "-"
+    return [f"tokenizers:{tokenizers.__version__}", f"transformers:{found}"]
 
 
 def resolve(root: Path, out: Path) -> None:
