@@ -215,3 +215,11 @@ def test_gguf_tokenizer_light_is_transformers(smollm2_gguf: Path, tmp_path: Path
     _same(light, AutoTokenizer.from_pretrained(str(root), local_files_only=True), root)
     assert type(load_tokenizer(root, light_cache=tmp_path / "c").hf) is LightTokenizer
     assert light_tokenizer(root, tmp_path / "c") is not None
+
+
+def test_an_unwritable_cache_falls_back(tokenizer_dir: Path, tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    tok = load_tokenizer(tokenizer_dir, light_cache=blocked / "cache")
+    assert type(tok.hf) is not LightTokenizer
+    assert tok.encode("Hello there") == load_tokenizer(tokenizer_dir).encode("Hello there")

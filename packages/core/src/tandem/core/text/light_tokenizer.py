@@ -135,15 +135,18 @@ def light_tokenizer(root: Path, cache: Path) -> LightTokenizer | None:
     """The light tokenizer of the directory ``root`` (resolved once, kept under
     ``cache``), or None where transformers' own tokenizer must be used (see the module's
     docstring)."""
-    resolved = resolved_dir(root, cache)
-    if resolved is None:
-        return None
-    meta = json.loads((resolved / META).read_text(encoding="utf-8"))
-    if not meta.get("supported"):
-        return None
     from tokenizers import Tokenizer as Backend
 
-    return LightTokenizer(Backend.from_file(str(resolved / BACKEND)), meta)
+    try:
+        resolved = resolved_dir(root, cache)
+        if resolved is None:
+            return None
+        meta = json.loads((resolved / META).read_text(encoding="utf-8"))
+        if not meta.get("supported"):
+            return None
+        return LightTokenizer(Backend.from_file(str(resolved / BACKEND)), meta)
+    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
+        return None  # a cache folder it cannot write, a damaged entry: transformers' own
 
 
 def resolved_dir(root: Path, cache: Path) -> Path | None:
@@ -164,7 +167,7 @@ def resolved_dir(root: Path, cache: Path) -> Path | None:
     tmp = Path(tempfile.mkdtemp(prefix=".light-", dir=cache))
     try:
         cmd = [sys.executable, "-m", "tandem.core.text.light_tokenizer", str(src), str(tmp)]
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
         if done.returncode != 0 or not (tmp / META).is_file():
             return None  # transformers could not load it either: its own error comes next
         try:
