@@ -6,7 +6,9 @@ joining the decodes of its parts, and streaming relies on that equality. The lig
 decoder of another process (:class:`TextDecoder`) lives in :mod:`tandem.core.text.decoder`
 and is imported from here as well. The transformers tokenizer itself is chosen and built
 by :mod:`tandem.core.text.hf_tokenizer`, without importing torch where it can (the v1 engine's
-front process loads a tokenizer but never runs the model).
+front process loads a tokenizer but never runs the model); that front goes further and, where
+it can match it exactly, loads :mod:`tandem.core.text.light_tokenizer` instead, without
+transformers.
 """
 
 from __future__ import annotations
