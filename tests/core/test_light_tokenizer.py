@@ -22,6 +22,7 @@ from tandem.core.text.light_tokenizer import (
     LightTokenizer,
     light_tokenizer,
     resolve,
+    resolved_dir,
 )
 from tandem.core.text.tokenizer import Tokenizer, load_tokenizer
 
@@ -223,3 +224,19 @@ def test_an_unwritable_cache_falls_back(tokenizer_dir: Path, tmp_path: Path) -> 
     tok = load_tokenizer(tokenizer_dir, light_cache=blocked / "cache")
     assert type(tok.hf) is not LightTokenizer
     assert tok.encode("Hello there") == load_tokenizer(tokenizer_dir).encode("Hello there")
+
+
+def test_the_resolved_form_is_keyed_by_content(tokenizer_dir: Path, tmp_path: Path) -> None:
+    """A copy of a directory elsewhere finds the same entry; a changed file another."""
+    import shutil
+
+    cache = tmp_path / "cache"
+    first = resolved_dir(tokenizer_dir, cache)
+    copy = shutil.copytree(tokenizer_dir, tmp_path / "copy")
+    assert first is not None and resolved_dir(copy, cache) == first
+    config = json.loads((copy / "tokenizer_config.json").read_text())
+    config["chat_template"] = "{{ messages[0]['content'] }}"
+    (copy / "tokenizer_config.json").write_text(json.dumps(config))
+    changed = resolved_dir(copy, cache)
+    assert changed is not None and changed != first
+    assert json.loads((changed / META).read_text())["chat_template"] == config["chat_template"]

@@ -150,17 +150,17 @@ def light_tokenizer(root: Path, cache: Path) -> LightTokenizer | None:
 
 
 def resolved_dir(root: Path, cache: Path) -> Path | None:
-    """``cache/<name>-<key>`` for the tokenizer in ``root``, resolved on first use by a
-    child process; None when that child fails."""
+    """``cache/<key>`` for the tokenizer in ``root`` (the key: its files' contents and the
+    installed versions), resolved on first use by a child process; None when that child
+    fails."""
     src = root.expanduser().resolve()
-    key = [f"{FORMAT_VERSION}:{src}", *_versions()]
-    for name in SOURCES:
+    key = [f"{FORMAT_VERSION}", *_versions()]
+    for name in SOURCES:  # by content: a copied directory (a copied cache) finds its entry
         path = src / name
         if path.is_file():
-            stat = path.stat()
-            key.append(f"{name}:{stat.st_size}:{stat.st_mtime_ns}")
-    digest = hashlib.sha256("\n".join(key).encode()).hexdigest()[:16]
-    target = cache / f"{src.name}-{digest}"
+            with path.open("rb") as f:
+                key.append(f"{name}:{hashlib.file_digest(f, 'sha256').hexdigest()}")
+    target = cache / hashlib.sha256("\n".join(key).encode()).hexdigest()[:24]
     if (target / META).is_file():
         return target
     cache.mkdir(parents=True, exist_ok=True)
