@@ -203,9 +203,10 @@ def test_front_and_detokenizer_never_import_torch(
 ) -> None:
     """The front process (``LLM(...)``, ``tandem serve``) and the detokenizer never run
     the model: the front resolves its config to names and loads its tokenizer without
-    AutoTokenizer (whose config machinery imports torch: 200+ MiB resident), and a
-    request's whole way (chat template, prompt, streamed text) leaves torch unimported
-    there and unmapped in the detokenizer; the core, which runs the model, maps it (so
+    transformers (whose AutoTokenizer config machinery imports torch: 200+ MiB resident;
+    transformers alone ~50 MiB), and a request's whole way (chat template, prompt,
+    streamed text) leaves torch and transformers unimported there and torch unmapped in
+    the detokenizer; the core, which runs the model, maps it (so
     the check of the maps can see it)."""
     code = (
         "import sys\n"
@@ -220,6 +221,7 @@ def test_front_and_detokenizer_never_import_torch(
         "    assert len(list(llm.stream('Hello', params))) > 1\n"
         "    assert (llm.config.device, llm.config.dtype) == ('cpu', 'float32')\n"
         "    assert 'torch' not in sys.modules, 'the front imported torch'\n"
+        "    assert 'transformers' not in sys.modules, 'the front imported transformers'\n"
         "    pids = llm.engine.client.pids\n"
         "    assert torch_mapped(pids['core'])\n"
         "    assert not torch_mapped(pids['detokenizer']), 'the detokenizer imported torch'\n"

@@ -60,8 +60,12 @@ class LLMEngine:
             raise TypeError(f"client must be an MPClient or a DPClient, got {kind}")
         try:
             client.configure(config)
-            # the core builds the model meanwhile
-            self.tokenizer = load_tokenizer(config.model.tokenizer)
+            # the core builds the model meanwhile; this process never runs it, so its
+            # tokenizer goes without transformers where it can
+            light_cache = os.path.join(
+                os.path.expanduser(envs.TANDEM_CACHE_DIR), "tokenizers-light"
+            )
+            self.tokenizer = load_tokenizer(config.model.tokenizer, light_cache=light_cache)
             client.attach(self.tokenizer)
         except BaseException:
             client.shutdown()
