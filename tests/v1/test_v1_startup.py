@@ -198,30 +198,38 @@ def test_a_missing_gguf_file_starts_no_child(
     assert launched == []
 
 
+GGUF_FILE = Path(__file__).parents[1] / "models" / "gguf_files" / "llama-q4_k_m.gguf"
+HEAVY_MODULES = ("torch", "transformers", "numpy")  # none of them loaded in the front
+
+
+@pytest.mark.parametrize("form", ["hf-directory", "gguf-file"])
 def test_front_and_detokenizer_never_import_torch(
-    tiny_model: Path, fresh_python: Callable[[str], None]
+    form: str, tiny_model: Path, fresh_python: Callable[[str], None]
 ) -> None:
     """The front process (``LLM(...)``, ``tandem serve``) and the detokenizer never run
     the model: the front resolves its config to names and loads its tokenizer without
     transformers (whose AutoTokenizer config machinery imports torch: 200+ MiB resident;
-    transformers alone ~50 MiB), and a request's whole way (chat template, prompt,
-    streamed text) leaves torch and transformers unimported there and torch unmapped in
-    the detokenizer; the core, which runs the model, maps it (so
-    the check of the maps can see it)."""
+    transformers alone ~50 MiB), reads a GGUF file's config without numpy (~15 MiB) or
+    the ``gguf`` package, and a request's whole way (chat template, prompt, streamed
+    text) leaves torch, transformers and numpy unimported there and torch unmapped in the
+    detokenizer; the core, which runs the model, maps it (so the check of the maps can
+    see it)."""
+    model = tiny_model if form == "hf-directory" else GGUF_FILE
     code = (
         "import sys\n"
         "from tandem.core import LLM, SamplingParams\n"
         "def torch_mapped(pid):\n"
         "    with open(f'/proc/{pid}/maps') as maps:\n"
         "        return any('libtorch' in line for line in maps)\n"
-        f"llm = LLM(model={str(tiny_model)!r}, engine='v1', device='cpu', max_model_len=64)\n"
+        f"llm = LLM(model={str(model)!r}, engine='v1', device='cpu', max_model_len=64)\n"
         "try:\n"
         "    params = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)\n"
         "    llm.chat([{'role': 'user', 'content': 'Hi'}], params, use_tqdm=False)\n"
         "    assert len(list(llm.stream('Hello', params))) > 1\n"
         "    assert (llm.config.device, llm.config.dtype) == ('cpu', 'float32')\n"
-        "    assert 'torch' not in sys.modules, 'the front imported torch'\n"
-        "    assert 'transformers' not in sys.modules, 'the front imported transformers'\n"
+        f"    loaded = [m for m in {HEAVY_MODULES!r} if m in sys.modules]\n"
+        "    assert not loaded, f'the front imported {loaded}'\n"
+        "    assert 'gguf' not in sys.modules, 'the front imported the gguf package'\n"
         "    pids = llm.engine.client.pids\n"
         "    assert torch_mapped(pids['core'])\n"
         "    assert not torch_mapped(pids['detokenizer']), 'the detokenizer imported torch'\n"
