@@ -203,7 +203,7 @@ HEAVY_MODULES = ("torch", "transformers", "numpy")  # none of them loaded in the
 
 
 @pytest.mark.parametrize("form", ["hf-directory", "gguf-file"])
-def test_front_and_detokenizer_never_import_torch(
+def test_front_and_detokenizer_never_import_torch_or_numpy(
     form: str, tiny_model: Path, fresh_python: Callable[[str], None]
 ) -> None:
     """The front process (``LLM(...)``, ``tandem serve``) and the detokenizer never run
@@ -211,16 +211,16 @@ def test_front_and_detokenizer_never_import_torch(
     transformers (whose AutoTokenizer config machinery imports torch: 200+ MiB resident;
     transformers alone ~50 MiB), reads a GGUF file's config without numpy (~15 MiB) or
     the ``gguf`` package, and a request's whole way (chat template, prompt, streamed
-    text) leaves torch, transformers and numpy unimported there and torch unmapped in the
-    detokenizer; the core, which runs the model, maps it (so the check of the maps can
-    see it)."""
+    text) leaves torch, transformers and numpy unimported there and unmapped in the
+    detokenizer; the core, which runs the model, maps torch and numpy (so the check of
+    the maps can see them)."""
     model = tiny_model if form == "hf-directory" else GGUF_FILE
     code = (
         "import sys\n"
         "from tandem.core import LLM, SamplingParams\n"
-        "def torch_mapped(pid):\n"
+        "def mapped(pid, library):\n"
         "    with open(f'/proc/{pid}/maps') as maps:\n"
-        "        return any('libtorch' in line for line in maps)\n"
+        "        return any(library in line for line in maps)\n"
         f"llm = LLM(model={str(model)!r}, engine='v1', device='cpu', max_model_len=64)\n"
         "try:\n"
         "    params = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)\n"
@@ -231,8 +231,10 @@ def test_front_and_detokenizer_never_import_torch(
         "    assert not loaded, f'the front imported {loaded}'\n"
         "    assert 'gguf' not in sys.modules, 'the front imported the gguf package'\n"
         "    pids = llm.engine.client.pids\n"
-        "    assert torch_mapped(pids['core'])\n"
-        "    assert not torch_mapped(pids['detokenizer']), 'the detokenizer imported torch'\n"
+        "    assert mapped(pids['core'], 'libtorch')\n"
+        "    assert mapped(pids['core'], '_multiarray_umath')  # numpy's own library\n"
+        "    for library in ('libtorch', '_multiarray_umath'):\n"
+        "        assert not mapped(pids['detokenizer'], library), f'detokenizer: {library}'\n"
         "finally:\n"
         "    llm.shutdown()\n"
     )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from tandem.core import envs
 from tandem.core.engine.context_fit import warn_shortened
 from tandem.core.engine.stats import EngineStats
+from tandem.core.heap import release_free_heap
 from tandem.core.inputs.engine_request import EngineRequest
 from tandem.core.outputs.request_output import RequestOutput
 from tandem.core.text.tokenizer import load_tokenizer
@@ -67,6 +68,7 @@ class LLMEngine:
             )
             self.tokenizer = load_tokenizer(config.model.tokenizer, light_cache=light_cache)
             client.attach(self.tokenizer)
+            release_free_heap()  # parsing the tokenizer's JSON (here and for the detokenizer)
         except BaseException:
             client.shutdown()
             raise
