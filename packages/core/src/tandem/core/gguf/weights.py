@@ -144,5 +144,3 @@ def _weight(pieces: list[tuple[int, int, Tensor]], k: int, device: torch.device,
             data = data.contiguous()
         weights.append(QuantWeight(data.to(device), qtype, data.shape[0], k))
     return weights[0] if len(weights) == 1 else QuantStack(tuple(weights))
-
-
