@@ -18,6 +18,7 @@ from tandem.core.text.chat_template import render_chat
 from tandem.core.text.hf_tokenizer import REGISTERED, load_hf_tokenizer
 from tandem.core.text.light_tokenizer import (
     BACKEND,
+    DECODER,
     META,
     LightTokenizer,
     light_tokenizer,
@@ -78,7 +79,20 @@ def _light(root: Path, tmp_path: Path) -> LightTokenizer | None:
         return None
     from tokenizers import Tokenizer as Backend
 
-    return LightTokenizer(Backend.from_file(str(out / BACKEND)), meta)
+    return LightTokenizer(Backend.from_file(str(out / BACKEND)), meta, out / DECODER)
+
+
+def _meta(light: LightTokenizer) -> dict[str, Any]:
+    return {
+        "len": len(light),
+        "bos_token_id": light.bos_token_id,
+        "eos_token_id": light.eos_token_id,
+        "pad_token_id": light.pad_token_id,
+        "all_special_ids": light.all_special_ids,
+        "special_tokens_map": light.special_tokens_map,
+        "chat_template": light.chat_template,
+        "split_special_tokens": light.backend_tokenizer.encode_special_tokens,
+    }
 
 
 def _same(light: LightTokenizer, hf: Any, root: Path) -> None:
@@ -100,6 +114,10 @@ def _same(light: LightTokenizer, hf: Any, root: Path) -> None:
             for skip in (True, False):
                 assert got.decode(ids, skip) == want.decode(ids, skip)
     assert light.get_vocab() == hf.get_vocab()
+    # what the detokenizer is sent: kept when resolved, or made again from the backend
+    assert got.decoder_json() == want.decoder_json()
+    made = LightTokenizer(light.backend_tokenizer, _meta(light), decoder=None)
+    assert made.decoder_json() == want.decoder_json()
     if want.has_chat_template:
         for chat in CHATS:
             for prompt in (True, False):

@@ -6,12 +6,13 @@ rewrites its backend as it goes (the BOS/EOS post-processor from ``add_bos_token
 special tokens missing from the vocabulary, per-class fixes), so rather than reimplement
 those rules the tokenizer is resolved once per directory by transformers itself, in a
 child process (:func:`resolve`): its backend as it ends up, its special ids and its chat
-template, kept in a folder the caller names. :class:`LightTokenizer` then
-encodes and decodes on that very backend and renders the template with
-:func:`~tandem.core.text.chat_template.render_chat`. Where the class changes any of the
-calls used here (a slow tokenizer, a class with its own encode or decode, several chat
-templates), :func:`resolve` says so and :func:`light_tokenizer` returns None: the caller
-loads the transformers tokenizer instead.
+template, kept in a folder the caller names, with the part of the backend that
+decoding reads (what the v1 detokenizer is sent, so the front never parses the whole
+backend's JSON). :class:`LightTokenizer` then encodes and decodes on that very backend and
+renders the template with :func:`~tandem.core.text.chat_template.render_chat`. Where the
+class changes any of the calls used here (a slow tokenizer, a class with its own encode or
+decode, several chat templates), :func:`resolve` says so and :func:`light_tokenizer`
+returns None: the caller loads the transformers tokenizer instead.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from tandem.core.text.chat_template import render_chat
+from tandem.core.text.decoder import decoding_only
 
 FORMAT_VERSION = 1
-META, BACKEND = "light.json", "backend.json"
+META, BACKEND, DECODER = "light.json", "backend.json", "decoder.json"
 # the tokenizer's own files: a change to any of them resolves the directory again
 SOURCES = (
     "tokenizer.json",
@@ -69,8 +71,9 @@ class LightTokenizer:
     :class:`~tandem.core.text.tokenizer.Tokenizer` makes, on the backend transformers
     built (``tokenizers.Tokenizer``)."""
 
-    def __init__(self, backend: Any, meta: Mapping[str, Any]) -> None:
+    def __init__(self, backend: Any, meta: Mapping[str, Any], decoder: Path | None = None) -> None:
         self.backend_tokenizer = backend
+        self._decoder = decoder  # the decoding part of the backend's JSON, kept in a file
         self._len = int(meta["len"])
         self.bos_token_id: int | None = meta["bos_token_id"]
         self.eos_token_id: int | None = meta["eos_token_id"]
@@ -84,6 +87,17 @@ class LightTokenizer:
 
     def __len__(self) -> int:
         return self._len
+
+    def decoder_json(self) -> str:
+        """The backend's JSON as far as decoding reads it
+        (:func:`~tandem.core.text.decoder.decoding_only`): read from the resolved form where
+        it was kept, else made from the backend."""
+        if self._decoder is not None:
+            try:
+                return self._decoder.read_text(encoding="utf-8")
+            except OSError:  # an entry of an earlier version, or removed meanwhile
+                pass
+        return decoding_only(self.backend_tokenizer.to_str())
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         return list(self.backend_tokenizer.encode(text, add_special_tokens=add_special_tokens).ids)
@@ -144,7 +158,8 @@ def light_tokenizer(root: Path, cache: Path) -> LightTokenizer | None:
         meta = json.loads((resolved / META).read_text(encoding="utf-8"))
         if not meta.get("supported"):
             return None
-        return LightTokenizer(Backend.from_file(str(resolved / BACKEND)), meta)
+        backend = Backend.from_file(str(resolved / BACKEND))
+        return LightTokenizer(backend, meta, resolved / DECODER)
     except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
         return None  # a cache folder it cannot write, a damaged entry: transformers' own
 
@@ -213,7 +228,9 @@ def resolve(root: Path, out: Path) -> None:
         supported = not any(name in vars(cls) for name in OWN_CALLS)
     meta: dict[str, Any] = {"format": FORMAT_VERSION, "supported": supported}
     if supported:
-        (out / BACKEND).write_text(hf.backend_tokenizer.to_str(), encoding="utf-8")
+        backend = hf.backend_tokenizer.to_str()
+        (out / BACKEND).write_text(backend, encoding="utf-8")
+        (out / DECODER).write_text(decoding_only(backend), encoding="utf-8")
         meta.update(
             len=len(hf),
             bos_token_id=hf.bos_token_id,

@@ -155,6 +155,9 @@ class Tokenizer:
         """The fast backend serialised (``tokenizers`` JSON) as far as decoding reads it
         (:func:`~tandem.core.text.decoder.decoding_only`), for a :class:`TextDecoder` in
         another process; None when the tokenizer has no fast backend."""
+        kept = getattr(self.hf, "decoder_json", None)  # the light tokenizer keeps it made
+        if callable(kept):
+            return kept()
         backend = getattr(self.hf, "backend_tokenizer", None)
         to_str = getattr(backend, "to_str", None)
         return decoding_only(to_str()) if callable(to_str) else None
