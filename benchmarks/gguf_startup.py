@@ -19,9 +19,11 @@ and its children (v1's engine core and detokenizer) held at once, summed from th
 counts twice), and how much of it was anonymous memory; the bytes the tree wrote
 (``write_bytes`` of /proc/<pid>/io, its reaped children included) and how much
 ``$TANDEM_CACHE_DIR`` grew, a fresh directory each run: empty for the cold run (the
-tokenizer is built from the file and the C kernels compiled), a copy of the cold run's
-for the warm ones. The KV cache is what each allocated for the context: tandem's blocks
-times bytes per block (``EngineConfig.kv_bytes_per_block``), llama.cpp's from its log.
+tokenizer is built from the file and the C kernels compiled), for the warm ones a copy
+of what every engine's cold run left (v1's front keeps its own form of the tokenizer,
+``tokenizers-light``, which v0 never writes). The KV cache is what each allocated for
+the context: tandem's blocks times bytes per block (``EngineConfig.kv_bytes_per_block``),
+llama.cpp's from its log.
 
 The GGUF file itself is in the page cache for every run but the very first (the files
 are read in turn, round after round): start-up is measured warm, as a second start is.
@@ -165,17 +167,20 @@ def run_all(args: argparse.Namespace, files: list[str], work: Path) -> dict[tupl
         print(f"  {Path(key[0]).name:<34}{key[1]:<10}{key[2]:<5} {took}", flush=True)
 
     for n, file in enumerate(files):
+        shutil.rmtree(work / f"warm-{n}", ignore_errors=True)
         for runner in tandem if args.cold else []:
             cache = work / f"cold-{n}-{runner}"
             shutil.rmtree(cache, ignore_errors=True)
             record((file, runner, "cold"), spawn(args, runner, file, cache))
-            warm_cache.setdefault(file, cache)
+            warm_cache[file] = work / f"warm-{n}"
+            shutil.copytree(cache, warm_cache[file], dirs_exist_ok=True)
     for i in range(args.rounds):
         print(f"round {i + 1}", flush=True)
         for n, file in enumerate(files):
             if file not in warm_cache and tandem:  # no cold run: fill a cache untimed
                 warm_cache[file] = work / f"filled-{n}"
-                spawn(args, tandem[0], file, warm_cache[file])
+                for runner in tandem:
+                    spawn(args, runner, file, warm_cache[file])
             for runner in args.runners:
                 cache = work / "run"
                 shutil.rmtree(cache, ignore_errors=True)

@@ -61,6 +61,7 @@ def instrument() -> None:
     import tandem.core.config.engine_args as config
     import tandem.core.engine.loader as loader
     import tandem.core.gguf.weights as weights
+    import tandem.core.heap as heap
     import tandem.core.models.causal_lm as causal_lm
     import tandem.v0.engine as engine
 
@@ -71,7 +72,7 @@ def instrument() -> None:
     wrap(weights, "load_gguf", "  weights from the file")
     wrap(nn.Module, "to_empty", "    to_empty (meta -> CPU)")
     wrap(weights, "_weight", "    block weights (q/k/v, gate/up joined)")
-    wrap(weights, "give_back_heap", "  malloc_trim")
+    wrap(heap, "release_free_heap", "  malloc_trim")
     wrap(causal_lm.CausalLM, "prepare", "  prepare (pack for the kernels)")
     wrap(engine, "allocate_kv_caches", "KV cache")
 

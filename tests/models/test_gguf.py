@@ -16,6 +16,7 @@ from safetensors.numpy import load_file
 from tandem.core.gguf import is_gguf, open_checkpoint
 from tandem.core.gguf.export import export_hf
 from tandem.core.gguf.file import GGUFFile
+from tandem.core.gguf.types import KNOWN, READ, block_shape, type_name
 from tandem.core.models.architectures import GGUF_ARCHITECTURES, gguf_names
 from tandem.core.models.architectures.gguf_names import unpermute
 from tandem.core.testing import make_model
@@ -71,12 +72,32 @@ def test_the_parser_reads_what_the_gguf_package_reads(tiny_gguf) -> None:
     for t in theirs.tensors:
         assert np.array_equal(ours.data(t.name), np.asarray(t.data)), t.name
         assert ours.tensors[t.name].type == int(t.tensor_type)
+        floats = ours.float_values(t.name)  # read without numpy: F32 and F16 only
+        if int(t.tensor_type) in (0, 1):
+            assert floats == np.asarray(t.data, np.float32).reshape(-1).tolist(), t.name
+        else:
+            assert floats is None, t.name
     for key, field in theirs.fields.items():
         if key.startswith("GGUF."):
             continue
         want = field.contents()
         assert ours.value(key) == (list(want) if isinstance(want, list) else want), key
     assert ours.count("tokenizer.ggml.tokens") == len(theirs.fields["tokenizer.ggml.tokens"].data)
+
+
+def test_the_types_read_have_the_gguf_packages_names_and_sizes() -> None:
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    assert set(KNOWN) == set(READ)
+    for kind, (name, values, size) in KNOWN.items():
+        assert (name, (values, size)) == (
+            GGMLQuantizationType(kind).name,
+            GGML_QUANT_SIZES[GGMLQuantizationType(kind)],
+        )
+    assert type_name(int(GGMLQuantizationType.IQ4_NL)) == "IQ4_NL"  # from the package
+    assert block_shape(int(GGMLQuantizationType.IQ4_NL)) == (32, 18)
+    with pytest.raises(ValueError, match="GGML tensor type 999 is unknown"):
+        block_shape(999)
 
 
 def test_export_gives_back_every_tensor_config_and_tokenizer(tiny_gguf, tmp_path) -> None:

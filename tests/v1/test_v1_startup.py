@@ -198,31 +198,43 @@ def test_a_missing_gguf_file_starts_no_child(
     assert launched == []
 
 
-def test_front_and_detokenizer_never_import_torch(
-    tiny_model: Path, fresh_python: Callable[[str], None]
+GGUF_FILE = Path(__file__).parents[1] / "models" / "gguf_files" / "llama-q4_k_m.gguf"
+HEAVY_MODULES = ("torch", "transformers", "numpy")  # none of them loaded in the front
+
+
+@pytest.mark.parametrize("form", ["hf-directory", "gguf-file"])
+def test_front_and_detokenizer_never_import_torch_or_numpy(
+    form: str, tiny_model: Path, fresh_python: Callable[[str], None]
 ) -> None:
     """The front process (``LLM(...)``, ``tandem serve``) and the detokenizer never run
     the model: the front resolves its config to names and loads its tokenizer without
-    AutoTokenizer (whose config machinery imports torch: 200+ MiB resident), and a
-    request's whole way (chat template, prompt, streamed text) leaves torch unimported
-    there and unmapped in the detokenizer; the core, which runs the model, maps it (so
-    the check of the maps can see it)."""
+    transformers (whose AutoTokenizer config machinery imports torch: 200+ MiB resident;
+    transformers alone ~50 MiB), reads a GGUF file's config without numpy (~15 MiB) or
+    the ``gguf`` package, and a request's whole way (chat template, prompt, streamed
+    text) leaves torch, transformers and numpy unimported there and unmapped in the
+    detokenizer; the core, which runs the model, maps torch and numpy (so the check of
+    the maps can see them)."""
+    model = tiny_model if form == "hf-directory" else GGUF_FILE
     code = (
         "import sys\n"
         "from tandem.core import LLM, SamplingParams\n"
-        "def torch_mapped(pid):\n"
+        "def mapped(pid, library):\n"
         "    with open(f'/proc/{pid}/maps') as maps:\n"
-        "        return any('libtorch' in line for line in maps)\n"
-        f"llm = LLM(model={str(tiny_model)!r}, engine='v1', device='cpu', max_model_len=64)\n"
+        "        return any(library in line for line in maps)\n"
+        f"llm = LLM(model={str(model)!r}, engine='v1', device='cpu', max_model_len=64)\n"
         "try:\n"
         "    params = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)\n"
         "    llm.chat([{'role': 'user', 'content': 'Hi'}], params, use_tqdm=False)\n"
         "    assert len(list(llm.stream('Hello', params))) > 1\n"
         "    assert (llm.config.device, llm.config.dtype) == ('cpu', 'float32')\n"
-        "    assert 'torch' not in sys.modules, 'the front imported torch'\n"
+        f"    loaded = [m for m in {HEAVY_MODULES!r} if m in sys.modules]\n"
+        "    assert not loaded, f'the front imported {loaded}'\n"
+        "    assert 'gguf' not in sys.modules, 'the front imported the gguf package'\n"
         "    pids = llm.engine.client.pids\n"
-        "    assert torch_mapped(pids['core'])\n"
-        "    assert not torch_mapped(pids['detokenizer']), 'the detokenizer imported torch'\n"
+        "    assert mapped(pids['core'], 'libtorch')\n"
+        "    assert mapped(pids['core'], '_multiarray_umath')  # numpy's own library\n"
+        "    for library in ('libtorch', '_multiarray_umath'):\n"
+        "        assert not mapped(pids['detokenizer'], library), f'detokenizer: {library}'\n"
         "finally:\n"
         "    llm.shutdown()\n"
     )

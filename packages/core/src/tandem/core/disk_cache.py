@@ -17,6 +17,7 @@ from pathlib import Path
 KINDS: dict[str, str] = {
     "downloads": "registry packages fetched for a named model (the default model's file)",
     "tokenizers": "tokenizers read out of GGUF files",
+    "tokenizers-light": "tokenizers resolved once for the v1 front, which loads no transformers",
     "exports": "GGUF files written out as Hugging Face directories, for comparing",
     "native": "the C kernels, compiled for this machine",
     "models": "tiny test models made by tandem.core.testing",

@@ -10,6 +10,10 @@ footprint (tens of MiB for the default token budget) instead of shrinking betwee
 
 ``TANDEM_CPU_MALLOC=system`` leaves glibc's own behaviour; elsewhere than glibc this
 does nothing.
+
+:func:`release_free_heap` hands the heap's free memory back once a process is done with a
+large transient (a model loaded, a tokenizer parsed from its JSON): glibc keeps what was
+freed below memory still in use, so without it a process stays at its peak.
 """
 
 from __future__ import annotations
@@ -47,3 +51,18 @@ def keep_activations_in_heap() -> bool:
         log.info("mallopt refused the heap thresholds; glibc keeps its defaults")
     _STATE["set"] = ok
     return ok
+
+
+def release_free_heap() -> bool:
+    """Return the free memory of glibc's heap to the system (``malloc_trim``), after the
+    garbage collector has freed what it can; False where there is no glibc."""
+    import gc
+
+    gc.collect()
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    trim(0)
+    return True

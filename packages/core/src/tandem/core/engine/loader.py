@@ -91,7 +91,8 @@ def load_model(
         )
     if gguf is not None:
         from tandem.core.gguf.checkpoint import open_checkpoint
-        from tandem.core.gguf.weights import give_back_heap, load_gguf
+        from tandem.core.gguf.weights import load_gguf
+        from tandem.core.heap import release_free_heap
 
         if quantization == "gguf" and tp is not None and tp.size > 1:
             raise ValueError(
@@ -100,7 +101,7 @@ def load_model(
             )
         with torch.no_grad():
             load_gguf(model, open_checkpoint(gguf), device, keep=quantization == "gguf")
-        give_back_heap()
+        release_free_heap()  # the process ends near the file's size
     else:
         model = model.to_empty(device=device)
         with torch.no_grad():

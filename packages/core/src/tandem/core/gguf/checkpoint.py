@@ -4,7 +4,9 @@
 :class:`~tandem.core.models.architectures.gguf_names.GGUFNames` and checks, before any
 weight is read, that every tensor is known and stored in a type Tandem reads.
 :meth:`GGUFCheckpoint.tensors` then yields each tensor as stored (a view of the mapping)
-with the Hugging Face name it loads as and what must be undone on the way.
+with the Hugging Face name it loads as and what must be undone on the way. Opening a
+checkpoint and reading its config imports neither numpy nor the ``gguf`` package (the v1
+engine's front does only that); reading its tensors does.
 """
 
 from __future__ import annotations
@@ -13,14 +15,15 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tandem.core.gguf.file import GGUFFile
 from tandem.core.gguf.types import F16, F32, check_readable
 from tandem.core.models.architectures import gguf_names
 from tandem.core.models.architectures.gguf_names import GGUFNames, unpermute
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,8 @@ class StoredTensor:
 
     def floats(self) -> np.ndarray:
         """The values as float32 (dequantized; the norm offset taken off)."""
+        import numpy as np
+
         values = to_float32(self.data, self.type)
         if self.norm_shift:
             values -= np.float32(self.norm_shift)
@@ -44,6 +49,8 @@ class StoredTensor:
 
 def to_float32(data: np.ndarray, kind: int) -> np.ndarray:
     """``data`` as stored in type ``kind`` -> float32 values (a new array)."""
+    import numpy as np
+
     if kind == F32:
         return np.array(data, dtype=np.float32)
     if kind == F16:
@@ -76,7 +83,8 @@ class GGUFCheckpoint:
         return self.file.count(key)
 
     def floats(self, name: str) -> list[float]:
-        return self._floats(name).reshape(-1).tolist()
+        values = self.file.float_values(name)  # F32 and F16 without numpy
+        return self._floats(name).reshape(-1).tolist() if values is None else values
 
     @property
     def hf_architecture(self) -> str:
@@ -91,6 +99,8 @@ class GGUFCheckpoint:
         one, the parts of a joined tensor as the one float32 tensor they were cut from;
         ``views_only`` gives names and types only (rows not reordered, joined tensors'
         data left empty)."""
+        import numpy as np
+
         waiting: dict[str, dict[str, np.ndarray]] = {}  # a joined tensor's parts so far
         for name, info in self.file.tensors.items():
             if name in self.names.ignored:

@@ -4,7 +4,9 @@ The file is mapped copy-on-write (``ACCESS_COPY``): every tensor is a numpy view
 mapping, so the operating system pages weights in from the file as they are read and a
 weight kept as stored costs no copy; a view can be handed to torch without a warning, and
 nothing ever writes the file. Only the header is parsed on open; long string arrays (a
-tokenizer's vocabulary and merges) are skipped and parsed on first use.
+tokenizer's vocabulary and merges) are skipped and parsed on first use. The header and
+the metadata are read without numpy (the v1 engine's front reads a file's config and
+never its weights); tensor views import it.
 
 Layout (GGUF versions 2 and 3, little-endian): magic ``GGUF``, version, tensor count,
 metadata count, the metadata (key, type, value), the tensor infos (name, dimensions with
@@ -15,16 +17,18 @@ boundary (32 bytes by default).
 from __future__ import annotations
 
 import contextlib
+import math
 import mmap
 import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from tandem.core.gguf.types import F16, F32, row_bytes, type_name
 
-from tandem.core.gguf.types import row_bytes, type_name
+if TYPE_CHECKING:
+    import numpy as np
 
 MAGIC = b"GGUF"
 _SCALARS = {  # metadata value type -> struct code
@@ -46,7 +50,7 @@ class TensorInfo:
 
     @property
     def nbytes(self) -> int:
-        rows = int(np.prod(self.shape[:-1], dtype=np.int64)) if len(self.shape) > 1 else 1
+        rows = math.prod(self.shape[:-1])
         return rows * row_bytes(self.type, self.shape[-1])
 
 
@@ -161,8 +165,9 @@ class GGUFFile:
                 out.append(self._map[pos + 8 : pos + 8 + size].decode("utf-8", "replace"))
                 pos += 8 + size
             return out
-        code = np.dtype("<" + _SCALARS[raw.item_type])
-        return np.frombuffer(self._map, code, raw.count, raw.offset).tolist()
+        return list(
+            struct.unpack_from(f"<{raw.count}{_SCALARS[raw.item_type]}", self._map, raw.offset)
+        )
 
     def count(self, key: str) -> int | None:
         """How many items the array ``key`` holds (None: no such array), without parsing it."""
@@ -171,21 +176,36 @@ class GGUFFile:
             return raw.count
         return len(raw) if isinstance(raw, list) else None
 
+    def float_values(self, name: str) -> list[float] | None:
+        """The values of the F32 or F16 tensor ``name``, flat, as Python floats (read
+        without numpy: small tensors the config is made of); None for other types."""
+        info = self.tensors[name]
+        if info.type not in _FLOAT_CODES:
+            return None
+        count = math.prod(info.shape)
+        return list(
+            struct.unpack_from(f"<{count}{_FLOAT_CODES[info.type]}", self._map, info.offset)
+        )
+
     def data(self, name: str, raw: bool = False) -> np.ndarray:
         """Tensor ``name`` as stored, a view of the mapping: F32 and F16 as their numpy
         dtype in ``shape`` (unless ``raw``); BF16 and the block formats as bytes,
         ``shape[:-1] + [bytes per row]``."""
+        import numpy as np
+
         info = self.tensors[name]
-        float_dtype = _FLOAT_DTYPES.get(info.type)
-        if float_dtype is not None and not raw:
-            count = int(np.prod(info.shape, dtype=np.int64))
-            return np.frombuffer(self._map, float_dtype, count, info.offset).reshape(info.shape)
+        if info.type in _FLOAT_CODES and not raw:
+            dtype = np.dtype("<" + _FLOAT_CODES[info.type])
+            count = math.prod(info.shape)
+            return np.frombuffer(self._map, dtype, count, info.offset).reshape(info.shape)
         shape = (*info.shape[:-1], row_bytes(info.type, info.shape[-1]))
         return np.frombuffer(self._map, np.uint8, info.nbytes, info.offset).reshape(shape)
 
     def drop(self, data: np.ndarray) -> None:
         """Drop the whole pages under ``data`` (a view of this mapping, already copied)
         from memory; a page shared with a neighbour stays. See :meth:`release`."""
+        import numpy as np
+
         base = np.frombuffer(self._map, np.uint8, 1, 0).ctypes.data
         lo = data.__array_interface__["data"][0] - base
         page = mmap.PAGESIZE
@@ -221,4 +241,4 @@ class GGUFFile:
         return f"tensor {name!r} ({type_name(info.type)}, shape {list(info.shape)})"
 
 
-_FLOAT_DTYPES = {0: np.dtype("<f4"), 1: np.dtype("<f2")}  # F32, F16 (numpy has no BF16)
+_FLOAT_CODES = {F32: "f", F16: "e"}  # struct codes; numpy has no BF16

@@ -14,7 +14,6 @@ written to disk.
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 from typing import Any
 
@@ -145,13 +144,3 @@ def _weight(pieces: list[tuple[int, int, Tensor]], k: int, device: torch.device,
             data = data.contiguous()
         weights.append(QuantWeight(data.to(device), qtype, data.shape[0], k))
     return weights[0] if len(weights) == 1 else QuantStack(tuple(weights))
-
-
-def give_back_heap() -> None:
-    """Return freed heap to the system (glibc), so the process ends near the file's size."""
-    import ctypes
-    import gc
-
-    gc.collect()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)

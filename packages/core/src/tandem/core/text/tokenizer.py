@@ -6,7 +6,9 @@ joining the decodes of its parts, and streaming relies on that equality. The lig
 decoder of another process (:class:`TextDecoder`) lives in :mod:`tandem.core.text.decoder`
 and is imported from here as well. The transformers tokenizer itself is chosen and built
 by :mod:`tandem.core.text.hf_tokenizer`, without importing torch where it can (the v1 engine's
-front process loads a tokenizer but never runs the model).
+front process loads a tokenizer but never runs the model); that front goes further and, where
+it can match it exactly, loads :mod:`tandem.core.text.light_tokenizer` instead, without
+transformers.
 """
 
 from __future__ import annotations
@@ -153,6 +155,9 @@ class Tokenizer:
         """The fast backend serialised (``tokenizers`` JSON) as far as decoding reads it
         (:func:`~tandem.core.text.decoder.decoding_only`), for a :class:`TextDecoder` in
         another process; None when the tokenizer has no fast backend."""
+        kept = getattr(self.hf, "decoder_json", None)  # the light tokenizer keeps it made
+        if callable(kept):
+            return kept()
         backend = getattr(self.hf, "backend_tokenizer", None)
         to_str = getattr(backend, "to_str", None)
         return decoding_only(to_str()) if callable(to_str) else None
@@ -164,8 +169,19 @@ class Tokenizer:
         return f"Tokenizer(path={str(self.path)!r}, vocab_size={self._vocab_size})"
 
 
-def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
-    """Load the tokenizer saved in the local directory ``path`` (never downloads)."""
+def load_tokenizer(
+    path: str | os.PathLike[str], light_cache: str | os.PathLike[str] | None = None
+) -> Tokenizer:
+    """Load the tokenizer saved in the local directory ``path`` (never downloads).
+
+    ``light_cache``: a folder; when given, encode, decode and render chat templates
+    without importing transformers where :mod:`tandem.core.text.light_tokenizer` can match
+    it exactly, its resolved form kept in that folder (for a process that never runs the
+    model; ``Tokenizer.hf`` is then no transformers tokenizer), else load transformers' own.
+    """
+    if light_cache is not None and not isinstance(light_cache, (str, os.PathLike)):
+        kind = type(light_cache).__name__
+        raise TypeError(f"light_cache must be a str, os.PathLike or None, got {kind}")
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"tokenizer path must be a str or os.PathLike, got {type(path).__name__}")
     root = Path(path)
@@ -177,6 +193,12 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
         raise ValueError(
             f"no tokenizer found in {root}: expected one of {', '.join(TOKENIZER_FILES)}"
         )
+    if light_cache is not None:
+        from tandem.core.text.light_tokenizer import light_tokenizer
+
+        found = light_tokenizer(root, Path(light_cache))
+        if found is not None:
+            return Tokenizer(found, path=root)
     from tandem.core.text.hf_tokenizer import load_hf_tokenizer
 
     try:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from tandem.core import envs
 from tandem.core.engine.context_fit import warn_shortened
 from tandem.core.engine.stats import EngineStats
+from tandem.core.heap import release_free_heap
 from tandem.core.inputs.engine_request import EngineRequest
 from tandem.core.outputs.request_output import RequestOutput
 from tandem.core.text.tokenizer import load_tokenizer
@@ -60,9 +61,14 @@ class LLMEngine:
             raise TypeError(f"client must be an MPClient or a DPClient, got {kind}")
         try:
             client.configure(config)
-            # the core builds the model meanwhile
-            self.tokenizer = load_tokenizer(config.model.tokenizer)
+            # the core builds the model meanwhile; this process never runs it, so its
+            # tokenizer goes without transformers where it can
+            light_cache = os.path.join(
+                os.path.expanduser(envs.TANDEM_CACHE_DIR), "tokenizers-light"
+            )
+            self.tokenizer = load_tokenizer(config.model.tokenizer, light_cache=light_cache)
             client.attach(self.tokenizer)
+            release_free_heap()  # parsing the tokenizer's JSON (here and for the detokenizer)
         except BaseException:
             client.shutdown()
             raise

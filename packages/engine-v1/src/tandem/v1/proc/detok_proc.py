@@ -29,6 +29,7 @@ def run(ipc_dir: str, report_fd: int | None = None) -> int:
         to_core.connect(endpoint(ipc_dir, "core_in"))
         from_core.connect(endpoint(ipc_dir, "core_out"))
         try:
+            from tandem.core.heap import release_free_heap
             from tandem.v1.detokenizer.loop import loop
             from tandem.v1.detokenizer.processor import OutputProcessor
             from tandem.v1.proc.payload import load_decoder
@@ -37,6 +38,8 @@ def run(ipc_dir: str, report_fd: int | None = None) -> int:
             if payload is None:  # the client gave up before sending the tokenizer
                 return 0
             proc = OutputProcessor(load_decoder(payload))
+            del payload
+            release_free_heap()  # the decoder's JSON, parsed
         except Exception as exc:
             linger = FAILED_LINGER_MS
             report(to_client, [_failed(exc, True)], report_fd)
