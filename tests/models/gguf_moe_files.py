@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -89,10 +90,15 @@ def source(name: str, root: Path, **overrides: Any) -> Path:
     out = root / "sources" / f"{name}-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
     if (out / "config.json").is_file():
         return out
-    part = out.with_name(out.name + ".part")
+    part = out.with_name(f"{out.name}.{os.getpid()}.part")  # this process's own
     shutil.rmtree(part, ignore_errors=True)
     make_model(part, size="tiny", arch=arch, **settings)
     config = json.loads((part / "config.json").read_text())
     (part / "config.json").write_text(json.dumps({**config, **extra}, indent=2))
-    part.rename(out)
+    try:
+        part.rename(out)
+    except OSError:  # another process put the same checkpoint there first
+        shutil.rmtree(part, ignore_errors=True)
+        if not (out / "config.json").is_file():
+            raise
     return out

@@ -55,7 +55,7 @@ def test_the_spec_puts_latent_attention_on_the_stack(arch, tmp_path, monkeypatch
 def test_experts_still_leave_the_stack_to_the_modules(tmp_path, monkeypatch):
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     stack = _loaded(str(make_model(size="tiny", arch="deepseek_v3"))).model.decode_stack
-    assert not stack.usable and stack.reason == "layer 1: a mixture of experts"
+    assert not stack.usable and stack.reason.startswith("layer 1: a mixture of experts with")
 
 
 @F32

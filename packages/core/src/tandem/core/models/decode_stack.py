@@ -47,7 +47,6 @@ from tandem.core.models.stack_latent import (
     settings,
 )
 from tandem.core.models.stack_program import (
-    dense_intermediate,
     describe,
     layer_norms,
     parallel_note,
@@ -268,7 +267,9 @@ class DecodeStack:
         # what a step's positions are checked against: a table as wide as a head (a partial
         # rotary's narrower one seen through a view of its first column)
         self._rope = rope if rope.shape[1] == d else rope[:, :1].expand(rope.shape[0], d)
-        inter = dense_intermediate(spec)
+        # the dense MLPs' intermediate size as built (a tensor-parallel rank's shard of it)
+        dense = (ly.mlp for i, ly in enumerate(model.layers) if spec.layer_mlp(i).moe is None)
+        inter = next((mlp.down_proj.in_features for mlp in dense), 0)
         shape = native.Shape(spec.hidden_size, h, kvh, d, inter, spec.rms_norm_eps)
         all_reduce = None if self._tp is None else self._tp.all_reduce
         return native.StackTable(shape, rows, keep, all_reduce)

@@ -72,8 +72,9 @@ def _llama_dir(venv: Path) -> Path:
 
 
 def convert(venv: Path, hf_dir: Path, out: Path, outtype: str = "f32") -> Path:
-    """``hf_dir`` -> GGUF file ``out`` (written whole, then renamed into place)."""
-    part = f"{out}.part"
+    """``hf_dir`` -> GGUF file ``out`` (written whole under a name of this process's, then
+    renamed into place: two processes making the same file each write their own)."""
+    part = f"{out}.{os.getpid()}.part"
     _run(
         venv,
         _CONVERT,
@@ -84,8 +85,9 @@ def convert(venv: Path, hf_dir: Path, out: Path, outtype: str = "f32") -> Path:
 
 
 def quantize(venv: Path, src: Path, out: Path, ftype: str) -> Path:
-    """GGUF file ``src`` (F32) -> ``out`` in llama.cpp's file type ``ftype`` (Q4_K_M ...)."""
-    part = f"{out}.part"
+    """GGUF file ``src`` (F32) -> ``out`` in llama.cpp's file type ``ftype`` (Q4_K_M ...),
+    written as :func:`convert` writes."""
+    part = f"{out}.{os.getpid()}.part"
     _run(venv, _QUANTIZE, [str(src), part, ftype])
     os.rename(part, out)
     return out
