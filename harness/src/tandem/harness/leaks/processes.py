@@ -177,9 +177,19 @@ def _alive(proc: psutil.Process) -> bool:
 
 
 class ProcessCheck:
-    """Live descendants that were not there before (orphans included, on Linux)."""
+    """Live descendants that were not there before (orphans included, on Linux).
+
+    A test's end found no descendant at all: that is the next test's snapshot (as in
+    ``sockets``: only the harness's own bookkeeping runs between the two).
+    """
+
+    def __init__(self) -> None:
+        self._none_carried = False
 
     def snapshot(self) -> Procs:
+        if self._none_carried:
+            self._none_carried = False
+            return frozenset()
         out = set()
         for proc in _children():
             with contextlib.suppress(_ps().Error):
@@ -188,7 +198,9 @@ class ProcessCheck:
 
     def compare(self, before: Procs) -> list[Leak]:
         out = []
-        for proc in _children():
+        children = _children()
+        self._none_carried = not children
+        for proc in children:
             try:
                 if (proc.pid, started(proc)) in before or not _alive(proc):
                     continue
@@ -202,7 +214,9 @@ class ProcessCheck:
         return snap | (end - start)
 
     def left_over(self, start: Procs, end: Procs) -> list[Leak]:
-        out = []
+        out: list[Leak] = []
+        if not end - start:
+            return out  # psutil is not even imported
         psutil = _ps()
         for pid, created in sorted(end - start):
             with contextlib.suppress(psutil.Error):
