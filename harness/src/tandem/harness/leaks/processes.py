@@ -177,19 +177,9 @@ def _alive(proc: psutil.Process) -> bool:
 
 
 class ProcessCheck:
-    """Live descendants that were not there before (orphans included, on Linux).
-
-    A test's end found no descendant at all: that is the next test's snapshot (as in
-    ``sockets``: only the harness's own bookkeeping runs between the two).
-    """
-
-    def __init__(self) -> None:
-        self._none_carried = False
+    """Live descendants that were not there before (orphans included, on Linux)."""
 
     def snapshot(self) -> Procs:
-        if self._none_carried:
-            self._none_carried = False
-            return frozenset()
         out = set()
         for proc in _children():
             with contextlib.suppress(_ps().Error):
@@ -198,9 +188,7 @@ class ProcessCheck:
 
     def compare(self, before: Procs) -> list[Leak]:
         out = []
-        children = _children()
-        self._none_carried = not children
-        for proc in children:
+        for proc in _children():
             try:
                 if (proc.pid, started(proc)) in before or not _alive(proc):
                     continue
