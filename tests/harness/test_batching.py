@@ -15,7 +15,8 @@ import pytest
 from hx_support import ini, run
 
 from tandem.harness.isolation import wire
-from tandem.harness.isolation.child import Channel, journal
+from tandem.harness.isolation.child import Channel
+from tandem.harness.isolation.journal import journal
 from tandem.harness.isolation.leftovers import gather, running
 from tandem.harness.isolation.messages import Done, Report, Started
 from tandem.harness.isolation.pool import Child

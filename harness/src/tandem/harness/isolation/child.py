@@ -27,6 +27,7 @@ from _pytest.runner import runtestprotocol
 
 from ..leaks import processes
 from . import wire
+from .journal import Journal
 from .messages import ChildFailed, Done, Exit, Interrupted, Message, Ready, Run, Started
 from .reports import dump_report, dump_warning
 
@@ -36,19 +37,6 @@ LINGER = 0.1  # seconds a finished test's reports may wait for the rest of its b
 
 def crash_log(folder: Path, pid: int) -> Path:
     return folder / f"child-{pid}.log"
-
-
-def _journal_file(folder: Path, pid: int) -> Path:
-    return folder / f"child-{pid}.journal"
-
-
-def journal(folder: Path, pid: int) -> list[Message]:
-    """What a child had not sent yet, in order (its tests' starts included)."""
-    try:
-        data = _journal_file(folder, pid).read_bytes()
-    except OSError:
-        return []
-    return wire.parse(data)
 
 
 class Channel:
@@ -62,9 +50,7 @@ class Channel:
         self.unjournaled: list[bytes] = []  # of those, not in the journal yet
         self.tests = 0  # finished tests in ``frames``
         self.oldest = 0.0  # when the first of them finished
-        path = _journal_file(folder, os.getpid())
-        self.journal = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        self.offset = 0
+        self.journal = Journal(folder)
 
     def _add(self, message: Message) -> None:
         data = wire.frame(message)
@@ -74,8 +60,7 @@ class Channel:
     def _write_journal(self, *extra: bytes) -> None:
         data = b"".join((*self.unjournaled, *extra))
         self.unjournaled = []
-        os.pwrite(self.journal, data + wire.END, self.offset)
-        self.offset += len(data)
+        self.journal.append(data)
 
     def started(self, nodeid: str) -> None:
         """A test begins: the journal says so (the pipe does not: nobody waits for it)."""
@@ -107,9 +92,7 @@ class Channel:
         self.frames, self.unjournaled, self.tests = [], [], 0
         if data:
             wire.write(self.fd, data)
-        if self.offset:
-            os.pwrite(self.journal, wire.END, 0)
-            self.offset = 0
+        self.journal.clear()
 
 
 def serve(

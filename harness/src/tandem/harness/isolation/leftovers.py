@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .child import journal
+from .journal import journal
 from .messages import Done, Message, Ready, Started
 from .pool import Child
 

@@ -112,3 +112,23 @@ ToChild = Run | Stop
 FromChild = Ready | Report | Warned | Started | Done | Exit | Interrupted | ChildFailed
 FromZygote = Forked | Exited | ForkRefused
 Message = ToChild | FromChild | FromZygote
+
+# by name, as ``wire`` sends them
+KINDS: dict[str, type[Message]] = {
+    kind.__name__: kind
+    for kind in (
+        Run,
+        Stop,
+        Ready,
+        Report,
+        Warned,
+        Started,
+        Done,
+        Exit,
+        Interrupted,
+        ChildFailed,
+        Forked,
+        Exited,
+        ForkRefused,
+    )
+}

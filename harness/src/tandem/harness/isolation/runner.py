@@ -17,20 +17,10 @@ import pytest
 from ..settings import Settings
 from . import wire
 from .failures import Log, Outcome, crash_text, fail, last_output
+from .intake import settle, take
 from .leftovers import Leftovers, gather, overdue
-from .messages import (
-    ChildFailed,
-    Done,
-    Exit,
-    Interrupted,
-    Message,
-    Ready,
-    Report,
-    Run,
-    Warned,
-)
+from .messages import Done, Message, Ready, Run
 from .pool import Child, ChildMain, Pool
-from .reports import load_report, load_warning
 
 START_UP = 120.0  # seconds a spawned child may take to start and collect
 AHEAD = 64  # commands sent ahead of the running one, so that the child batches its reports
@@ -112,7 +102,7 @@ class Driver(Pool):
         """
         if self.leftovers is not None:
             if self.leftovers.holds(item.nodeid):
-                return self._ended(self._replay(item, log, Outcome()))
+                return settle(self._replay(item, log, Outcome()))
             self.leftovers = None
         forced = unit is not None
         unit = unit if forced else self.placement.unit(item)
@@ -141,16 +131,7 @@ class Driver(Pool):
             self.child = None
         if not same and self.child is child:
             self.finish()
-        return self._ended(outcome)
-
-    def _ended(self, outcome: Outcome) -> Outcome:
-        """``pytest.exit`` or ``KeyboardInterrupt`` in the child: the same here."""
-        if outcome.interrupted:
-            raise KeyboardInterrupt(outcome.interrupted)
-        if outcome.exit is not None:
-            reason, code = outcome.exit
-            pytest.exit(reason, returncode=code)
-        return outcome
+        return settle(outcome)
 
     def _send_ahead(self, child: Child, nextitem: pytest.Item, unit: Any) -> None:
         """Keep up to ``AHEAD`` commands of this unit queued in the child, in the loop's order."""
@@ -254,46 +235,14 @@ class Driver(Pool):
 
     def _take(self, message: Message, item: pytest.Item, log: Log, outcome: Outcome) -> bool:
         """Handle one message; True when the item is over."""
-        match message:
-            case Report():
-                report = load_report(self.config, message)
-                outcome.reports.append(report)
-                log(report)
-            case Warned():
-                self.config.hook.pytest_warning_recorded.call_historic(
-                    kwargs={
-                        "warning_message": load_warning(message),
-                        "when": "runtest",
-                        "nodeid": message.nodeid,
-                        "location": None,
-                    }
-                )
-            case Done(nodeid):
-                outcome.done = True
-                whens = {r.when: r for r in outcome.reports}
-                ran = "call" in whens or ("setup" in whens and not whens["setup"].passed)
-                if nodeid != item.nodeid or not ran or "teardown" not in whens:
-                    self._fail(
-                        item,
-                        log,
-                        outcome,
-                        "proof of execution: the child finished "
-                        f"{item.nodeid} without reporting all of its phases",
-                    )
-                return True
-            case Exit(reason, returncode):
-                outcome.exit = (reason, returncode)
-                outcome.done = True
-                return True
-            case Interrupted(where):
-                outcome.interrupted = where
-                outcome.done = True
-                return True
-            case ChildFailed(text):
-                self._fail(item, log, outcome, "tandem-harness child error:\n" + text)
-                outcome.done = True
-                return True
-        return False
+        return take(
+            self.config,
+            message,
+            item,
+            log,
+            outcome,
+            lambda text: self._fail(item, log, outcome, text),
+        )
 
     def _last_output(self, child: Child) -> str:
         return last_output(self.config, child, self.folder)

@@ -202,7 +202,9 @@ class ProcessCheck:
         return snap | (end - start)
 
     def left_over(self, start: Procs, end: Procs) -> list[Leak]:
-        out = []
+        out: list[Leak] = []
+        if not end - start:
+            return out  # psutil is not even imported
         psutil = _ps()
         for pid, created in sorted(end - start):
             with contextlib.suppress(psutil.Error):

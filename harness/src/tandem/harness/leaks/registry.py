@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..settings import Settings
 from .attributes import AttributeCheck
 from .base import AnyCheck, Leak
-from .children import ChildProbeCheck
 from .env import EnvCheck
 from .imports import OWN
-from .ops import OpCheck, OpRecorder
 from .patches import PatchCheck
 from .processes import ProcessCheck
 from .runtimes import ProcessGroupCheck, RayCheck
@@ -26,30 +24,40 @@ from .sockets import SocketCheck
 from .threads import ThreadCheck
 from .watcher import ImportWatcher
 
+if TYPE_CHECKING:
+    from .ops import OpRecorder
+
 Snap = tuple[Any, ...]
 
 
 def kinds(
     settings: Settings,
     watcher: ImportWatcher,
-    recorder: OpRecorder,
+    recorder: OpRecorder | None,
     ignore_env: frozenset[str] = frozenset(),
     scratch: Path | None = None,
 ) -> list[AnyCheck]:
     """The checks a run uses, in order; a kind that has nothing to watch is left out.
 
     Building them sets up what they need (env write tracing, the probe for children, in a
-    folder under ``scratch`` if given); ``Checks.close`` takes it down.
+    folder under ``scratch`` if given); ``Checks.close`` takes it down. A kind a run does
+    not use is not even imported; ``recorder`` is needed with ``ops_namespace`` only.
     """
     prefixes = settings.watch_prefixes
     checks: list[AnyCheck] = [EnvCheck(prefixes, ignore_env), PatchCheck()]
     if prefixes:
+        from .children import ChildProbeCheck
+
         # the children are asked before the process check ends the ones still running
         checks += [AttributeCheck(watcher), ChildProbeCheck(OWN, prefixes, scratch)]
     checks += [ProcessCheck(), ThreadCheck()]
     # distributed runtimes first: taking one down closes its sockets and segments
     checks += [ProcessGroupCheck(), RayCheck(), SocketCheck(), ShmCheck()]
     if settings.ops_namespace:
+        from .ops import OpCheck
+
+        if recorder is None:
+            raise ValueError("kinds: ops_namespace is set, so an op recorder is needed")
         checks.append(OpCheck(recorder))
     return checks
 

@@ -1,9 +1,11 @@
 """Leak check: a listening TCP socket a test opened in its process and left open.
 
 The snapshot is cheap: the socket inodes among this process's open descriptors (listed
-in ``/proc/self/fd``, each one ``fstat``-ed: a socket's inode is the one the kernel's
-tables name, and asking the descriptor itself costs a fraction of reading its link in
-``/proc``, which took most of a test's whole leak check). Only when new ones appear are
+in ``/proc/self/fd``). A descriptor that can seek (a file, ``/dev/null``: most of them,
+pytest's capture files among them) is no socket, and asking costs a fraction of an
+``fstat``; the others are ``fstat``-ed: a socket's inode is the one the kernel's tables
+name, and asking the descriptor itself costs a fraction of reading its link in ``/proc``,
+which took most of a test's whole leak check. Only when new ones appear are
 the kernel's tables of listening sockets (``/proc/net/tcp``, ``tcp6``) read to tell which
 of them listen, and on what address. A Python socket object that holds one is named and
 closed; a socket held in native code (a C++ store, a server library) is named by its
@@ -17,6 +19,7 @@ snapshot when it found nothing to undo: one scan per test instead of two.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import os
 import stat
@@ -37,12 +40,18 @@ def _socket_fds() -> Inodes:
     except OSError:
         return frozenset()
     out = []
-    fstat, is_socket = os.fstat, stat.S_ISSOCK
+    lseek, fstat, is_socket = os.lseek, os.fstat, stat.S_ISSOCK
     for name in names:
         fd = int(name)
         try:
+            lseek(fd, 0, os.SEEK_CUR)  # a socket never seeks (ESPIPE), whatever its state
+            continue
+        except OSError as exc:
+            if exc.errno == errno.EBADF:  # the listing's own descriptor, closed by now
+                continue
+        try:
             st = fstat(fd)
-        except OSError:  # the listing's own descriptor, closed by now
+        except OSError:
             continue
         if is_socket(st.st_mode):
             out.append((fd, str(st.st_ino)))

@@ -55,7 +55,7 @@ class CollectionRole:
                 f"--engines: unknown engine(s) {', '.join(bad)}; "
                 f"known engines: {', '.join(known) or '(none)'}"
             )
-        conflicts = list(run.harness.ops.problems)
+        conflicts = run.harness.op_problems
         if conflicts:
             self._end(
                 session, items, "tandem-harness: custom op conflicts:\n" + "\n".join(conflicts)

@@ -42,6 +42,11 @@ class HarnessState:
             self._ops = OpRecorder(self.namespace)
         return self._ops
 
+    @property
+    def op_problems(self) -> list[str]:
+        """What the op recorder found at start-up (nothing when no recorder was made)."""
+        return list(self._ops.problems) if self._ops is not None else []
+
     def watch(self, prefixes: tuple[str, ...]) -> None:
         """Watch modules under ``prefixes`` from now on (the finder goes first, once)."""
         if prefixes:

@@ -35,7 +35,8 @@ class TesterRole:
         # snapshot, so what differs at the end is the test's own write (named, undone)
         ignore = frozenset({"PYTEST_CURRENT_TEST"})
         harness = run.harness
-        kinds = registry.kinds(settings, harness.watcher, harness.ops, ignore, scratch)
+        recorder = harness.ops if settings.ops_namespace else None
+        kinds = registry.kinds(settings, harness.watcher, recorder, ignore, scratch)
         self.checks = Checks(kinds)
         self.caches = CacheClearer(harness.watcher, settings.cache_clearers)
         self.reseed = seeds.Reseeder()
