@@ -66,6 +66,9 @@ def _bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 @example(qtype=12, m=1, blocks=3, n=17, seed=2)  # K-quant decode rows: super-blocks of 256
 @example(qtype=13, m=6, blocks=2, n=9, seed=3)
 @example(qtype=14, m=5, blocks=1, n=11, seed=4)
+@example(qtype=14, m=1, blocks=4, n=13, seed=9)  # two weight rows at a time, an odd tail
+@example(qtype=13, m=2, blocks=3, n=3, seed=10)
+@example(qtype=12, m=2, blocks=2, n=9, seed=11)
 @example(qtype=10, m=3, blocks=3, n=7, seed=7)  # the 2- and 3-bit K-quants
 @example(qtype=11, m=4, blocks=2, n=5, seed=8)
 def test_kernel_matches_reference(qtype, m, blocks, n, seed) -> None:

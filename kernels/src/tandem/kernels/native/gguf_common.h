@@ -158,12 +158,13 @@ __attribute__((visibility("hidden"))) void
 tandem_gguf_rows(int type, int R, const uint8_t *w, int n, int64_t row, const int8_t *xq,
                  const float *xd, const float *xs, int64_t K, float *out, int64_t ldo);
 
-/* One K-quant weight row (K / 256 super-blocks of ``type``, Q2_K to Q6_K) against R <= 4
- * rows of the quantized x (xq [R, K], xd, xs and xh [R, K / 32]): out[r * ldo]
- * (linear_gguf_k.c). */
+/* W K-quant weight rows (w + v * row; K / 256 super-blocks of ``type``, Q2_K to Q6_K)
+ * against R rows of the quantized x (xq [R, K], xd, xs and xh [R, K / 32]): out[r * ldo +
+ * v]. W is 1 (R <= 4) or, for Q4_K to Q6_K, 2 (R <= 2) (linear_gguf_k.c). */
 __attribute__((visibility("hidden"))) void
-tandem_gguf_k_rows(int type, int R, const uint8_t *w, const int8_t *xq, const float *xd,
-                   const float *xs, const float *xh, int64_t K, float *out, int64_t ldo);
+tandem_gguf_k_rows(int type, int R, int W, const uint8_t *w, int64_t row, const int8_t *xq,
+                   const float *xd, const float *xs, const float *xh, int64_t K, float *out,
+                   int64_t ldo);
 
 /* One Q2_K / Q3_K row of K values -> out[0..K-1] fp32 (gguf_k23.c) */
 __attribute__((visibility("hidden"))) void tandem_gguf_k23_decode_row(int type, const uint8_t *w,

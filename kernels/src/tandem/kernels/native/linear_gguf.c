@@ -190,8 +190,15 @@ int tandem_linear_gguf(int type, const float *x, int64_t M, int64_t K, const uin
                                  out + m * N + n0, N);
                 continue;
             }
-            for (int64_t n = n0; n < n1; n++)
-                tandem_gguf_k_rows(type, R, w + n * row, q, d, s, h, K, out + m * N + n, N);
+            /* two weight rows at a time where R <= 2 (Q4_K to Q6_K): the second row's
+             * sums fill the vector units while the first one's wait */
+            const int two = R <= 2 && type >= Q4_K;
+            for (int64_t n = n0; n < n1;) {
+                const int W = two && n + 2 <= n1 ? 2 : 1;
+                tandem_gguf_k_rows(type, R, W, w + n * row, row, q, d, s, h, K,
+                                   out + m * N + n, N);
+                n += W;
+            }
         }
     }
     return 0;

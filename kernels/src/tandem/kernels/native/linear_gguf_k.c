@@ -1,7 +1,8 @@
 /* The K-quant rows of linear_gguf.c: one weight row of K / 256 super-blocks against up to
- * four rows of x, quantized as there (int8 per 32 values: xq, scale xd, xs = xd * sum(q)).
- * One row driver takes every K-quant, a super-block at a time, each format with its own
- * super-block dot product: Q4_K, Q5_K and Q6_K's here, Q2_K and Q3_K's in gguf_k23.h.
+ * four rows of x, quantized as there (int8 per 32 values: xq, scale xd, xs = xd * sum(q)),
+ * or two weight rows against one or two rows of x (decode). One row driver takes every
+ * K-quant, a super-block at a time, each format with its own super-block dot product:
+ * Q4_K, Q5_K and Q6_K's here, Q2_K and Q3_K's in gguf_k23.h (one weight row at a time).
  *
  *   Q4_K (12, 144 bytes): f16 d, f16 dmin, 12 bytes of 6-bit scales sc[8] / mins m[8],
  *         128 bytes of nibbles; byte 32c + l: element l of sub-block 2c (low nibble) and
@@ -20,11 +21,18 @@
  * d * xd, is left per block; the unsigned q (0..63) goes into the byte product, and the
  * -32 offset is paid once per super-block from x's block sums (xh: the first 16 values',
  * xs - xh: the last 16's), as Q4_K pays its mins.
+ *
+ * Two weight rows at a time: at decode a row's super-block is a short run of dependent
+ * vector work (unpack, byte products, convert, multiply-add) that leaves the vector units
+ * idle part of the time; a second row's independent run fills them (one thread, weights
+ * in L2: Q4_K 18.6 -> 20.3 GB/s; streamed from memory, with the prefetch of k_row, 16 ->
+ * 19 GB/s). With four rows of x the four x rows already give that independence.
  */
 #include "tandem_kernels.h"
 #include "gguf_common.h"
 #include "gguf_k23.h"
 
+#if GGUF_SIMD
 #define RB 4
 
 /* Bytes of a super-block of ``type`` (a K-quant) */
@@ -39,15 +47,10 @@ static inline int64_t super_bytes(int type)
     }
 }
 
-#if GGUF_SIMD
-/* A Q4_K / Q5_K super-block (index s) against R rows of x. */
-static inline __attribute__((always_inline)) void super_q45(int five, int R, const uint8_t *blk,
-                                                             int64_t s, const int8_t *xq,
-                                                             const float *xd, const float *xs,
-                                                             int64_t K, __m256 *acc,
-                                                             __m256 *acc2, __m256 *extra)
+/* A Q4_K / Q5_K super-block's d * sc (*sv) and -dmin * m (*mv) of its 8 sub-blocks */
+static inline __attribute__((always_inline)) void q45_scales(const uint8_t *blk, __m256 *sv,
+                                                              __m256 *mv)
 {
-    const int64_t nb = K / QK, b0 = s * 8;
     /* the 8 scales and 8 mins as bytes, four at a time (see scale_min) */
     uint32_t a, b, c;
     memcpy(&a, blk + 4, 4);
@@ -59,198 +62,179 @@ static inline __attribute__((always_inline)) void super_q45(int five, int R, con
                          (uint64_t)(((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u)) << 32;
     const __m256i sc32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8));
     const __m256i mn32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn8));
-    const __m256 sv = _mm256_mul_ps(_mm256_set1_ps(half(blk)), _mm256_cvtepi32_ps(sc32));
-    const __m256 mv = _mm256_mul_ps(_mm256_set1_ps(-half(blk + 2)), _mm256_cvtepi32_ps(mn32));
+    *sv = _mm256_mul_ps(_mm256_set1_ps(half(blk)), _mm256_cvtepi32_ps(sc32));
+    *mv = _mm256_mul_ps(_mm256_set1_ps(-half(blk + 2)), _mm256_cvtepi32_ps(mn32));
+}
+
+/* A Q4_K / Q5_K super-block (index s) of W weight rows (blk + v * row) against R rows of
+ * x: weight row v and x row r add into acc[v * R + r] (and acc2, extra). */
+static inline __attribute__((always_inline)) void
+super_q45(int five, int R, int W, const uint8_t *blk, int64_t row, int64_t s, const int8_t *xq,
+          const float *xd, const float *xs, int64_t K, __m256 *acc, __m256 *acc2, __m256 *extra)
+{
+    const int64_t nb = K / QK, b0 = s * 8;
     float coef[RB][8];
-    for (int r = 0; r < R; r++) {
-        extra[r] = _mm256_fmadd_ps(mv, _mm256_loadu_ps(xs + r * nb + b0), extra[r]);
-        _mm256_storeu_ps(coef[r], _mm256_mul_ps(sv, _mm256_loadu_ps(xd + r * nb + b0)));
-    }
-    const uint8_t *qs = blk + (five ? 48 : 16);
-    const __m256i low = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
-    const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : low;
-    for (int c = 0; c < 4; c++) {
-        const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-        __m256i u0 = _mm256_and_si256(raw, low);
-        __m256i u1 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
-        if (five) { /* bit 2c, 2c + 1 of each high-bit byte -> bit 4 (a 16-bit shift
-                     * by at most 4 moves no other byte's bit to bit 4) */
-            u0 = _mm256_or_si256(u0, _mm256_and_si256(up(qh, 4 - 2 * c), bit4));
-            u1 = _mm256_or_si256(u1, _mm256_and_si256(up(qh, 3 - 2 * c), bit4));
-        }
-        const int64_t b = b0 + 2 * c;
+    for (int v = 0; v < W; v++) {
+        __m256 sv, mv;
+        q45_scales(blk + v * row, &sv, &mv);
         for (int r = 0; r < R; r++) {
-            const int8_t *x = xq + r * K + b * QK;
-            const __m256i x0 = _mm256_loadu_si256((const __m256i *)x);
-            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x + QK));
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(u0, x0)),
-                                     _mm256_set1_ps(coef[r][2 * c]), acc[r]);
-            acc2[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(u1, x1)),
-                                      _mm256_set1_ps(coef[r][2 * c + 1]), acc2[r]);
+            const int t = v * R + r;
+            extra[t] = _mm256_fmadd_ps(mv, _mm256_loadu_ps(xs + r * nb + b0), extra[t]);
+            _mm256_storeu_ps(coef[t], _mm256_mul_ps(sv, _mm256_loadu_ps(xd + r * nb + b0)));
+        }
+    }
+    const __m256i low = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+    for (int c = 0; c < 4; c++) {
+        for (int v = 0; v < W; v++) {
+            const uint8_t *w = blk + v * row;
+            const uint8_t *qs = w + (five ? 48 : 16) + 32 * c;
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)qs);
+            __m256i u0 = _mm256_and_si256(raw, low);
+            __m256i u1 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+            if (five) { /* bit 2c, 2c + 1 of each high-bit byte -> bit 4 (a 16-bit shift
+                         * by at most 4 moves no other byte's bit to bit 4) */
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(w + 16));
+                u0 = _mm256_or_si256(u0, _mm256_and_si256(up(qh, 4 - 2 * c), bit4));
+                u1 = _mm256_or_si256(u1, _mm256_and_si256(up(qh, 3 - 2 * c), bit4));
+            }
+            for (int r = 0; r < R; r++) {
+                const int8_t *x = xq + r * K + (b0 + 2 * c) * QK;
+                const __m256i x0 = _mm256_loadu_si256((const __m256i *)x);
+                const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x + QK));
+                const int t = v * R + r;
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(u0, x0)),
+                                         _mm256_set1_ps(coef[t][2 * c]), acc[t]);
+                acc2[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(u1, x1)),
+                                          _mm256_set1_ps(coef[t][2 * c + 1]), acc2[t]);
+            }
         }
     }
 }
 
-/* A Q6_K super-block (index s) against R rows of x. */
+/* A Q6_K super-block's offsets against R rows of x's block sums into extra[t0 + r]
+ * (-32 * d * sum over blocks j of sc[2j] * (first 16 of x) + sc[2j + 1] * (last 16)), and
+ * its d * xd per block of 32 into coef[t0 + r] */
 static inline __attribute__((always_inline)) void
-super_q6(int R, const uint8_t *blk, int64_t s, const int8_t *xq, const float *xd,
-         const float *xs, const float *xh, int64_t K, __m256 *acc, __m256 *acc2, __m256 *extra)
+q6_offsets(int R, int t0, const uint8_t *blk, const float *xd, const float *xs, const float *xh,
+           int64_t nb, __m256 *extra, float coef[][8])
 {
-    const int64_t nb = K / QK, b0 = s * 8;
-    const int8_t *sc = (const int8_t *)(blk + 192);
     const float d = half(blk + 208);
-    const __m256i low = _mm256_set1_epi8(0x0F), high = _mm256_set1_epi8(0x30);
-    /* -32 * d * sum over blocks j of sc[2j] * (first 16 of x) + sc[2j + 1] * (last 16) */
     const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-    const __m128i eo = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)sc), split);
+    const __m128i eo = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(blk + 192)), split);
     const __m256 bias = _mm256_set1_ps(-32.0f * d);
     const __m256i odd32 = _mm256_cvtepi8_epi32(_mm_srli_si128(eo, 8));
     const __m256 odd = _mm256_mul_ps(bias, _mm256_cvtepi32_ps(odd32));
     const __m256 even = _mm256_mul_ps(bias, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(eo)));
     const __m256 diff = _mm256_sub_ps(even, odd);
     for (int r = 0; r < R; r++) {
-        extra[r] = _mm256_fmadd_ps(odd, _mm256_loadu_ps(xs + r * nb + b0), extra[r]);
-        extra[r] = _mm256_fmadd_ps(diff, _mm256_loadu_ps(xh + r * nb + b0), extra[r]);
+        __m256 *e = extra + t0 + r;
+        *e = _mm256_fmadd_ps(odd, _mm256_loadu_ps(xs + r * nb), *e);
+        *e = _mm256_fmadd_ps(diff, _mm256_loadu_ps(xh + r * nb), *e);
+        const __m256 dx = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_loadu_ps(xd + r * nb));
+        _mm256_storeu_ps(coef[t0 + r], dx);
     }
+}
+/* A Q6_K super-block (index s) of W weight rows against R rows of x, as super_q45 */
+static inline __attribute__((always_inline)) void
+super_q6(int R, int W, const uint8_t *blk, int64_t row, int64_t s, const int8_t *xq,
+         const float *xd, const float *xs, const float *xh, int64_t K, __m256 *acc, __m256 *acc2,
+         __m256 *extra)
+{
+    const int64_t nb = K / QK, b0 = s * 8;
     float coef[RB][8]; /* d * xd of each block of 32 */
-    for (int r = 0; r < R; r++)
-        _mm256_storeu_ps(coef[r],
-                         _mm256_mul_ps(_mm256_set1_ps(d), _mm256_loadu_ps(xd + r * nb + b0)));
+    for (int v = 0; v < W; v++)
+        q6_offsets(R, v * R, blk + v * row, xd + b0, xs + b0, xh + b0, nb, extra, coef);
+    const __m256i low = _mm256_set1_epi8(0x0F), high = _mm256_set1_epi8(0x30);
     for (int n = 0; n < 2; n++) {
-        /* this half's 8 scales as int16, in both 128-bit lanes: block g takes scale 2g in
-         * its values 0-15 (low lane) and 2g + 1 in 16-31, multiplied in as integers */
-        const __m256i sc16 = _mm256_broadcastsi128_si256(
-            _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(sc + 8 * n))));
-        const uint8_t *ql = blk + 64 * n;
-        const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * n));
-        for (int g = 0; g < 4; g++) {
-            const __m256i nib = g % 2 ? l1 : l0;
-            const __m256i lo4 = g < 2 ? _mm256_and_si256(nib, low)
-                                      : _mm256_and_si256(_mm256_srli_epi16(nib, 4), low);
-            /* bits 2g, 2g + 1 of each qh byte -> bits 4, 5 (16-bit shifts: what crosses
-             * a byte lands outside 0x30) */
-            const __m256i hs = g < 2   ? _mm256_slli_epi16(qh, 4 - 2 * g)
-                               : g == 2 ? qh
-                                        : _mm256_srli_epi16(qh, 2);
-            const __m256i q6 = _mm256_or_si256(lo4, _mm256_and_si256(hs, high));
-            const char i0 = (char)(4 * g), i1 = (char)(4 * g + 1), j0 = (char)(4 * g + 2),
-                       j1 = (char)(4 * g + 3);
-            const __m256i scale = _mm256_shuffle_epi8(
-                sc16, _mm256_setr_epi8(i0, i1, i0, i1, i0, i1, i0, i1, i0, i1, i0, i1, i0, i1, i0,
-                                       i1, j0, j1, j0, j1, j0, j1, j0, j1, j0, j1, j0, j1, j0, j1,
-                                       j0, j1));
-            const int64_t b = b0 + 4 * n + g;
-            for (int r = 0; r < R; r++) {
-                const __m256i x = _mm256_loadu_si256((const __m256i *)(xq + r * K + b * QK));
-                const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(q6, x), scale);
-                __m256 *into = g % 2 ? acc2 : acc;
-                into[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
-                                          _mm256_set1_ps(coef[r][4 * n + g]), into[r]);
+        for (int v = 0; v < W; v++) {
+            const uint8_t *w = blk + v * row, *ql = w + 64 * n;
+            /* this half's 8 scales as int16, in both 128-bit lanes: block g takes scale 2g
+             * in its values 0-15 (low lane) and 2g + 1 in 16-31, multiplied in as integers */
+            const __m256i sc16 = _mm256_broadcastsi128_si256(
+                _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(w + 192 + 8 * n))));
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(w + 128 + 32 * n));
+            for (int g = 0; g < 4; g++) {
+                const __m256i nib = g % 2 ? l1 : l0;
+                const __m256i lo4 = g < 2 ? _mm256_and_si256(nib, low)
+                                          : _mm256_and_si256(_mm256_srli_epi16(nib, 4), low);
+                /* bits 2g, 2g + 1 of each qh byte -> bits 4, 5 (16-bit shifts: what
+                 * crosses a byte lands outside 0x30) */
+                const __m256i hs = g < 2   ? _mm256_slli_epi16(qh, 4 - 2 * g)
+                                   : g == 2 ? qh
+                                            : _mm256_srli_epi16(qh, 2);
+                const __m256i q6 = _mm256_or_si256(lo4, _mm256_and_si256(hs, high));
+                const char i0 = (char)(4 * g), i1 = (char)(4 * g + 1), j0 = (char)(4 * g + 2),
+                           j1 = (char)(4 * g + 3);
+                const __m256i scale = _mm256_shuffle_epi8(
+                    sc16, _mm256_setr_epi8(i0, i1, i0, i1, i0, i1, i0, i1, i0, i1, i0, i1, i0, i1,
+                                           i0, i1, j0, j1, j0, j1, j0, j1, j0, j1, j0, j1, j0, j1,
+                                           j0, j1, j0, j1));
+                const int64_t b = b0 + 4 * n + g;
+                for (int r = 0; r < R; r++) {
+                    const __m256i x = _mm256_loadu_si256((const __m256i *)(xq + r * K + b * QK));
+                    const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(q6, x), scale);
+                    __m256 *into = g % 2 ? acc2 : acc;
+                    const int t = v * R + r;
+                    into[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+                                              _mm256_set1_ps(coef[t][4 * n + g]), into[t]);
+                }
             }
         }
     }
 }
 
+/* W weight rows (w + v * row) against R rows of x: out[r * ldo + v] */
 static inline __attribute__((always_inline)) void
-k_row(int type, int R, const uint8_t *w, const int8_t *xq, const float *xd, const float *xs,
-      const float *xh, int64_t K, float *out, int64_t ldo)
+k_row(int type, int R, int W, const uint8_t *w, int64_t row, const int8_t *xq, const float *xd,
+      const float *xs, const float *xh, int64_t K, float *out, int64_t ldo)
 {
     __m256 acc[RB], acc2[RB], extra[RB]; /* two chains of adds, so none waits long */
     for (int r = 0; r < RB; r++)
         acc[r] = acc2[r] = extra[r] = _mm256_setzero_ps();
     const int64_t bb = super_bytes(type);
     for (int64_t s = 0; s < K / QK_K; s++) {
-        for (int64_t o = 0; o < bb; o += 64) /* as linear_gguf_rows.c, 2 KB ahead */
-            _mm_prefetch((const char *)w + s * bb + 2048 + o, _MM_HINT_T0);
+        /* 2 KB ahead (as linear_gguf_rows.c) in one sweep from the last row at the pace
+         * of all W: it reaches the next rows before their turn (W = 2: each row apart
+         * at its own place left the loop waiting on memory twice as long) */
+        for (int64_t o = 0; o < W * bb; o += 64)
+            _mm_prefetch((const char *)w + (W - 1) * row + W * s * bb + 2048 + o, _MM_HINT_T0);
         if (type == Q6_K)
-            super_q6(R, w + s * bb, s, xq, xd, xs, xh, K, acc, acc2, extra);
+            super_q6(R, W, w + s * bb, row, s, xq, xd, xs, xh, K, acc, acc2, extra);
         else if (type == Q4_K || type == Q5_K)
-            super_q45(type == Q5_K, R, w + s * bb, s, xq, xd, xs, K, acc, acc2, extra);
+            super_q45(type == Q5_K, R, W, w + s * bb, row, s, xq, xd, xs, K, acc, acc2, extra);
         else
             super_k23(type, R, w + s * bb, s, xq, xd, xs, xh, K, acc, acc2, extra);
     }
-    for (int r = 0; r < R; r++)
-        out[r * ldo] = hsum(_mm256_add_ps(_mm256_add_ps(acc[r], acc2[r]), extra[r]));
-}
-#else
-/* Element i (0..255) of a super-block as its integer code q (the value is a * q + c). */
-static inline int code(int type, const uint8_t *blk, int i)
-{
-    const int l = i % 32;
-    if (type == Q6_K) {
-        const int n = i / 128, g = i % 128 / 32;
-        const uint8_t nib = blk[64 * n + 32 * (g & 1) + l];
-        const int lo4 = g < 2 ? nib & 15 : nib >> 4;
-        return (lo4 | (((blk[128 + 32 * n + l] >> (2 * g)) & 3) << 4)) - 32;
-    }
-    const int j = i / 32;
-    const uint8_t nib = blk[(type == Q5_K ? 48 : 16) + 32 * (j / 2) + l];
-    const int q = j % 2 ? nib >> 4 : nib & 15;
-    return type == Q5_K ? q | (((blk[16 + l] >> j) & 1) << 4) : q;
-}
-
-/* Block j (0..7, 32 values) of a Q4_K / Q5_K / Q6_K super-block against the 32 codes x of a
- * block of x, its scale xd and code sum xs */
-static inline float block_k(int type, const uint8_t *blk, int j, const int8_t *x, float xd,
-                            float xs)
-{
-    if (type == Q6_K) {
-        const int8_t *sc = (const int8_t *)(blk + 192);
-        int32_t sum0 = 0, sum1 = 0;
-        for (int i = 0; i < 16; i++) {
-            sum0 += code(type, blk, 32 * j + i) * x[i];
-            sum1 += code(type, blk, 32 * j + 16 + i) * x[16 + i];
+    for (int v = 0; v < W; v++)
+        for (int r = 0; r < R; r++) {
+            const int t = v * R + r;
+            out[r * ldo + v] = hsum(_mm256_add_ps(_mm256_add_ps(acc[t], acc2[t]), extra[t]));
         }
-        return half(blk + 208) * xd * (float)(sc[2 * j] * sum0 + sc[2 * j + 1] * sum1);
-    }
-    int sc, m;
-    scale_min(blk + 4, j, &sc, &m);
-    int32_t sum = 0;
-    for (int i = 0; i < QK; i++)
-        sum += code(type, blk, 32 * j + i) * x[i];
-    return half(blk) * (float)sc * xd * (float)sum - half(blk + 2) * (float)m * xs;
 }
-
-static inline void k_row(int type, int R, const uint8_t *w, const int8_t *xq, const float *xd,
-                         const float *xs, const float *xh, int64_t K, float *out, int64_t ldo)
-{
-    const int64_t nb = K / QK, bb = super_bytes(type);
-    const int low = type == Q2_K || type == Q3_K;
-    for (int r = 0; r < R; r++) {
-        float total = 0.0f;
-        for (int64_t s = 0; s < K / QK_K; s++) {
-            const uint8_t *blk = w + s * bb;
-            for (int j = 0; j < 8; j++) { /* block b of x: 32 values */
-                const int64_t b = s * 8 + j;
-                const int8_t *x = xq + r * K + b * QK;
-                const float d = xd[r * nb + b], sum = xs[r * nb + b];
-                total += low ? block_k23(type, blk, j, x, d, sum, xh[r * nb + b])
-                             : block_k(type, blk, j, x, d, sum);
-            }
-        }
-        out[r * ldo] = total;
-    }
-}
-#endif
-
-#define KCASE(T, R)                                                                            \
-    case (T) * 8 + (R):                                                                        \
-        k_row((T), (R), w, xq, xd, xs, xh, K, out, ldo);                                       \
+#define KCASE(T, R, W)                                                                         \
+    case ((T) * 8 + (R)) * 2 + (W) - 1:                                                        \
+        k_row((T), (R), (W), w, row, xq, xd, xs, xh, K, out, ldo);                             \
         return;
-#define KCASES(T) KCASE(T, 1) KCASE(T, 2) KCASE(T, 3) KCASE(T, 4)
+#define KCASES(T) KCASE(T, 1, 1) KCASE(T, 2, 1) KCASE(T, 3, 1) KCASE(T, 4, 1)
+#define KPAIRS(T) KCASE(T, 1, 2) KCASE(T, 2, 2)
 
-void tandem_gguf_k_rows(int type, int R, const uint8_t *w, const int8_t *xq, const float *xd,
-                        const float *xs, const float *xh, int64_t K, float *out, int64_t ldo)
+void tandem_gguf_k_rows(int type, int R, int W, const uint8_t *w, int64_t row, const int8_t *xq,
+                        const float *xd, const float *xs, const float *xh, int64_t K, float *out,
+                        int64_t ldo)
 {
-    switch (type * 8 + R) {
+    switch ((type * 8 + R) * 2 + W - 1) {
         KCASES(Q2_K)
         KCASES(Q3_K)
         KCASES(Q4_K)
         KCASES(Q5_K)
         KCASES(Q6_K)
+        KPAIRS(Q4_K)
+        KPAIRS(Q5_K)
+        KPAIRS(Q6_K)
     default:
         return;
     }
 }
+#endif
