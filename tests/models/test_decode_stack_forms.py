@@ -10,7 +10,7 @@ import torch
 
 from tandem.core.layers.kernel_choice import resolve_kernels
 from tandem.core.layers.weight_form import Int8
-from tandem.core.models import decode_stack
+from tandem.core.models import decode_stack, stack_table
 from tandem.core.testing import make_model
 from tandem.kernels import native
 
@@ -81,7 +81,7 @@ def test_a_format_without_a_c_kernel_runs_the_modules(monkeypatch):
     kv = (4, 16, spec.num_kv_heads, spec.head_dim)
     caches = [(torch.zeros(kv), torch.zeros(kv)) for _ in range(model.spec.num_layers)]
     stack = model.model.decode_stack
-    monkeypatch.setattr(decode_stack, "supports", lambda qtype: qtype != 11)
+    monkeypatch.setattr(stack_table, "supports", lambda qtype: qtype != 11)
     assert stack._table_for(caches) is None and not stack.usable
     monkeypatch.undo()
     stack.usable = True

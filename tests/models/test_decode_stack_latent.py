@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tandem.core.models import decode_stack, stack_latent
+from tandem.core.models import decode_stack, stack_latent, stack_table
 from tandem.core.testing import make_model
 from tandem.kernels import native
 
@@ -92,6 +92,6 @@ def test_scores_scaled_otherwise_do_not_match(tmp_path, paged_runner, monkeypatc
         out = real(attn, latent)
         return out | {"scale": out["scale"] * 1.5}
 
-    monkeypatch.setattr(decode_stack, "settings", rescaled)
+    monkeypatch.setattr(stack_table, "settings", rescaled)
     logits = _logits(model, paged_runner, monkeypatch)
     assert not torch.equal(logits["c"][1], logits["modules"][1])

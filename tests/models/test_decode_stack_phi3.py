@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tandem.core.layers.kernel_choice import resolve_kernels
-from tandem.core.models import decode_stack, stack_program
+from tandem.core.models import decode_stack, stack_program, stack_table
 from tandem.core.testing import make_model
 from tandem.kernels import native
 
@@ -101,6 +101,6 @@ def test_a_program_rotating_the_whole_head_does_not_match(phi3, paged_runner, mo
         return dataclasses.replace(real(spec, index), rotary_dim=0)
 
     real = stack_program.program
-    monkeypatch.setattr(decode_stack, "program", whole_head)
+    monkeypatch.setattr(stack_table, "program", whole_head)
     logits = _logits(model, paged_runner, monkeypatch)
     assert not torch.equal(logits["c"][1], logits["modules"][1])

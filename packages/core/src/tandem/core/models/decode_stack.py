@@ -32,27 +32,13 @@ import torch
 from torch import Tensor
 
 from tandem.core.layers.attention_metadata import AttentionMetadata
-from tandem.core.layers.linear import Linear
 from tandem.core.layers.mlp import MLP_ROWS
-from tandem.core.layers.parallel import RowParallelLinear
 from tandem.core.layers.self_attention import KVCache
 from tandem.core.layers.weight_form import Dense
 from tandem.core.models import stack_moe
-from tandem.core.models.stack_latent import (
-    attention_linears,
-    checked_layer,
-    heads,
-    latent_block,
-    latent_norms,
-    settings,
-)
-from tandem.core.models.stack_program import (
-    describe,
-    layer_norms,
-    parallel_note,
-    program,
-    why_not,
-)
+from tandem.core.models.stack_latent import attention_linears, checked_layer
+from tandem.core.models.stack_program import describe, parallel_note, why_not
+from tandem.core.models.stack_table import build_table, lin_entry
 from tandem.core.parallel.group import TensorParallel
 from tandem.core.spec.model import ModelSpec
 from tandem.kernels.decode_inputs import DecodeStep
@@ -62,19 +48,6 @@ from tandem.kernels.ops.decode_step import check_rope_decode
 from tandem.kernels.ops.latent import C_TOKENS
 
 FEW_TOKENS = 256  # the longest step of prefills the C stack takes (its scratch grows with it)
-
-
-# the linear layers the C driver runs: plain, and row-parallel (the table sums their outputs)
-_LINEARS = (Linear, RowParallelLinear)
-
-
-def _lin(layer: Linear, keep: list[Tensor]) -> native.LinSpec | None:
-    """The table entry of one linear layer (its weight form's), or None where the C
-    driver cannot run it."""
-    if type(layer) not in _LINEARS:
-        return None
-    entry = layer.form.c_entry(layer.bias, keep, supports)
-    return None if isinstance(entry, str) else entry
 
 
 class DecodeStack:
@@ -121,7 +94,7 @@ class DecodeStack:
             else:
                 lins |= {"gate_up": mlp.gate_up_proj, "down": mlp.down_proj}
             for name, lin in lins.items():
-                if _lin(lin, []) is None:
+                if lin_entry(lin, []) is None:
                     return f"layer {i} {name}: {lin.form} on the {lin.kernel} kernel"
         return None
 
@@ -203,77 +176,11 @@ class DecodeStack:
             and all(params["weight"] is w for params, w in self._norms)
         )
         if not fresh:
-            self._f32, self._norms = [], []
-            self._table = self._build(kv_caches)
+            built = build_table(self._model, self._spec, self._tp, kv_caches)
             self._caches = kv_caches
-            if self._table is None:
-                self.usable = False
+            if built is None:
+                self._table, self.usable = None, False
+            else:
+                self._table, self._f32, self._norms = built.table, built.f32, built.norms
+                self._rope = built.rope
         return self._table
-
-    def _build(self, kv_caches: list[KVCache]) -> native.StackTable | None:
-        model, spec = self._model, self._spec
-        cpu = torch.device("cpu")
-        keep: list[Tensor] = []
-        rows = []
-        first_of = {ly.self_attn.local: kc for ly, (kc, _) in zip(model.layers, kv_caches)}
-        if len({kc.shape[1:] for kc in first_of.values()}) != 1:
-            return None
-        for i, (layer, (kc, vc)) in enumerate(zip(model.layers, kv_caches)):
-            attn = layer.self_attn
-            if not all(
-                c.dtype == torch.float32 and c.is_cpu and c.is_contiguous() for c in (kc, vc)
-            ):
-                return None
-            if kc.shape != first_of[attn.local].shape or vc.shape != kc.shape:
-                return None  # the layers of one pool alike
-            mlp = layer.mlp
-            moe = spec.layer_mlp(i).moe
-            lins = attention_linears(attn, self._latent)
-            if moe is None:
-                lins |= {"gate_up": mlp.gate_up_proj, "down": mlp.down_proj}
-            specs = {name: _lin(lin, keep) for name, lin in lins.items()}
-            if moe is not None:
-                specs["moe"] = stack_moe.moe_entry(mlp, moe, keep, self._f32, supports)
-            if any(s is None for s in specs.values()):
-                return None
-            norms = layer_norms(layer, spec.attention.qk_norm)
-            if not all(_plain(n.weight) for n in norms.values()):
-                return None
-            if self._latent:
-                specs["latent"] = latent_block(attn, specs, keep)
-                if specs["latent"] is None:
-                    return None
-            rope = attn.rotary.table(cpu)
-            keep += [*(n.weight for n in norms.values()), rope, kc, vc]
-            tracked = [*norms.values(), *latent_norms(attn, self._latent)]
-            self._norms += [(n._parameters, n.weight) for n in tracked]
-            self._f32 += [lin.form for lin in lins.values() if isinstance(lin.form, Dense)]
-            rows.append(
-                {
-                    **specs,
-                    **{name: n.weight for name, n in norms.items()},
-                    **settings(attn, self._latent),
-                    "program": program(spec, i),
-                    "cos_sin": rope,
-                    "local": attn.local,
-                    "k_cache": kc,
-                    "v_cache": vc,
-                }
-            )
-        rope = rows[0]["cos_sin"]
-        if any(row["cos_sin"].shape != rope.shape for row in rows):
-            return None
-        h, kvh, d = heads(model.layers[0].self_attn, self._latent)
-        # what a step's positions are checked against: a table as wide as a head (a partial
-        # rotary's narrower one seen through a view of its first column)
-        self._rope = rope if rope.shape[1] == d else rope[:, :1].expand(rope.shape[0], d)
-        # the dense MLPs' intermediate size as built (a tensor-parallel rank's shard of it)
-        dense = (ly.mlp for i, ly in enumerate(model.layers) if spec.layer_mlp(i).moe is None)
-        inter = next((mlp.down_proj.in_features for mlp in dense), 0)
-        shape = native.Shape(spec.hidden_size, h, kvh, d, inter, spec.rms_norm_eps)
-        all_reduce = None if self._tp is None else self._tp.all_reduce
-        return native.StackTable(shape, rows, keep, all_reduce)
-
-
-def _plain(t: Tensor) -> bool:
-    return t.dtype == torch.float32 and t.is_cpu and t.is_contiguous()
