@@ -21,6 +21,8 @@ CORE = "tandem.core"
 
 # bottom to top; the rooms of one floor do not import each other
 FLOORS: tuple[tuple[str, ...], ...] = (
+    # below the ground: a directory built whole, then renamed into place
+    ("atomic_dir",),
     # the ground: env vars, field checks, child-process failures, the model spec, the
     # KV cache's arithmetic, ids <-> text, what a request returns
     ("envs", "env_cache", "validate", "progress", "child_failure", "spec", "kv", "text", "outputs"),

@@ -1,19 +1,18 @@
 """A directory made once per GGUF file and kept under ``$TANDEM_CACHE_DIR/<kind>``.
 
 The key is the file's path, size and time and a format version, so a changed file or a
-changed layout gets a directory of its own. The directory is built in a temporary one
-beside it and renamed into place, so a reader never sees half of it and two processes
-building it at once both end with one whole copy.
+changed layout gets a directory of its own, built whole and renamed into place
+(:mod:`tandem.core.atomic_dir`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+from tandem.core.atomic_dir import build_into
 
 
 def kept_dir(
@@ -37,15 +36,5 @@ def kept_dir(
         return target
     if announce is not None:
         announce(src, target)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{kind}-", dir=root))
-    try:
-        build(src, tmp)
-        try:
-            os.rename(tmp, target)
-        except OSError:  # another process finished first: use its copy
-            if not (target / done).is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    build_into(target, done, lambda tmp: build(src, tmp) or True)
     return target

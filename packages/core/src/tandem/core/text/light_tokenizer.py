@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tandem.core.atomic_dir import build_into
 from tandem.core.text.chat_template import render_chat
 from tandem.core.text.decoder import decoding_only
 
@@ -178,21 +176,13 @@ def resolved_dir(root: Path, cache: Path) -> Path | None:
     target = cache / hashlib.sha256("\n".join(key).encode()).hexdigest()[:24]
     if (target / META).is_file():
         return target
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".light-", dir=cache))
-    try:
+
+    def made(tmp: Path) -> bool:  # False: transformers could not load it either
         cmd = [sys.executable, "-m", "tandem.core.text.light_tokenizer", str(src), str(tmp)]
         done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
-        if done.returncode != 0 or not (tmp / META).is_file():
-            return None  # transformers could not load it either: its own error comes next
-        try:
-            os.rename(tmp, target)
-        except OSError:  # another process finished first: use its copy
-            if not (target / META).is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
+        return done.returncode == 0 and (tmp / META).is_file()
+
+    return target if build_into(target, META, made) else None
 
 
 def _versions() -> list[str]:
