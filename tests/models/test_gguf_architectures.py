@@ -125,7 +125,9 @@ def test_a_quantized_preset_is_kept_as_stored_and_follows_its_floats(name: str) 
     path, _ = gguf_fixture(FIXTURES, name)
     kept = load_model(str(path), dtype=torch.float32, quantization="gguf")
     floats = load_model(str(path), dtype=torch.float32)
-    blocks = [m for m in kept.modules() if getattr(m, "quant", None) is not None]
+    from tandem.core.layers.weight_form import GgufBlocks
+
+    blocks = [m for m in kept.modules() if isinstance(getattr(m, "form", None), GgufBlocks)]
     assert blocks, "no module was kept in its blocks"
     h = torch.randn(4, kept.spec.hidden_size, generator=torch.Generator().manual_seed(0))
     a, b = kept.compute_logits(h), floats.compute_logits(h)

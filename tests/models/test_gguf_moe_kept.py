@@ -10,6 +10,7 @@ import torch
 
 from tandem.core.layers.kernel_choice import resolve_kernels
 from tandem.core.layers.moe import Experts
+from tandem.core.layers.weight_form import GgufBlocks
 from tandem.kernels.gguf_blocks import QuantStack, dequantize, quantize
 from tandem.kernels.native import linear_gguf as native_gguf
 from tandem.kernels.ops.moe import topk_route
@@ -95,10 +96,11 @@ def moe_gguf():
 def _kept_bytes(model: torch.nn.Module) -> int:
     """Bytes of every weight kept in blocks, and of every float parameter."""
     total = sum(p.numel() * p.element_size() for p in model.parameters())
-    for module in model.modules():
-        quant = getattr(module, "quant", None)
-        for w in quant if isinstance(quant, list) else [quant] if quant is not None else []:
-            total += sum(p.data.nbytes for p in getattr(w, "parts", (w,)))
+    forms = [getattr(m, "form", None) for m in model.modules()]
+    forms += [f for m in model.modules() for f in getattr(m, "forms", ())]  # the experts
+    for form in forms:
+        if isinstance(form, GgufBlocks):
+            total += sum(p.data.nbytes for p in getattr(form.blocks, "parts", (form.blocks,)))
     return total
 
 

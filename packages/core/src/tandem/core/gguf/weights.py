@@ -25,6 +25,7 @@ from tandem.core.gguf.checkpoint import GGUFCheckpoint, StoredTensor
 from tandem.core.layers.embedding import Embedding
 from tandem.core.layers.linear import Linear
 from tandem.core.layers.moe import Stacked
+from tandem.core.layers.weight_form import GgufBlocks
 from tandem.core.models.weights import expected_names
 from tandem.kernels.gguf_blocks import FORMATS, QuantStack, QuantWeight
 
@@ -96,7 +97,9 @@ def load_gguf(
 def _mapped_ranges(model: nn.Module) -> Any:
     """(start, end) addresses of every weight kept as stored (those that are views of the
     file's mapping among them: the pages to keep)."""
-    stack: list[Any] = [getattr(m, "quant", None) for m in model.modules()]
+    forms = [getattr(m, "form", None) for m in model.modules()]  # Linear's, Embedding's
+    forms += [f for m in model.modules() if isinstance(m, Stacked) for f in m.forms]
+    stack: list[Any] = [form.blocks for form in forms if isinstance(form, GgufBlocks)]
     while stack:
         item = stack.pop()
         if isinstance(item, QuantWeight):
