@@ -108,3 +108,20 @@ def hf_models(model_dirs: dict[str, Path]) -> dict[str, torch.nn.Module]:
         ).eval()
         for arch, path in model_dirs.items()
     }
+
+
+@pytest.fixture
+def stack_ran(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether the one-call C decode stack ran each step (``DecodeStack.run`` answered)."""
+    from tandem.core.models import decode_stack
+
+    ran: list[bool] = []
+    real = decode_stack.DecodeStack.run
+
+    def run(self, x, positions, caches, meta):  # type: ignore[no-untyped-def]
+        out = real(self, x, positions, caches, meta)
+        ran.append(out is not None)
+        return out
+
+    monkeypatch.setattr(decode_stack.DecodeStack, "run", run)
+    return ran

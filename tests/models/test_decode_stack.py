@@ -166,22 +166,14 @@ def _grouped_steps(model: torch.nn.Module, steps: list[list[tuple[int, list[int]
 
 
 @pytest.mark.skipif(not native.linear_f32.available(), reason="no C fp32 linear kernel here")
-def test_the_local_layers_pool_of_blocks_matches_the_modules(tmp_path, monkeypatch):
+def test_the_local_layers_pool_of_blocks_matches_the_modules(tmp_path, monkeypatch, stack_ran):
     """Gemma 3's sliding layers keep blocks of their own: those layers read the local
     pool's slots and tables, at decode and in a step laid out as a prefill."""
     from tandem.core.engine.loader import load_model
 
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     model = load_model(str(make_model(size="tiny", arch="gemma3")), dtype=torch.float32)
-    ran = []
-    real = decode_stack.DecodeStack.run
-
-    def counted(self, x, positions, caches, meta):
-        out = real(self, x, positions, caches, meta)
-        ran.append(out is not None)
-        return out
-
-    monkeypatch.setattr(decode_stack.DecodeStack, "run", counted)
+    ran = stack_ran
     steps = [[(0, [5, 9, 2, 7, 7, 1]), (1, [7, 1, 3])]]
     steps += [[(0, [3]), (1, [4])] for _ in range(6)]
     steps += [[(0, [8, 2, 6]), (1, [1, 5])]]  # a verify's layout: new tokens after context

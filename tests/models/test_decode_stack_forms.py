@@ -40,7 +40,7 @@ def _keep_as(model: torch.nn.Module, first: int, second: int) -> None:
 
 
 @pytest.mark.parametrize("formats", [(1, 30), (10, 11)], ids=["F16+BF16", "Q2_K+Q3_K"])
-def test_16_bit_and_low_bit_weights_match_the_modules(formats, paged_runner, monkeypatch):
+def test_16_bit_and_low_bit_weights_match_the_modules(formats, paged_runner, stack_ran):
     """F16 / BF16 rows (x kept in fp32) and the 2- and 3-bit K-quants run in the C stack,
     logits bit for bit the modules', at decode and in a short prefill-only step."""
     from tandem.core.engine.loader import load_model
@@ -48,15 +48,7 @@ def test_16_bit_and_low_bit_weights_match_the_modules(formats, paged_runner, mon
     shape = {"hidden_size": 256, "intermediate_size": 512, "rope_parameters": ROPE}
     model = load_model(str(make_model(size="tiny", arch="llama", **shape)), dtype=torch.float32)
     _keep_as(model, *formats)
-    ran = []
-    real = decode_stack.DecodeStack.run
-
-    def counted(self, x, positions, caches, meta):
-        out = real(self, x, positions, caches, meta)
-        ran.append(out is not None)
-        return out
-
-    monkeypatch.setattr(decode_stack.DecodeStack, "run", counted)
+    ran = stack_ran
     logits = {}
     for mode in ("modules", "c"):
         model.use_kernels(resolve_kernels(decode_stack=mode))  # a model of its own

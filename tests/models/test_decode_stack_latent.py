@@ -72,17 +72,17 @@ def test_int8_answers_match_the_modules(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("fmt", [8, 3], ids=["Q8_0", "Q4_1"])
-def test_gguf_blocks_match_the_modules(fmt, tmp_path, paged_runner, monkeypatch):
+def test_gguf_blocks_match_the_modules(fmt, tmp_path, paged_runner, monkeypatch, stack_ran):
     """Logits of a prompt step, decode steps and a verify's layout, bit for bit."""
     model = _loaded(_model("deepseek_v3", tmp_path, monkeypatch))
     _keep_as(model, fmt)
-    logits = _logits(model, paged_runner, monkeypatch)
+    logits = _logits(model, paged_runner, stack_ran)
     for got, want in zip(logits["c"], logits["modules"], strict=True):
         assert torch.equal(got, want)
 
 
 @F32
-def test_scores_scaled_otherwise_do_not_match(tmp_path, paged_runner, monkeypatch):
+def test_scores_scaled_otherwise_do_not_match(tmp_path, paged_runner, monkeypatch, stack_ran):
     """The comparison can fail: a table whose latent layers scale the scores by 1.5x
     their scale gives other logits than the modules."""
     model = _loaded(_model("deepseek_v3", tmp_path, monkeypatch))
@@ -93,5 +93,5 @@ def test_scores_scaled_otherwise_do_not_match(tmp_path, paged_runner, monkeypatc
         return out | {"scale": out["scale"] * 1.5}
 
     monkeypatch.setattr(stack_table, "settings", rescaled)
-    logits = _logits(model, paged_runner, monkeypatch)
+    logits = _logits(model, paged_runner, stack_ran)
     assert not torch.equal(logits["c"][1], logits["modules"][1])

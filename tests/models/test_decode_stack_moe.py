@@ -49,21 +49,6 @@ def _logits(model: torch.nn.Module, paged_runner, mode: str, ran: list) -> list[
     return out
 
 
-@pytest.fixture
-def counted(monkeypatch) -> list[bool]:
-    """Whether the C stack ran each step."""
-    ran: list[bool] = []
-    real = decode_stack.DecodeStack.run
-
-    def run(self, x, positions, caches, meta):
-        out = real(self, x, positions, caches, meta)
-        ran.append(out is not None)
-        return out
-
-    monkeypatch.setattr(decode_stack.DecodeStack, "run", run)
-    return ran
-
-
 def _same(model: torch.nn.Module, paged_runner, ran: list) -> None:
     want = _logits(model, paged_runner, "modules", ran)
     got = _logits(model, paged_runner, "c", ran)
@@ -72,22 +57,22 @@ def _same(model: torch.nn.Module, paged_runner, ran: list) -> None:
 
 
 @pytest.mark.parametrize("arch", list(MOES))
-def test_fp32_experts_match_the_modules(arch, tmp_path, monkeypatch, paged_runner, counted):
+def test_fp32_experts_match_the_modules(arch, tmp_path, monkeypatch, paged_runner, stack_ran):
     model = _model(arch, tmp_path, monkeypatch)
     stack = model.model.decode_stack
     assert stack.usable and stack.weights_reason() is None
     assert "experts (softmax top-" in stack.describe()
-    _same(model, paged_runner, counted)
+    _same(model, paged_runner, stack_ran)
 
 
 @pytest.mark.skipif(not native.linear_i8.available(), reason="no C int8 linear kernel here")
 @pytest.mark.parametrize("arch", list(MOES))
-def test_int8_experts_match_the_modules(arch, tmp_path, monkeypatch, paged_runner, counted):
+def test_int8_experts_match_the_modules(arch, tmp_path, monkeypatch, paged_runner, stack_ran):
     model = _model(arch, tmp_path, monkeypatch)
     model.quantize("int8")
     moes = [ly.mlp for ly in model.model.layers if hasattr(ly.mlp, "experts")]
     assert moes and all(m.experts.int8 is not None for m in moes)
-    _same(model, paged_runner, counted)
+    _same(model, paged_runner, stack_ran)
 
 
 def _keep_experts(model: torch.nn.Module, qtypes: tuple[int, ...], down: int) -> None:
@@ -115,7 +100,7 @@ def _keep_experts(model: torch.nn.Module, qtypes: tuple[int, ...], down: int) ->
     ids=["Q8_0", "Q8_0+Q5_0-stacked", "Q4_K+Q6_K"],
 )
 def test_gguf_experts_match_the_modules(
-    arch, gate_up, down, tmp_path, monkeypatch, paged_runner, counted
+    arch, gate_up, down, tmp_path, monkeypatch, paged_runner, stack_ran
 ):
     """Experts kept in their blocks: one format, two stacked along the gate/up rows, and
     K-quants; the steps of more than 16 rows run the fp32-tile GGUF kernel."""
@@ -127,16 +112,16 @@ def test_gguf_experts_match_the_modules(
     model = load_model(str(src), dtype=torch.float32)
     _keep_experts(model, gate_up, down)
     assert model.model.decode_stack.weights_reason() is None
-    _same(model, paged_runner, counted)
+    _same(model, paged_runner, stack_ran)
 
 
-def test_routing_off_by_one_expert_does_not_match(tmp_path, monkeypatch, paged_runner, counted):
+def test_routing_off_by_one_expert_does_not_match(tmp_path, monkeypatch, paged_runner, stack_ran):
     """The stack routes as the spec says: one expert more a token changes the logits."""
     model = _model("qwen3_moe", tmp_path, monkeypatch)
-    want = _logits(model, paged_runner, "modules", counted)
+    want = _logits(model, paged_runner, "modules", stack_ran)
     monkeypatch.setattr(stack_moe, "top_k", lambda moe: moe.top_k + 1)
     model.model.decode_stack.drop()
-    got = _logits(model, paged_runner, "c", counted)
+    got = _logits(model, paged_runner, "c", stack_ran)
     assert not all(torch.equal(g, w) for g, w in zip(got, want))
 
 

@@ -34,18 +34,9 @@ def _loaded(path: str) -> torch.nn.Module:
     return load_model(path, dtype=torch.float32)
 
 
-def _logits(model: torch.nn.Module, runner_type, monkeypatch) -> dict[str, list]:
+def _logits(model: torch.nn.Module, runner_type, ran: list[bool]) -> dict[str, list]:
     """Each mode's logits over a prompt step, decode steps past the window and a step laid
     out as a prefill after context (a verify); asserts the C stack took every step."""
-    ran: list[bool] = []
-    real = decode_stack.DecodeStack.run
-
-    def counted(self, x, positions, caches, meta):
-        out = real(self, x, positions, caches, meta)
-        ran.append(out is not None)
-        return out
-
-    monkeypatch.setattr(decode_stack.DecodeStack, "run", counted)
     steps = [[(0, [5, 9, 2, 7, 7, 1]), (1, [7, 1, 3])]]
     steps += [[(0, [3]), (1, [4])] for _ in range(8)]  # past the window of 10
     steps += [[(0, [8, 2, 6]), (1, [1, 5])]]
@@ -56,7 +47,6 @@ def _logits(model: torch.nn.Module, runner_type, monkeypatch) -> dict[str, list]
         runner = runner_type(model)
         out[mode] = [runner.step(chunks) for chunks in steps]
     assert all(ran) and len(ran) == len(steps)  # the C stack took every step of its pass
-    monkeypatch.setattr(decode_stack.DecodeStack, "run", real)
     return out
 
 
@@ -81,18 +71,20 @@ def test_int8_answers_match_the_modules(phi3, monkeypatch):
 
 
 @pytest.mark.parametrize("formats", [(8, 2), (6, 3)], ids=["Q8_0+Q4_0", "Q5_0+Q4_1"])
-def test_gguf_blocks_match_the_modules(formats, phi3, paged_runner, monkeypatch):
+def test_gguf_blocks_match_the_modules(formats, phi3, paged_runner, stack_ran):
     """Every linear layer in GGUF blocks (q/k/v a stack of two formats): logits and verify
     steps bit for bit the modules'."""
     model = _loaded(phi3)
     _keep_as(model, *formats)
-    logits = _logits(model, paged_runner, monkeypatch)
+    logits = _logits(model, paged_runner, stack_ran)
     for got, want in zip(logits["c"], logits["modules"], strict=True):
         assert torch.equal(got, want)
 
 
 @F32
-def test_a_program_rotating_the_whole_head_does_not_match(phi3, paged_runner, monkeypatch):
+def test_a_program_rotating_the_whole_head_does_not_match(
+    phi3, paged_runner, monkeypatch, stack_ran
+):
     """The comparison can fail: the stack told to rotate all of each head (its table read
     as if it were as wide as the head) gives other logits than the modules."""
     model = _loaded(phi3)
@@ -102,5 +94,5 @@ def test_a_program_rotating_the_whole_head_does_not_match(phi3, paged_runner, mo
 
     real = stack_program.program
     monkeypatch.setattr(stack_table, "program", whole_head)
-    logits = _logits(model, paged_runner, monkeypatch)
+    logits = _logits(model, paged_runner, stack_ran)
     assert not torch.equal(logits["c"][1], logits["modules"][1])
