@@ -31,18 +31,6 @@ static void scatter(const int64_t *ids, int64_t T, int64_t K, int64_t e, const f
                 memcpy(done + (t * K + k) * C, y + n++ * C, C * sizeof(float));
 }
 
-/* y [n, C] = down(gate(gate_up(x))) for x [n, C] through one expert's (or the shared
- * expert's) weights of intermediate size I */
-static int expert(const tandem_layer *ly, const tandem_linear *gate_up,
-                  const tandem_linear *down, int64_t I, const float *x, int64_t n, float *gu,
-                  float *act, float *y, float *part)
-{
-    if (stack_linear(gate_up, x, n, gu, part) != 0)
-        return -1;
-    stack_gate(ly, gu, n, I, act);
-    return stack_linear(down, act, n, y, part);
-}
-
 int stack_moe(const tandem_layer *ly, int64_t T, int64_t C, const float *x, float *out,
               const stack_scratch *s)
 {
@@ -67,14 +55,14 @@ int stack_moe(const tandem_layer *ly, int64_t T, int64_t C, const float *x, floa
         const int64_t n = gather(ids, T, K, e, x, C, rows);
         if (n == 0)
             continue;
-        if (expert(ly, m->gate_up + e, m->down + e, I, rows, n, gu, act, y, s->part) != 0)
+        if (stack_gated(ly, m->gate_up + e, m->down + e, I, rows, n, gu, act, y, s->part) != 0)
             return -1;
         scatter(ids, T, K, e, y, C, done);
     }
     tandem_moe_sum_f32(done, weights, T, K, C, out);
     if (IS == 0)
         return 0;
-    if (expert(ly, &m->shared_gate_up, &m->shared_down, IS, x, T, gu, act, y, s->part) != 0)
+    if (stack_gated(ly, &m->shared_gate_up, &m->shared_down, IS, x, T, gu, act, y, s->part) != 0)
         return -1;
     if (!m->shared_gated) {
         stack_add(out, y, T * C);

@@ -78,8 +78,6 @@ static int attend(const tandem_layer *ly, const tandem_step *st, float eps, cons
 int stack_attention(const tandem_layer *ly, const tandem_step *step, float eps, const float *x,
                     float *out, const stack_scratch *s)
 {
-    if (ly->latent.shape.rank > 0)
-        return stack_latent(ly, step, eps, x, out, s);
     tandem_step st = *step;
     st.cos_sin = ly->cos_sin; /* the layer's own rope (Gemma 3: local and global bases) */
     if (stack_linear(&ly->qkv, x, st.tokens, s->qkv, s->part) != 0)
@@ -89,13 +87,20 @@ int stack_attention(const tandem_layer *ly, const tandem_step *step, float eps, 
     return stack_linear(&ly->o, s->attn, st.tokens, out, s->part);
 }
 
+int stack_gated(const tandem_layer *ly, const tandem_linear *gate_up, const tandem_linear *down,
+                int64_t I, const float *x, int64_t n, float *gu, float *act, float *y,
+                float *part)
+{
+    if (stack_linear(gate_up, x, n, gu, part) != 0)
+        return -1;
+    stack_gate(ly, gu, n, I, act);
+    return stack_linear(down, act, n, y, part);
+}
+
 int stack_mlp(const tandem_layer *ly, int64_t T, int64_t I, const float *x, float *out,
               const stack_scratch *s)
 {
-    if (stack_linear(&ly->gate_up, x, T, s->gu, s->part) != 0)
-        return -1;
-    stack_gate(ly, s->gu, T, I, s->act);
-    return stack_linear(&ly->down, s->act, T, out, s->part);
+    return stack_gated(ly, &ly->gate_up, &ly->down, I, x, T, s->gu, s->act, out, s->part);
 }
 
 void stack_gate(const tandem_layer *ly, const float *gu, int64_t T, int64_t I, float *act)

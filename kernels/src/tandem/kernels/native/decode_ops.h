@@ -35,6 +35,12 @@ int stack_attention(const tandem_layer *ly, const tandem_step *st, float eps, co
 /* stack_attention's latent form (ly->latent.shape.rank > 0), in decode_latent.c */
 int stack_latent(const tandem_layer *ly, const tandem_step *st, float eps, const float *x,
                  float *out, const stack_scratch *s);
+/* y [n, C] = down(gate(gate_up(x))) for x [n, C] through the given gate_up and down (a
+ * dense MLP's, an expert's) of intermediate size I; gu [n, 2 I], act [n, I] and part are
+ * scratch. Returns 0 or -1. */
+int stack_gated(const tandem_layer *ly, const tandem_linear *gate_up, const tandem_linear *down,
+                int64_t I, const float *x, int64_t n, float *gu, float *act, float *y,
+                float *part);
 /* out [T, C] = down(gate(gate_up(x))); x [T, C]. Returns 0 or -1. */
 int stack_mlp(const tandem_layer *ly, int64_t T, int64_t I, const float *x, float *out,
               const stack_scratch *s);

@@ -79,7 +79,9 @@ static int attention_block(const tandem_layer *ly, const tandem_stack_shape *sha
                            const tandem_step *st, const float *in, float *out,
                            const stack_scratch *s)
 {
-    if (stack_attention(ly, st, shape->eps, in, out, s) != 0)
+    const int rc = ly->latent.shape.rank > 0 ? stack_latent(ly, st, shape->eps, in, out, s)
+                                              : stack_attention(ly, st, shape->eps, in, out, s);
+    if (rc != 0)
         return -1;
     return summed(shape, out, st->tokens * shape->hidden);
 }
