@@ -45,9 +45,9 @@ def weights(mlp: nn.Module) -> dict[str, tuple[WeightForm | None, Tensor | None]
 
 
 def weights_reason(mlp: nn.Module, takes: Takes) -> str | None:
-    """Why the C driver cannot multiply by one of the layer's weights, or None."""
-    if getattr(mlp, "tp", None) is not None or getattr(mlp.experts, "first", None) is not None:
-        return "tensor-parallel experts"
+    """Why the C driver cannot multiply by one of the layer's weights, or None (experts
+    sharded over tensor-parallel ranks never get here: ``stack_program.why_not`` refuses
+    them from the parallel group)."""
     for name, (form, bias) in weights(mlp).items():
         if form is None:
             return f"{name}: not a plain linear layer"
