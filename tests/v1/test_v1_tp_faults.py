@@ -46,6 +46,25 @@ def test_a_killed_rank_ends_generate_naming_it(rank: int, tiny_dir: Any) -> None
     before.assert_left_nothing(seen)
 
 
+def test_a_killed_core_leaves_its_ranks_nothing_to_clean(tiny_dir: Any) -> None:
+    """The core killed before it can stop its ranks (what a client whose grace ran out
+    does): the ranks' socket folder lies inside the core's IPC folder, which the client
+    removes, so nothing is left whoever dies first."""
+    before = Footprint.now()
+    with LLMEngine.from_engine_args(_args(tiny_dir)) as engine:
+        seen = Engine.seen(engine)
+        ipc_dir = engine.client.ipc_dir
+        rank_dirs = [d for d in seen.dirs if d != ipc_dir]
+        assert rank_dirs and all(os.path.dirname(d) == ipc_dir for d in rank_dirs), seen.dirs
+        add_request(engine, "a", [5, 6, 7], LONG)
+        engine.step()
+        os.kill(engine.client.pids["core"], signal.SIGKILL)
+        with pytest.raises(EngineDeadError, match=r"core .*SIGKILL"):
+            while True:
+                engine.step()
+    before.assert_left_nothing(seen)
+
+
 @pytest.mark.slow
 def test_a_rank_killed_while_idle_is_seen_by_the_health_check(tiny_dir: Any) -> None:
     before = Footprint.now()

@@ -56,7 +56,7 @@ class _Core:
         if payload is None:  # the client gave up before sending the config
             return None
         config = payload["config"].with_torch()  # the client's may hold names
-        self.executor = make_executor(config)
+        self.executor = make_executor(config, workdir=self.ipc_dir)
         return EngineCore(config, self.executor)
 
     def ready(self, core: EngineCore) -> list[bytes]:

@@ -12,8 +12,12 @@ if TYPE_CHECKING:
     from tandem.v1.core.step import Executor
 
 
-def make_executor(config: EngineConfig) -> Executor:
-    """One rank: a :class:`ModelRunner` right here (no indirection in the step loop)."""
+def make_executor(config: EngineConfig, workdir: str | None = None) -> Executor:
+    """One rank: a :class:`ModelRunner` right here (no indirection in the step loop).
+
+    ``workdir``: a folder whoever made it removes (the core process's IPC folder), where
+    the ``mp`` executor keeps its sockets, so a core killed before its own clean-up
+    leaves nothing behind; without one the executor makes and removes its own."""
     parallel = config.parallel
     if parallel.tensor_parallel_size == 1:
         return ModelRunner(config)
@@ -23,4 +27,4 @@ def make_executor(config: EngineConfig) -> Executor:
         return RayExecutor(config)
     from tandem.v1.proc.mp_executor import MPExecutor
 
-    return MPExecutor(config)
+    return MPExecutor(config, workdir=workdir)

@@ -65,14 +65,16 @@ class _Ranks:
 
 
 class MPExecutor:
-    def __init__(self, config: EngineConfig, ready_timeout: float | None = None) -> None:
+    def __init__(
+        self, config: EngineConfig, ready_timeout: float | None = None, workdir: str | None = None
+    ) -> None:
         self._res = _Ranks()
         self._finalizer = weakref.finalize(self, self._res.close)
         size = config.parallel.tensor_parallel_size
         self.names = [f"tensor-parallel rank {r}" for r in range(size)]
         wait = float(envs.TANDEM_ENGINE_READY_TIMEOUT) if ready_timeout is None else ready_timeout
         try:
-            self._start(config, float(envs.TANDEM_DIST_TIMEOUT))
+            self._start(config, float(envs.TANDEM_DIST_TIMEOUT), workdir)
             first = self._wait_ready(time.monotonic() + wait)
             self.num_kv_blocks, self.max_model_len = first.num_kv_blocks, first.max_model_len
             self.attention_backend, self.kv_source = first.attention_backend, first.kv_source
@@ -82,13 +84,14 @@ class MPExecutor:
             self.shutdown()
             raise
 
-    def _start(self, config: EngineConfig, timeout: float) -> None:
+    def _start(self, config: EngineConfig, timeout: float, workdir: str | None) -> None:
         """Launch the ranks first (their imports take the longest), then host the store
-        and the sockets, then hand each rank its setup."""
+        and the sockets, then hand each rank its setup. The sockets' folder is made inside
+        ``workdir`` when given (see :func:`~tandem.v1.proc.executors.make_executor`)."""
         import torch.distributed as dist
 
         res, size = self._res, len(self.names)
-        res.dir = tempfile.mkdtemp(prefix="tandem-tp-")
+        res.dir = tempfile.mkdtemp(prefix="tandem-tp-", dir=workdir)
         res.procs = [launch("rank", res.dir) for _ in range(size)]
         res.store = dist.TCPStore(
             HOST, 0, size, is_master=True, wait_for_workers=False,
