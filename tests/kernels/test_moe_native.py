@@ -30,7 +30,7 @@ def test_routing_chooses_among_equals_as_torch_topk(seed, experts, top_k, levels
     top_k = min(top_k, experts)
     g = torch.Generator().manual_seed(seed)
     logits = torch.randint(0, levels, (3, experts), generator=g).float() * 2.0
-    got = native.route(logits, top_k, False)
+    got = native.route(logits, native.RoutingSpec(experts, top_k, False))
     if not native.routes(experts, top_k):
         assert got is None
         return
@@ -75,10 +75,11 @@ def test_gated_share_matches_torch(seed, tokens, hidden, scale):
 
 def test_c_takes_fp32_on_the_cpu_only():
     logits = torch.randn(3, 6, dtype=torch.float64)
-    assert native.route(logits, 2, True) is None  # torch routes it, in fp32
+    assert native.route(logits, native.RoutingSpec(6, 2, True)) is None  # torch, in fp32
     weights, ids = topk_route(logits, 2, True)
     assert weights.dtype == torch.float32 and ids.shape == (3, 2)
-    assert native.route(logits.float(), 7, True) is None  # more experts than there are
+    beyond = native.RoutingSpec(6, 7, True)  # more experts than there are
+    assert native.route(logits.float(), beyond) is None
     pairs = torch.randn(3, 2, 4, dtype=torch.bfloat16)
     assert native.weighted_sum(pairs, torch.rand(3, 2)) is None
     assert weighted_sum(pairs, torch.rand(3, 2)).dtype == torch.float32

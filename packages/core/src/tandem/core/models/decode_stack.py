@@ -12,8 +12,8 @@ norms sit (pre, sandwich, post), q/k norms (over each head or the whole projecti
 MLP's gate (SiLU or tanh-GELU), the residual scale, its rope table, its attention's scale,
 window and soft-cap, and which pool of KV blocks it reads (Gemma's sliding layers may keep
 their own); scaled embeddings are scaled before the call. It takes stacks of plain
-attention (plain or latent) and dense gated MLPs or mixtures of experts with softmax routing
-(:mod:`~tandem.core.models.stack_moe`; no group-limited sigmoid routing), rope over the
+attention (plain or latent) and dense gated MLPs or mixtures of experts (softmax routing,
+or DeepSeek-V3's group-limited sigmoid: :mod:`~tandem.core.models.stack_moe`), rope over the
 whole head or its leading dims, whole or a tensor-parallel rank's shard (the table's sum
 after o and down does what the row-parallel projections do; no experts or latent attention
 there), every linear layer and expert a GGUF weight kept as stored in a format the C
