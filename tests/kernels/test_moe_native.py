@@ -131,3 +131,19 @@ def test_c_takes_fp32_on_the_cpu_only():
     assert native.weighted_sum(pairs, torch.rand(3, 2)) is None
     assert weighted_sum(pairs, torch.rand(3, 2)).dtype == torch.float32
     assert native.gate_add(torch.zeros(3, 4), torch.zeros(3, 4), torch.zeros(2, 1)) is None
+
+
+def test_a_moe_entry_names_what_is_wrong():
+    """The decode stack's MoE entry refuses a run of experts outside the routing's, and a
+    routing C does not take, naming the field."""
+    from tandem.kernels.native.decode_moe import MoeEntry
+    from tandem.kernels.native.lin_spec import F32, LinSpec
+
+    lin = LinSpec(F32, (torch.zeros(1),), (), (), None, 4, 4)
+    pairs = ((lin, lin),) * 2
+    held = MoeEntry(lin, pairs, native.RoutingSpec(8, 2, True), first=6)
+    assert held.floats(4) > 0
+    with pytest.raises(ValueError, match=r"MoeEntry.first must be in \[0, 6\]"):
+        MoeEntry(lin, pairs, native.RoutingSpec(8, 2, True), first=7)
+    with pytest.raises(ValueError, match=r"MoeEntry.routing: .* 3 groups of 8 experts"):
+        MoeEntry(lin, pairs, native.RoutingSpec(8, 2, True, "sigmoid", 3, 1))

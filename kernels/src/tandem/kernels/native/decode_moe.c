@@ -1,7 +1,8 @@
 /* A decode-stack layer's mixture of experts: the module path's SparseMoE step by step
  * (tandem.core.layers.moe), through the same kernels in the same order, so the numbers are
  * the same. The tokens routed to an expert run through it together, in token order (the
- * module path groups them so), each expert's weight in its own form. */
+ * module path groups them so), each expert's weight in its own form. On a tensor-parallel
+ * rank only the experts it holds run, and the output is the rank's share. */
 #include <stdint.h>
 #include <string.h>
 
@@ -39,8 +40,10 @@ int stack_moe(const tandem_layer *ly, int64_t T, int64_t C, const float *x, floa
         return -1;
     if (tandem_moe_route_f32(&m->routing, logits, T, weights, ids) != 0)
         return -1;
-    for (int64_t e = 0; e < E; e++) {
-        const int64_t n = pairs_of(ids, T * K, e, pairs);
+    if (m->held < E) /* the pairs routed to experts held elsewhere add nothing */
+        memset(done, 0, (size_t)(T * K * C) * sizeof(float));
+    for (int64_t e = 0; e < m->held; e++) {
+        const int64_t n = pairs_of(ids, T * K, m->first + e, pairs);
         if (n == 0)
             continue;
         for (int64_t i = 0; i < n; i++) /* rows [n, C]: the tokens of e's pairs */

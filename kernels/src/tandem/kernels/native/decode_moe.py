@@ -19,21 +19,25 @@ class MoeEntry:
     """A layer's experts: the router (``LinSpec`` [E, C]), each routed expert's
     (gate_up [2I, C], down [C, I]), the shared expert's (gate_up, down) or None, its
     sigmoid gate ([1, C]) or None; ``routing`` (:class:`RoutingSpec`, its experts E)
-    chooses each token's experts. Entries are ``decode_stack.LinSpec``s."""
+    chooses each token's experts. ``experts`` are those held, from expert ``first`` on (a
+    tensor-parallel rank's run of them; all E from 0 on a whole model). Entries are
+    ``decode_stack.LinSpec``s."""
 
     router: LinSpec
     experts: tuple[tuple[LinSpec, LinSpec], ...]
     routing: RoutingSpec
     shared: tuple[LinSpec, LinSpec] | None = None
     shared_gate: LinSpec | None = None
+    first: int = 0
 
     def __post_init__(self) -> None:
         if not self.experts:
             raise ValueError("MoeEntry.experts must hold at least one expert")
-        if self.routing.experts != len(self.experts):
+        if not 0 <= self.first <= self.routing.experts - len(self.experts):
             raise ValueError(
-                f"MoeEntry.routing.experts must be {len(self.experts)} (the experts), "
-                f"got {self.routing.experts}"
+                f"MoeEntry.first must be in [0, {self.routing.experts - len(self.experts)}] "
+                f"({len(self.experts)} experts held of the routing's {self.routing.experts}), "
+                f"got {self.first}"
             )
         why = self.routing.reach()
         if why is not None:
@@ -59,7 +63,7 @@ class MoeEntry:
         """Scratch floats a token of this layer needs (decode_ops.h, stack_moe): ids and
         one expert's pairs (int64: two floats each), weights, logits, done, rows, y, gu,
         act, gate."""
-        e, k = len(self.experts), self.routing.top_k
+        e, k = self.routing.experts, self.routing.top_k
         inter = max(self.intermediate, self.shared_intermediate)
         return 4 * k + k + e + k * hidden + 2 * hidden + 3 * inter + 1
 
@@ -73,6 +77,7 @@ def moe_struct(
     moe = Moe()
     e = len(entry.experts)
     moe.routing = entry.routing.struct()
+    moe.first, moe.held = entry.first, e
     moe.intermediate, moe.shared_intermediate = entry.intermediate, entry.shared_intermediate
     moe.router = lin(entry.router)
     gate_up = (type(moe.router) * e)(*(lin(g) for g, _ in entry.experts))

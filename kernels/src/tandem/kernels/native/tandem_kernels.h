@@ -108,15 +108,19 @@ typedef struct {
 /* A mixture-of-experts MLP (tandem_layer.moe): the router's logits, routed to K of the E
  * experts (`routing`), each a gated MLP (the layer's gate) over the tokens routed to it,
  * their outputs weighted and summed; then an optional shared expert, its output scaled by
- * sigmoid(shared_gate(x)) where `shared_gated`. */
+ * sigmoid(shared_gate(x)) where `shared_gated`. A tensor-parallel rank holds a run of
+ * whole experts (the others' outputs count as zeros) and its shard of the shared
+ * expert's intermediate dims: its output is a partial sum (tandem_stack_shape.sum). */
 typedef struct {
     tandem_moe_routing routing;
+    int64_t first;               /* the first expert held (0: all from the first) */
+    int64_t held;                /* the experts held, first..first + held - 1 */
     int64_t intermediate;        /* each routed expert's I */
     int64_t shared_intermediate; /* the shared expert's I; 0: no shared expert */
     int64_t shared_gated;        /* 1: the shared expert's output times a sigmoid gate */
     tandem_linear router;        /* [E, C] */
-    const tandem_linear *gate_up; /* [E] each expert's [2 I, C] (gate rows, then up) */
-    const tandem_linear *down;    /* [E] each expert's [C, I] */
+    const tandem_linear *gate_up; /* [held] each expert's [2 I, C] (gate rows, then up) */
+    const tandem_linear *down;    /* [held] each expert's [C, I] */
     tandem_linear shared_gate_up; /* [2 I_shared, C] */
     tandem_linear shared_down;    /* [C, I_shared] */
     tandem_linear shared_gate;    /* [1, C] */

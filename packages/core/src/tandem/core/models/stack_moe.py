@@ -57,9 +57,9 @@ def weights(mlp: nn.Module) -> dict[str, tuple[WeightForm | None, Tensor | None]
 
 
 def weights_reason(mlp: nn.Module, takes: Takes) -> str | None:
-    """Why the C driver cannot multiply by one of the layer's weights, or None (experts
-    sharded over tensor-parallel ranks never get here: ``stack_program.why_not`` refuses
-    them from the parallel group)."""
+    """Why the C driver cannot multiply by one of the layer's weights, or take its
+    routing (its score bias), or None. A tensor-parallel rank's shard (its run of whole
+    experts, its part of the shared expert) is taken as a whole model's layer is."""
     for name, (form, bias) in weights(mlp).items():
         if form is None:
             return f"{name}: not a plain linear layer"
@@ -100,8 +100,10 @@ def moe_entry(
     bias = score_bias(mlp)
     if bias is not None:
         keep.append(bias)
-    entry = MoeEntry(lins["router"], experts, routing(moe, bias), shared, lins.get("shared gate"))
-    return entry
+    first = mlp.experts.first or 0  # a tensor-parallel rank's first expert
+    return MoeEntry(
+        lins["router"], experts, routing(moe, bias), shared, lins.get("shared gate"), first
+    )
 
 
 def top_k(moe: MoESpec) -> int:
