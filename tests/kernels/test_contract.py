@@ -87,6 +87,26 @@ def test_struct_layouts_are_the_compilers(tmp_path) -> None:
     assert got == want
 
 
+def test_the_routing_struct_is_the_python_routing_spec() -> None:
+    """Each field of the header's tandem_moe_routing (the experts' routing, in tandem_moe)
+    is one of moe.RoutingSpec's, by name, and the struct it fills holds its values."""
+    from tandem.kernels.native import moe
+
+    fields = contract.contract().structs["tandem_moe_routing"]
+    assert [f.name for f in fields] == [
+        "experts", "top_k", "scoring", "normalize", "groups", "group_top", "score_bias",
+        "scaling",
+    ]  # fmt: skip
+    assert {f.name for f in fields} == set(moe.RoutingSpec.__slots__)
+    assert contract.contract().structs["tandem_moe"][0].name == "routing"
+    bias = torch.randn(8)
+    spec = moe.RoutingSpec(8, 3, True, "sigmoid", 4, 2, bias, 2.5)
+    got = spec.struct()
+    assert (got.experts, got.top_k, got.normalize, got.groups, got.group_top) == (8, 3, 1, 4, 2)
+    assert got.scoring == contract.constant("TANDEM_MOE_SIGMOID_GROUPS") != 0
+    assert (got.score_bias, got.scaling) == (bias.data_ptr(), 2.5)
+
+
 def test_no_source_declares_an_export_again() -> None:
     """Each source includes the header, and nothing but the header declares an export."""
     names = "|".join(contract.contract().functions)

@@ -19,7 +19,7 @@ from .test_decode_stack_phi3 import _loaded, _logits
 
 pytestmark = pytest.mark.skipif(not decode_stack.native.available(), reason="no C kernels here")
 F32 = pytest.mark.skipif(not native.linear_f32.available(), reason="no C fp32 linear kernel")
-# every layer's MLP dense (the experts' layers are not the stack's yet); q's latent and
+# every layer's MLP dense (the experts: test_decode_stack_moe.py); q's latent and
 # the heads' values 64 wide, so that every projection takes 32-value GGUF blocks
 DENSE = {
     "deepseek_v3": {"first_k_dense_replace": 2, "q_lora_rank": 64, "v_head_dim": 16},
@@ -50,12 +50,6 @@ def test_the_spec_puts_latent_attention_on_the_stack(arch, tmp_path, monkeypatch
     stack = _loaded(_model(arch, tmp_path, monkeypatch)).model.decode_stack
     assert stack.usable, stack.reason
     assert "latent attention" in stack.describe()
-
-
-def test_experts_still_leave_the_stack_to_the_modules(tmp_path, monkeypatch):
-    monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
-    stack = _loaded(str(make_model(size="tiny", arch="deepseek_v3"))).model.decode_stack
-    assert not stack.usable and stack.reason.startswith("layer 1: a mixture of experts with")
 
 
 @F32

@@ -1,7 +1,8 @@
 """Mixture-of-experts layers in the one-call C decode stack: routing (softmax, top-k,
-renormalised or not), the routed experts in each form their weights are kept in (fp32,
-int8, GGUF blocks, stacked formats), the shared expert and its sigmoid gate; the modules'
-logits, bit for bit."""
+renormalised or not; DeepSeek-V3's group-limited sigmoid with its score bias and
+scaling), the routed experts in each form their weights are kept in (fp32, int8, GGUF
+blocks, stacked formats), the shared expert and its sigmoid gate; the modules' logits,
+bit for bit."""
 
 from __future__ import annotations
 
@@ -28,6 +29,10 @@ MOES = {
     "qwen2_moe": {"decoder_sparse_step": 2},
     "qwen3_moe": {"mlp_only_layers": [1]},
 }
+# DeepSeek-V3: latent attention, a dense first layer, then sparse layers routing top-3 of 8
+# experts in the 2 best of 4 groups (score bias, renormalised, x2.5) plus a shared expert;
+# its plain config: every layer sparse, one group, unnormalised, x1.5, two shared experts
+DEEPSEEK = {"deepseek_v3": {"num_hidden_layers": 3}, "deepseek_v3_plain": {}}
 # a prompt step, decode steps of two sequences, a verify-shaped step of new tokens each
 STEPS = [[(0, [5, 9, 2, 7, 7, 1]), (1, [7, 1, 3])]]
 STEPS += [[(0, [3]), (1, [4])] for _ in range(4)] + [[(0, [2])]]
@@ -36,7 +41,8 @@ STEPS += [[(0, [8, 2, 6]), (1, [1, 5])]]
 
 def _model(arch: str, tmp_path, monkeypatch) -> torch.nn.Module:
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
-    return load_model(str(make_model(size="tiny", arch=arch, **MOES[arch])), dtype=torch.float32)
+    overrides = {**MOES, **DEEPSEEK}[arch]
+    return load_model(str(make_model(size="tiny", arch=arch, **overrides)), dtype=torch.float32)
 
 
 def _logits(model: torch.nn.Module, paged_runner, mode: str, ran: list) -> list[torch.Tensor]:
@@ -125,16 +131,65 @@ def test_routing_off_by_one_expert_does_not_match(tmp_path, monkeypatch, paged_r
     assert not all(torch.equal(g, w) for g, w in zip(got, want))
 
 
-def test_group_limited_sigmoid_routing_runs_the_modules(tmp_path, monkeypatch):
+def test_routing_beyond_the_c_kernel_runs_the_modules(tmp_path, monkeypatch):
     from dataclasses import replace
 
     from tandem.core.models.stack_program import why_not
 
-    spec = _model("qwen3_moe", tmp_path, monkeypatch).spec
+    spec = _model("deepseek_v3", tmp_path, monkeypatch).spec
+    far = {"num_experts": 256, "top_k": 8, "n_group": 128, "topk_group": 2}  # groups sorted
     layers = [
-        replace(ly, mlp=replace(ly.mlp, moe=replace(ly.mlp.moe, scoring="sigmoid")))
+        replace(ly, mlp=replace(ly.mlp, moe=replace(ly.mlp.moe, **far)))
         if ly.mlp is not None and ly.mlp.moe is not None
         else ly
         for ly in spec.layers
     ]
-    assert "sigmoid routing" in why_not(replace(spec, layers=tuple(layers)))
+    assert "the 2 best of 128 groups" in why_not(replace(spec, layers=tuple(layers)))
+
+
+def _sparse(model: torch.nn.Module) -> list[torch.nn.Module]:
+    return [ly.mlp for ly in model.model.layers if hasattr(ly.mlp, "experts")]
+
+
+@pytest.mark.parametrize("arch", list(DEEPSEEK))
+def test_group_limited_sigmoid_experts_match_the_modules(
+    arch, tmp_path, monkeypatch, paged_runner, stack_ran
+):
+    """DeepSeek-V3's routing on the stack: the groups limit the choice (some token's
+    experts would differ without them), the score bias steers it, and the logits of a
+    prompt step, decode steps and a verify's layout are the modules', bit for bit."""
+    model = _model(arch, tmp_path, monkeypatch)
+    moe = model.spec.layer_mlp(model.spec.num_layers - 1).moe
+    stack = model.model.decode_stack
+    assert stack.usable and stack.weights_reason() is None, stack.reason
+    assert "experts (sigmoid top-" in stack.describe()
+    sparse = _sparse(model)
+    assert sparse and all(m.gate.e_score_correction_bias.abs().sum() > 0 for m in sparse)
+    if arch == "deepseek_v3":
+        assert 1 < moe.topk_group < moe.n_group and moe.routed_scaling != 1.0
+        assert not isinstance(model.model.layers[0].mlp, type(sparse[0]))  # dense first
+        assert len(sparse) >= 2
+    _same(model, paged_runner, stack_ran)
+
+
+@pytest.mark.skipif(not native.linear_i8.available(), reason="no C int8 linear kernel here")
+def test_int8_group_limited_experts_match_the_modules(
+    tmp_path, monkeypatch, paged_runner, stack_ran
+):
+    model = _model("deepseek_v3", tmp_path, monkeypatch)
+    model.quantize("int8")
+    assert all(m.experts.int8 is not None for m in _sparse(model))
+    _same(model, paged_runner, stack_ran)
+
+
+def test_routing_without_the_score_bias_does_not_match(
+    tmp_path, monkeypatch, paged_runner, stack_ran
+):
+    """The stack takes the router's score bias: a table made without it routes
+    otherwise, and the logits differ."""
+    model = _model("deepseek_v3", tmp_path, monkeypatch)
+    want = _logits(model, paged_runner, "modules", stack_ran)
+    monkeypatch.setattr(stack_moe, "score_bias", lambda mlp: None)
+    model.model.decode_stack.drop()
+    got = _logits(model, paged_runner, "c", stack_ran)
+    assert not all(torch.equal(g, w) for g, w in zip(got, want))

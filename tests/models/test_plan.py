@@ -30,7 +30,7 @@ CASES = {
     "granite": ("qkv+bias > rope > attend > o+bias > x0.35 > add", "", None),
     "mixtral": ("route (softmax top-2 of 4) > experts (gate_up > silu*mul > down)", "", None),
     "qwen2_moe": ("norm > qkv+bias", "+ shared expert", None),
-    "deepseek_v3": ("latent q/kv > rope (yarn)", "route (sigmoid top-3 of 8)", "a mixture"),
+    "deepseek_v3": ("latent q/kv > rope (yarn)", "route (sigmoid top-3 of 8)", None),
 }
 
 # what the C stack's note says it runs beyond the Llama layer
@@ -43,6 +43,10 @@ PROGRAMS = {
     "phi3": "(rotary 0.75 of each head, sliding windows)",
     "mixtral": "(experts (softmax top-2 of 4, renormalised), sliding windows)",
     "qwen2_moe": "(experts (softmax top-2 of 6, gated shared expert))",
+    "deepseek_v3": (
+        "(experts (sigmoid top-3 of 8 in the 2 best of 4 groups, renormalised, x2.5, shared "
+        "expert), latent attention)"
+    ),
 }
 
 

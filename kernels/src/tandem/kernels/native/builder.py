@@ -41,9 +41,18 @@ SOURCES = (
     "decode_latent.c",
     "latent.c",
     "moe.c",
+    "topk.c",
 )
 HEADER = "tandem_kernels.h"  # the contract: every export, struct and shared constant
-HEADERS = (HEADER, "decode_ops.h", "fastmath.h", "gguf_common.h", "gguf_k23.h", "linear_f32_avx2.h")
+HEADERS = (
+    HEADER,
+    "decode_ops.h",
+    "fastmath.h",
+    "gguf_common.h",
+    "gguf_k23.h",
+    "linear_f32_avx2.h",
+    "topk.h",
+)
 FLAGS = (
     "-O3",
     "-march=native",

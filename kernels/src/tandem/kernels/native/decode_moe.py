@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from tandem.kernels.native.contract import struct
 from tandem.kernels.native.lin_spec import LinSpec
+from tandem.kernels.native.moe import RoutingSpec
 
 Moe = struct("tandem_moe")
 
@@ -17,24 +18,30 @@ Moe = struct("tandem_moe")
 class MoeEntry:
     """A layer's experts: the router (``LinSpec`` [E, C]), each routed expert's
     (gate_up [2I, C], down [C, I]), the shared expert's (gate_up, down) or None, its
-    sigmoid gate ([1, C]) or None; softmax routing to ``top_k``, renormalised where
-    ``normalize``. Entries are ``decode_stack.LinSpec``s."""
+    sigmoid gate ([1, C]) or None; ``routing`` (:class:`RoutingSpec`, its experts E)
+    chooses each token's experts. ``experts`` are those held, from expert ``first`` on (a
+    tensor-parallel rank's run of them; all E from 0 on a whole model). Entries are
+    ``decode_stack.LinSpec``s."""
 
     router: LinSpec
     experts: tuple[tuple[LinSpec, LinSpec], ...]
-    top_k: int
-    normalize: bool
+    routing: RoutingSpec
     shared: tuple[LinSpec, LinSpec] | None = None
     shared_gate: LinSpec | None = None
+    first: int = 0
 
     def __post_init__(self) -> None:
         if not self.experts:
             raise ValueError("MoeEntry.experts must hold at least one expert")
-        if not 0 < self.top_k <= len(self.experts):
+        if not 0 <= self.first <= self.routing.experts - len(self.experts):
             raise ValueError(
-                f"MoeEntry.top_k must be in [1, {len(self.experts)}] (the experts), "
-                f"got {self.top_k}"
+                f"MoeEntry.first must be in [0, {self.routing.experts - len(self.experts)}] "
+                f"({len(self.experts)} experts held of the routing's {self.routing.experts}), "
+                f"got {self.first}"
             )
+        why = self.routing.reach()
+        if why is not None:
+            raise ValueError(f"MoeEntry.routing: the C routing does not take {why}")
         if self.shared_gate is not None and self.shared is None:
             raise ValueError("MoeEntry.shared_gate needs a shared expert (MoeEntry.shared)")
 
@@ -53,21 +60,24 @@ class MoeEntry:
         return out
 
     def floats(self, hidden: int) -> int:
-        """Scratch floats a token of this layer needs (decode_ops.h, stack_moe): ids
-        (int64: two floats each), weights, logits, done, rows, y, gu, act, gate."""
-        e, k = len(self.experts), self.top_k
+        """Scratch floats a token of this layer needs (decode_ops.h, stack_moe): ids and
+        one expert's pairs (int64: two floats each), weights, logits, done, rows, y, gu,
+        act, gate."""
+        e, k = self.routing.experts, self.routing.top_k
         inter = max(self.intermediate, self.shared_intermediate)
-        return 2 * k + k + e + k * hidden + 2 * hidden + 3 * inter + 1
+        return 4 * k + k + e + k * hidden + 2 * hidden + 3 * inter + 1
 
 
 def moe_struct(
     entry: MoeEntry, lin: Callable[[LinSpec], ctypes.Structure]
 ) -> tuple[ctypes.Structure, list]:
     """The C struct of ``entry`` (``lin``: LinSpec -> C tandem_linear) and the ctypes
-    objects it points into (kept alive by the caller)."""
+    objects it points into (kept alive by the caller; the routing's score bias is the
+    caller's to keep)."""
     moe = Moe()
     e = len(entry.experts)
-    moe.experts, moe.top_k, moe.normalize = e, entry.top_k, int(entry.normalize)
+    moe.routing = entry.routing.struct()
+    moe.first, moe.held = entry.first, e
     moe.intermediate, moe.shared_intermediate = entry.intermediate, entry.shared_intermediate
     moe.router = lin(entry.router)
     gate_up = (type(moe.router) * e)(*(lin(g) for g, _ in entry.experts))

@@ -49,7 +49,7 @@ void stack_gate(const tandem_layer *ly, const float *gu, int64_t T, int64_t I, f
 /* out [T, C] = the layer's mixture of experts (ly->moe) of x [T, C], as the module path's
  * SparseMoE computes it: route, each expert over its tokens (token order), the weighted
  * sum, the shared expert's share. s->moe holds (floats, 8-byte aligned start):
- * ids [T K] int64, weights [T K], logits [T E], done [T K, C], rows [T, C], y [T, C],
+ * ids [T K] int64, pairs [T K] int64 (those of one expert), weights [T K], logits [T E], done [T K, C], rows [T, C], y [T, C],
  * gu [T, 2 Imax], act [T, Imax], gate [T], with Imax the larger of the routed and shared
  * experts' I (decode_stack.moe_floats). Returns 0 or -1. */
 int stack_moe(const tandem_layer *ly, int64_t T, int64_t C, const float *x, float *out,

@@ -1,4 +1,4 @@
-/* A vectorizable e^x for x <= 0, shared by the C kernels. */
+/* A vectorizable e^x for x <= 0, and the sigmoid from it, shared by the C kernels. */
 #ifndef TANDEM_FASTMATH_H
 #define TANDEM_FASTMATH_H
 
@@ -25,6 +25,13 @@ static inline float exp_nonpositive(float x)
     float two_n;
     memcpy(&two_n, &bits, sizeof two_n);
     return p * two_n;
+}
+
+/* 1 / (1 + e^-x), from e^-|x| (never above 1: no overflow for any x) */
+static inline float sigmoid(float x)
+{
+    const float e = exp_nonpositive(x >= 0.0f ? -x : x);
+    return x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
 }
 
 #endif

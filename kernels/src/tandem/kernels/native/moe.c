@@ -1,168 +1,113 @@
 /* Mixture-of-experts steps shared by the module path (tandem.kernels.ops.moe, on fp32 CPU
- * tensors) and the decode stack's MoE layers (decode_moe.c): softmax routing, the
- * weighted sum of each token's experts and a gated shared expert's share. One kernel for
- * both, so the two paths agree bit for bit. */
+ * tensors) and the decode stack's MoE layers (decode_moe.c): the routing (softmax, or
+ * DeepSeek-V3's group-limited sigmoid), the weighted sum of each token's experts and a
+ * gated shared expert's share. One kernel for both, so the two paths agree bit for bit;
+ * the experts are chosen among equal scores as torch.topk chooses them (topk.h). */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "fastmath.h"
 #include "tandem_kernels.h"
+#include "topk.h"
 
-/* The routing's choice among equal probabilities is torch.topk's on the CPU (the module
- * path's before it came here, and transformers'): an nth_element of (probability, index)
- * pairs at K - 1, then a sort of the K - 1 before it, each step as the C++ library does it
- * (introselect: median-of-three partitions down to 3 pairs, then insertion sort; a heap
- * select past its depth limit), with NaN above every number. */
-typedef struct {
-    float p;
-    int64_t e;
-} pair;
-
-static inline int above(const pair *x, const pair *y)
+/* one token's softmax routing: probabilities in q (scratch [E]) */
+static void route_softmax(const tandem_moe_routing *r, const float *l, pair *q, float *w,
+                          int64_t *ids)
 {
-    return (x->p != x->p && y->p == y->p) || x->p > y->p;
+    const int64_t E = r->experts, K = r->top_k;
+    float top = l[0];
+    for (int64_t e = 1; e < E; e++)
+        top = l[e] > top ? l[e] : top;
+    float sum = 0.0f;
+    for (int64_t e = 0; e < E; e++)
+        sum += q[e].p = exp_nonpositive(l[e] - top);
+    for (int64_t e = 0; e < E; e++)
+        q[e].p /= sum, q[e].e = e;
+    topk_pairs(q, E, K);
+    float chosen = 0.0f;
+    for (int64_t k = 0; k < K; k++)
+        w[k] = q[k].p, ids[k] = q[k].e, chosen += q[k].p;
+    if (r->normalize)
+        for (int64_t k = 0; k < K; k++)
+            w[k] /= chosen;
 }
 
-static inline void swap(pair *a, pair *b)
+/* a group's worth: the sum of its (up to) two best choice scores c [n] */
+static float worth(const float *c, int64_t n)
 {
-    const pair t = *a;
-    *a = *b, *b = t;
+    pair best = {c[0], 0}, next = {-INFINITY, -1};
+    for (int64_t i = 1; i < n; i++) {
+        const pair v = {c[i], i};
+        if (above(&v, &best))
+            next = best, best = v;
+        else if (next.e < 0 || above(&v, &next))
+            next = v;
+    }
+    return n < 2 ? best.p : best.p + next.p;
 }
 
-static void insertion_sort(pair *first, pair *last)
+/* one token's group-limited sigmoid routing: scores in s, the choice's in c, the
+ * eligible experts' in q, the groups' worth in g (scratch [E], [E], [E], [G]). The groups
+ * kept are those torch.topk keeps of the worths; their experts compete, the others are
+ * -inf, and the K best are torch.topk's (in its order). */
+static void route_groups(const tandem_moe_routing *r, const float *l, float *s, float *c,
+                         pair *q, pair *g, float *w, int64_t *ids)
 {
-    if (first == last)
-        return;
-    for (pair *i = first + 1; i != last; i++) {
-        const pair v = *i;
-        if (above(&v, first)) {
-            memmove(first + 1, first, (size_t)(i - first) * sizeof(pair));
-            *first = v;
-            continue;
-        }
-        pair *at = i;
-        for (; above(&v, at - 1); at--)
-            *at = *(at - 1);
-        *at = v;
+    const int64_t E = r->experts, K = r->top_k, G = r->groups, size = E / G;
+    for (int64_t e = 0; e < E; e++) {
+        s[e] = sigmoid(l[e]);
+        c[e] = r->score_bias == NULL ? s[e] : s[e] + r->score_bias[e];
+    }
+    for (int64_t j = 0; j < G; j++)
+        g[j].p = worth(c + j * size, size), g[j].e = j;
+    topk_pairs(g, G, r->group_top);
+    for (int64_t e = 0; e < E; e++)
+        q[e].p = -INFINITY, q[e].e = e;
+    for (int64_t j = 0; j < r->group_top; j++)
+        for (int64_t e = g[j].e * size; e < (g[j].e + 1) * size; e++)
+            q[e].p = c[e];
+    topk_pairs(q, E, K);
+    float chosen = 0.0f;
+    for (int64_t k = 0; k < K; k++)
+        w[k] = s[q[k].e], ids[k] = q[k].e, chosen += w[k];
+    for (int64_t k = 0; k < K; k++) {
+        if (r->normalize)
+            w[k] /= chosen + 1e-20f;
+        w[k] *= r->scaling;
     }
 }
 
-/* the max-heap (in `above` order reversed: its top is the least above) of the C++ library */
-static void sift(pair *h, int64_t hole, int64_t len, pair v)
+/* whether the routing is one this kernel takes (tandem_moe_route_f32's bounds) */
+static int routes(const tandem_moe_routing *r)
 {
-    const int64_t top = hole;
-    int64_t child = hole;
-    while (child < (len - 1) / 2) {
-        child = 2 * (child + 1);
-        if (above(&h[child], &h[child - 1]))
-            child--;
-        h[hole] = h[child], hole = child;
-    }
-    if ((len & 1) == 0 && child == (len - 2) / 2) {
-        child = 2 * (child + 1);
-        h[hole] = h[child - 1], hole = child - 1;
-    }
-    for (int64_t parent = (hole - 1) / 2; hole > top && above(&h[parent], &v);
-         parent = (hole - 1) / 2)
-        h[hole] = h[parent], hole = parent;
-    h[hole] = v;
+    const int64_t E = r->experts, K = r->top_k, G = r->groups;
+    if (K < 1 || K > E || K > TANDEM_MOE_MAX_TOP_K || K * TANDEM_MOE_PARTIAL_SORT <= E)
+        return 0;
+    if (r->scoring == TANDEM_MOE_SOFTMAX)
+        return 1;
+    return r->scoring == TANDEM_MOE_SIGMOID_GROUPS && G >= 1 && E % G == 0 &&
+           r->group_top >= 1 && r->group_top <= G &&
+           r->group_top * TANDEM_MOE_PARTIAL_SORT > G;
 }
 
-static void heap_select(pair *first, pair *middle, pair *last)
-{
-    const int64_t len = middle - first;
-    if (len >= 2)
-        for (int64_t parent = (len - 2) / 2; parent >= 0; parent--)
-            sift(first, parent, len, first[parent]);
-    for (pair *i = middle; i < last; i++)
-        if (above(i, first)) {
-            const pair v = *i;
-            *i = *first;
-            sift(first, 0, len, v);
-        }
-}
-
-static void median_to_first(pair *r, pair *a, pair *b, pair *c)
-{
-    if (above(a, b)) {
-        if (above(b, c))
-            swap(r, b);
-        else if (above(a, c))
-            swap(r, c);
-        else
-            swap(r, a);
-    } else if (above(a, c))
-        swap(r, a);
-    else if (above(b, c))
-        swap(r, c);
-    else
-        swap(r, b);
-}
-
-static pair *partition_pivot(pair *first, pair *last)
-{
-    median_to_first(first, first + 1, first + (last - first) / 2, last - 1);
-    pair *lo = first + 1, *hi = last;
-    for (;;) {
-        while (above(lo, first))
-            lo++;
-        hi--;
-        while (above(first, hi))
-            hi--;
-        if (!(lo < hi))
-            return lo;
-        swap(lo, hi);
-        lo++;
-    }
-}
-
-static void nth_element(pair *first, pair *nth, pair *last)
-{
-    if (first == last || nth == last)
-        return;
-    int64_t depth = 0;
-    for (int64_t n = last - first; n > 1; n >>= 1)
-        depth++;
-    for (depth *= 2; last - first > 3; depth--) {
-        if (depth == 0) {
-            heap_select(first, nth + 1, last);
-            swap(first, nth);
-            return;
-        }
-        pair *cut = partition_pivot(first, last);
-        if (cut <= nth)
-            first = cut;
-        else
-            last = cut;
-    }
-    insertion_sort(first, last);
-}
-
-int tandem_moe_route_f32(const float *logits, int64_t T, int64_t E, int64_t K, int normalize,
+int tandem_moe_route_f32(const tandem_moe_routing *routing, const float *logits, int64_t T,
                          float *weights, int64_t *ids)
 {
-    pair q[TANDEM_MOE_MAX_TOP_K * TANDEM_MOE_PARTIAL_SORT]; /* E pairs: E < 64 K */
-    if (K < 1 || K > E || K > TANDEM_MOE_MAX_TOP_K || K * TANDEM_MOE_PARTIAL_SORT <= E)
+    /* E < 64 K: pairs and two scores for every expert, pairs for every group (G <= E) */
+    pair q[TANDEM_MOE_MAX_TOP_K * TANDEM_MOE_PARTIAL_SORT];
+    pair g[TANDEM_MOE_MAX_TOP_K * TANDEM_MOE_PARTIAL_SORT];
+    float s[TANDEM_MOE_MAX_TOP_K * TANDEM_MOE_PARTIAL_SORT];
+    float c[TANDEM_MOE_MAX_TOP_K * TANDEM_MOE_PARTIAL_SORT];
+    const tandem_moe_routing *r = routing;
+    if (!routes(r))
         return -1;
+    const int64_t E = r->experts, K = r->top_k;
     for (int64_t t = 0; t < T; t++) {
-        const float *l = logits + t * E;
-        float *w = weights + t * K;
-        float top = l[0];
-        for (int64_t e = 1; e < E; e++)
-            top = l[e] > top ? l[e] : top;
-        float sum = 0.0f;
-        for (int64_t e = 0; e < E; e++)
-            sum += q[e].p = exp_nonpositive(l[e] - top);
-        for (int64_t e = 0; e < E; e++)
-            q[e].p /= sum, q[e].e = e;
-        nth_element(q, q + K - 1, q + E);
-        insertion_sort(q, q + K - 1);
-        float chosen = 0.0f;
-        for (int64_t k = 0; k < K; k++)
-            w[k] = q[k].p, ids[t * K + k] = q[k].e, chosen += q[k].p;
-        if (normalize)
-            for (int64_t k = 0; k < K; k++)
-                w[k] /= chosen;
+        if (r->scoring == TANDEM_MOE_SOFTMAX)
+            route_softmax(r, logits + t * E, q, weights + t * K, ids + t * K);
+        else
+            route_groups(r, logits + t * E, s, c, q, g, weights + t * K, ids + t * K);
     }
     return 0;
 }
@@ -191,9 +136,7 @@ void tandem_moe_gate_add_f32(const float *shared, const float *gate, int64_t T, 
                              float *out)
 {
     for (int64_t t = 0; t < T; t++) {
-        const float g = gate[t];
-        const float e = exp_nonpositive(g >= 0.0f ? -g : g); /* e^-|g| */
-        const float s = g >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+        const float s = sigmoid(gate[t]);
         for (int64_t c = 0; c < C; c++)
             out[t * C + c] += shared[t * C + c] * s;
     }

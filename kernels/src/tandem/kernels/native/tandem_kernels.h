@@ -83,20 +83,44 @@ typedef struct {
     float rel;                        /* int8: the outlier bound, in multiples of a row's rms */
 } tandem_linear;
 
-/* A mixture-of-experts MLP (tandem_layer.moe): the router's logits, softmax over the E
- * experts, the top K kept (renormalised where `normalize`), each a gated MLP (the layer's
- * gate) over the tokens routed to it, their outputs weighted and summed; then an optional
- * shared expert, its output scaled by sigmoid(shared_gate(x)) where `shared_gated`. */
+/* tandem_moe_routing.scoring */
+#define TANDEM_MOE_SOFTMAX 0        /* softmax over the E experts, the K most probable */
+#define TANDEM_MOE_SIGMOID_GROUPS 1 /* DeepSeek-V3's group-limited sigmoid routing */
+
+/* How a mixture of experts routes each token's router logits [E] to K experts. Softmax:
+ * the K most probable, weighted by their probabilities (renormalised where `normalize`).
+ * Sigmoid groups: scores sigmoid(logits); the choice scores add `score_bias`; the experts
+ * form `groups` equal groups, each worth the sum of its two best choice scores, and only
+ * the `group_top` worthiest stay eligible; the K best eligible by choice score are
+ * weighted by their plain scores (divided by their sum + 1e-20 where `normalize`) times
+ * `scaling`. */
 typedef struct {
-    int64_t experts;             /* E */
-    int64_t top_k;               /* K */
-    int64_t normalize;           /* 1: the K weights renormalised to sum to 1 */
+    int64_t experts;          /* E */
+    int64_t top_k;            /* K */
+    int64_t scoring;          /* TANDEM_MOE_SOFTMAX or TANDEM_MOE_SIGMOID_GROUPS */
+    int64_t normalize;        /* 1: the K weights renormalised */
+    int64_t groups;           /* sigmoid: G, dividing E (1: one group) */
+    int64_t group_top;        /* sigmoid: the groups kept, 1..G */
+    const float *score_bias;  /* sigmoid: [E] added to the scores for the choice only, or NULL */
+    float scaling;            /* sigmoid: the weights times this */
+} tandem_moe_routing;
+
+/* A mixture-of-experts MLP (tandem_layer.moe): the router's logits, routed to K of the E
+ * experts (`routing`), each a gated MLP (the layer's gate) over the tokens routed to it,
+ * their outputs weighted and summed; then an optional shared expert, its output scaled by
+ * sigmoid(shared_gate(x)) where `shared_gated`. A tensor-parallel rank holds a run of
+ * whole experts (the others' outputs count as zeros) and its shard of the shared
+ * expert's intermediate dims: its output is a partial sum (tandem_stack_shape.sum). */
+typedef struct {
+    tandem_moe_routing routing;
+    int64_t first;               /* the first expert held (0: all from the first) */
+    int64_t held;                /* the experts held, first..first + held - 1 */
     int64_t intermediate;        /* each routed expert's I */
     int64_t shared_intermediate; /* the shared expert's I; 0: no shared expert */
     int64_t shared_gated;        /* 1: the shared expert's output times a sigmoid gate */
     tandem_linear router;        /* [E, C] */
-    const tandem_linear *gate_up; /* [E] each expert's [2 I, C] (gate rows, then up) */
-    const tandem_linear *down;    /* [E] each expert's [C, I] */
+    const tandem_linear *gate_up; /* [held] each expert's [2 I, C] (gate rows, then up) */
+    const tandem_linear *down;    /* [held] each expert's [C, I] */
     tandem_linear shared_gate_up; /* [2 I_shared, C] */
     tandem_linear shared_down;    /* [C, I_shared] */
     tandem_linear shared_gate;    /* [1, C] */
@@ -234,13 +258,13 @@ TANDEM_API void tandem_rotary_part_f32(const int64_t *positions, const float *x,
 TANDEM_API int64_t tandem_greedy_f32(const float *x, int64_t B, int64_t V, int64_t *tokens,
                                      float *logprob);
 
-/* moe.c: softmax routing of logits [T, E] to the top K experts: ids [T, K] (the most
- * probable first; among equals torch.topk's order on the CPU) and weights [T, K] (their
- * probabilities, renormalised to sum to 1 where normalize). Returns 0, or -1 (nothing
- * written) for K outside 1..min(E, TANDEM_MOE_MAX_TOP_K) or E >= K TANDEM_MOE_PARTIAL_SORT
- * (where torch.topk chooses by another algorithm). */
-TANDEM_API int tandem_moe_route_f32(const float *logits, int64_t T, int64_t E, int64_t K,
-                                    int normalize, float *weights, int64_t *ids);
+/* moe.c: logits [T, E] routed as `routing` says: ids [T, K] (the best first; among equals
+ * torch.topk's order on the CPU) and weights [T, K]. Returns 0, or -1 (nothing written)
+ * for K outside 1..min(E, TANDEM_MOE_MAX_TOP_K), E >= K TANDEM_MOE_PARTIAL_SORT (where
+ * torch.topk chooses by another algorithm), or groups that do not divide E, group_top
+ * outside 1..G or G >= group_top TANDEM_MOE_PARTIAL_SORT. */
+TANDEM_API int tandem_moe_route_f32(const tandem_moe_routing *routing, const float *logits,
+                                    int64_t T, float *weights, int64_t *ids);
 /* out [T, C] = the sum over k of weights [t, k] * done [t K + k] (done [T K, C]: each
  * token's K experts' outputs in routing order), k in order. */
 TANDEM_API void tandem_moe_sum_f32(const float *done, const float *weights, int64_t T,

@@ -159,7 +159,8 @@ def topk_route(logits: Tensor, top_k: int, normalize: bool) -> tuple[Tensor, Ten
     (``torch.topk``'s choice among equal ones; in C, for fp32 on the CPU, the lowest index
     first), renormalised to sum to 1 if ``normalize``.
     """
-    done = native.route(logits, top_k, normalize)  # fp32 on the CPU: in C
+    routing = native.RoutingSpec(logits.shape[-1], top_k, normalize)
+    done = native.route(logits, routing)  # fp32 on the CPU: in C
     if done is not None:
         return done
     probs = logits.float().softmax(dim=-1)
@@ -185,9 +186,19 @@ def grouped_route(
     form ``n_group`` equal groups, a group's worth is the sum of its two best choice
     scores, only the ``topk_group`` best groups stay eligible, and the ``top_k`` best
     eligible experts are chosen. Their weights are the plain scores, renormalised if
-    ``normalize`` (over the chosen ones), times ``scaling``.
+    ``normalize`` (over the chosen ones), times ``scaling``. In C for fp32 on the CPU (the
+    decode stack's MoE layers route with the same kernel); among equal scores, each
+    choice is torch.topk's.
     """
     T, E = logits.shape
+    if bias is not None:
+        bias = bias.float().contiguous()
+    routing = native.RoutingSpec(
+        E, top_k, normalize, "sigmoid", n_group, topk_group, bias, float(scaling)
+    )
+    done = native.route(logits, routing)
+    if done is not None:
+        return done
     scores = logits.float().sigmoid()
     choice = scores if bias is None else scores + bias.float()
     per_group = choice.view(T, n_group, E // n_group)

@@ -12,13 +12,14 @@ norms sit (pre, sandwich, post), q/k norms (over each head or the whole projecti
 MLP's gate (SiLU or tanh-GELU), the residual scale, its rope table, its attention's scale,
 window and soft-cap, and which pool of KV blocks it reads (Gemma's sliding layers may keep
 their own); scaled embeddings are scaled before the call. It takes stacks of plain
-attention (plain or latent) and dense gated MLPs or mixtures of experts with softmax routing
-(:mod:`~tandem.core.models.stack_moe`; no group-limited sigmoid routing), rope over the
+attention (plain or latent) and dense gated MLPs or mixtures of experts (softmax routing,
+or DeepSeek-V3's group-limited sigmoid: :mod:`~tandem.core.models.stack_moe`), rope over the
 whole head or its leading dims, whole or a tensor-parallel rank's shard (the table's sum
-after o and down does what the row-parallel projections do; no experts or latent attention
-there), every linear layer and expert a GGUF weight kept as stored in a format the C
-kernels take (blocks, K-quants, F16 / BF16; up to three formats stacked), an fp32 weight
-packed for the C kernel or an int8 weight blocked for the C int8 kernel (AVX-512 VNNI). A
+after o and down, or after the experts, does what the row-parallel projections and the
+experts' sum do; a rank runs the experts it holds; no latent attention there), every
+linear layer and expert a GGUF weight kept as stored in a format the C kernels take
+(blocks, K-quants, F16 / BF16; up to three formats stacked), an fp32 weight packed for the
+C kernel or an int8 weight blocked for the C int8 kernel (AVX-512 VNNI). A
 step of prefills only, of at most ``FEW_TOKENS`` tokens, goes through too (its attention
 is the module path's for a prefill: rope, K/V write, paged prefill attention): a
 speculative verify is k + 1 tokens a sequence, and a draft model catching up after a

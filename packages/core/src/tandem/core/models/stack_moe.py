@@ -1,7 +1,8 @@
 """A mixture-of-experts layer's entry in the C decode stack's table: the router, each
 routed expert's gate/up and down, the shared expert and its sigmoid gate, each weight in
 its own form (:mod:`tandem.core.layers.weight_form`), and the routing the
-:class:`~tandem.core.spec.model.MoESpec` says (softmax, top-k, renormalised or not)."""
+:class:`~tandem.core.spec.model.MoESpec` says (softmax top-k, renormalised or not; or
+DeepSeek-V3's group-limited sigmoid, with its score bias and scaling)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,24 @@ from tandem.kernels.native import moe as native_moe
 from tandem.kernels.native.decode_moe import MoeEntry
 
 
+def routing(moe: MoESpec, score_bias: Tensor | None = None) -> native_moe.RoutingSpec:
+    """The C routing of ``moe`` (``score_bias``: the router's correction, where the spec
+    has one)."""
+    return native_moe.RoutingSpec(
+        moe.num_experts,
+        top_k(moe),
+        moe.norm_topk_prob,
+        moe.scoring,
+        moe.n_group,
+        moe.topk_group,
+        score_bias,
+        moe.routed_scaling,
+    )
+
+
 def why_not_moe(moe: MoESpec) -> str | None:
     """Why the C driver does not run a mixture of experts of this spec, or None."""
-    if moe.scoring != "softmax":
-        return f"{moe.scoring} routing (group-limited)"
-    if not native_moe.routes(moe.num_experts, moe.top_k):
-        return f"top-{moe.top_k} of {moe.num_experts} experts (beyond the C routing)"
-    return None
+    return routing(moe).reach()
 
 
 def weights(mlp: nn.Module) -> dict[str, tuple[WeightForm | None, Tensor | None]]:
@@ -45,16 +57,21 @@ def weights(mlp: nn.Module) -> dict[str, tuple[WeightForm | None, Tensor | None]
 
 
 def weights_reason(mlp: nn.Module, takes: Takes) -> str | None:
-    """Why the C driver cannot multiply by one of the layer's weights, or None (experts
-    sharded over tensor-parallel ranks never get here: ``stack_program.why_not`` refuses
-    them from the parallel group)."""
+    """Why the C driver cannot multiply by one of the layer's weights, or take its
+    routing (its score bias), or None. A tensor-parallel rank's shard (its run of whole
+    experts, its part of the shared expert) is taken as a whole model's layer is."""
     for name, (form, bias) in weights(mlp).items():
         if form is None:
             return f"{name}: not a plain linear layer"
         entry = form.c_entry(bias, [], takes)
         if isinstance(entry, str):
             return f"{name}: {entry}"
-    return None
+    return routing(mlp.moe, score_bias(mlp)).reach()
+
+
+def score_bias(mlp: nn.Module) -> Tensor | None:
+    """The router's correction of the choice scores (DeepSeek-V3's), or None."""
+    return getattr(mlp.gate, "e_score_correction_bias", None)
 
 
 def moe_entry(
@@ -80,8 +97,12 @@ def moe_entry(
     shared = None
     if "shared gate_up" in lins:
         shared = (lins["shared gate_up"], lins["shared down"])
+    bias = score_bias(mlp)
+    if bias is not None:
+        keep.append(bias)
+    first = mlp.experts.first or 0  # a tensor-parallel rank's first expert
     return MoeEntry(
-        lins["router"], experts, top_k(moe), moe.norm_topk_prob, shared, lins.get("shared gate")
+        lins["router"], experts, routing(moe, bias), shared, lins.get("shared gate"), first
     )
 
 
@@ -92,8 +113,14 @@ def top_k(moe: MoESpec) -> int:
 
 
 def describe(moe: MoESpec) -> str:
-    """e.g. ``experts (softmax top-2 of 4, renormalised, gated shared expert)``."""
-    extra = ", renormalised" if moe.norm_topk_prob else ""
+    """e.g. ``experts (softmax top-2 of 4, renormalised, gated shared expert)``, ``experts
+    (sigmoid top-3 of 8 in the 2 best of 4 groups, renormalised, x2.5, shared expert)``."""
+    extra = ""
+    if moe.scoring == "sigmoid" and moe.n_group > 1:
+        extra += f" in the {moe.topk_group} best of {moe.n_group} groups"
+    extra += ", renormalised" if moe.norm_topk_prob else ""
+    if moe.scoring == "sigmoid" and moe.routed_scaling != 1.0:
+        extra += f", x{moe.routed_scaling:g}"
     if moe.shared_intermediate_size:
         extra += ", gated shared expert" if moe.shared_gate else ", shared expert"
     return f"experts ({moe.scoring} top-{moe.top_k} of {moe.num_experts}{extra})"

@@ -55,8 +55,6 @@ def why_not(spec: ModelSpec, tp: TensorParallel | None = None) -> str | None:
     inter = dense_intermediate(spec)
     for i in range(spec.num_layers):
         mlp = spec.layer_mlp(i)
-        if mlp.moe is not None and tp is not None:
-            return f"layer {i}: tensor-parallel experts"
         if mlp.moe is not None:
             why = stack_moe.why_not_moe(mlp.moe)
             if why is not None:
