@@ -26,6 +26,8 @@ SPLIT_ARCHS = [
     "mixtral",  # 4 experts, top-2
     "qwen2_moe",  # 6 experts (uneven over 4 ranks), a gated shared expert
     "qwen3_moe",  # 8 experts, a dense first layer
+    "deepseek_v3",  # latent attention (q through its own latent), each rank its heads
+    "deepseek_v3_plain",  # latent attention with q straight from the hidden state
 ]
 
 
@@ -66,6 +68,14 @@ def _compare(
 
 def test_two_ranks_give_the_whole_model(tmp_path: Path) -> None:
     archs = ["llama", "mistral", "phi3", "qwen2_moe"]
+    run_ranks(2, archs, tmp_path)
+    _compare(archs, tmp_path, torch.float32, 1e-4)
+
+
+def test_two_ranks_split_latent_attention_by_heads(tmp_path: Path) -> None:
+    """Each rank its heads' rows of q and kv_b and their columns of o; the latent row
+    (one shared KV head) written by every rank into its own cache."""
+    archs = ["deepseek_v3", "deepseek_v3_plain"]
     run_ranks(2, archs, tmp_path)
     _compare(archs, tmp_path, torch.float32, 1e-4)
 

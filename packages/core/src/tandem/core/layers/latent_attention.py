@@ -18,8 +18,12 @@ from torch import Tensor, nn
 from tandem.core.layers.attention_metadata import AttentionMetadata
 from tandem.core.layers.linear import Linear
 from tandem.core.layers.norm import RMSNorm
+from tandem.core.layers.parallel import RowParallelLinear
 from tandem.core.layers.rotary import RotaryEmbedding
 from tandem.core.layers.weight_form import GgufBlocks
+from tandem.core.parallel.group import TensorParallel
+from tandem.core.parallel.layout import Layout, split
+from tandem.core.parallel.partition import even_range
 from tandem.kernels import ops as kernel_ops
 from tandem.kernels.backends import AttentionBackend
 from tandem.kernels.gguf_blocks import QuantWeight
@@ -83,6 +87,7 @@ class LatentAttention(nn.Module):
         rotary: RotaryEmbedding,
         eps: float,
         dtype: torch.dtype | None,
+        tp: TensorParallel | None = None,
     ) -> None:
         super().__init__()
         lat = spec.latent
@@ -94,6 +99,9 @@ class LatentAttention(nn.Module):
             lat.v_head_dim,
             lat.kv_lora_rank,
         )
+        if tp is not None:  # this rank's heads
+            self.tp_layouts = _head_layouts(spec, hidden_size, tp)
+            h //= tp.size
         self.dims = (h, n, p, v, r)
         self.scale = spec.scale
         self.interleaved = lat.interleaved
@@ -107,7 +115,11 @@ class LatentAttention(nn.Module):
         self.kv_a_proj_with_mqa = Linear(hidden_size, r + p, bias=bias, dtype=dtype)
         self.kv_a_layernorm = RMSNorm(r, eps, dtype)
         self.kv_b_proj = Matrix(h * (n + v), r, dtype)
-        self.o_proj = Linear(h * v, hidden_size, bias=spec.o_bias, dtype=dtype)
+        if tp is None:
+            self.o_proj = Linear(h * v, hidden_size, bias=spec.o_bias, dtype=dtype)
+        else:
+            full = spec.num_heads * v
+            self.o_proj = RowParallelLinear(full, hidden_size, spec.o_bias, dtype, tp)
         self.rotary = rotary
         self.local = False  # no window: the global pool's blocks (as a windowless layer's)
 
@@ -189,3 +201,18 @@ class LatentAttention(nn.Module):
             tables = (meta.decode_seq_lens, meta.decode_block_tables)
             out[p:] = kernel_ops.latent_decode(q[p:], *cache, *tables, self.scale, r)
         return out
+
+
+def _head_layouts(spec: AttentionSpec, hidden_size: int, tp: TensorParallel) -> dict[str, Layout]:
+    """This rank's rows of q's projection (``q_proj``, or ``q_b_proj`` after q's latent)
+    and of ``kv_b_proj``: its heads' runs of each (heads are whole runs of rows in both)."""
+    lat = spec.latent
+    assert lat is not None
+    h, n, p, v = spec.num_heads, lat.qk_nope_head_dim, lat.qk_rope_head_dim, lat.v_head_dim
+    h0, h1 = even_range(h, tp.size, tp.rank)
+    q_in = hidden_size if lat.q_lora_rank is None else lat.q_lora_rank
+    q_name = "q_proj" if lat.q_lora_rank is None else "q_b_proj"
+    return {
+        f"{q_name}.weight": split((h * (n + p), q_in), 0, (h0 * (n + p), h1 * (n + p))),
+        "kv_b_proj.weight": split((h * (n + v), lat.kv_lora_rank), 0, (h0 * (n + v), h1 * (n + v))),
+    }

@@ -16,7 +16,7 @@ attention (plain or latent) and dense gated MLPs or mixtures of experts (softmax
 or DeepSeek-V3's group-limited sigmoid: :mod:`~tandem.core.models.stack_moe`), rope over the
 whole head or its leading dims, whole or a tensor-parallel rank's shard (the table's sum
 after o and down, or after the experts, does what the row-parallel projections and the
-experts' sum do; a rank runs the experts it holds; no latent attention there), every
+experts' sum do; a rank runs the experts it holds, and a latent layer its heads), every
 linear layer and expert a GGUF weight kept as stored in a format the C kernels take
 (blocks, K-quants, F16 / BF16; up to three formats stacked), an fp32 weight packed for the
 C kernel or an int8 weight blocked for the C int8 kernel (AVX-512 VNNI). A

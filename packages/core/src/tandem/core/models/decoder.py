@@ -64,7 +64,7 @@ class DecoderLayer(nn.Module):
         if spec.attention.latent is not None:
             from tandem.core.layers.latent_attention import LatentAttention
 
-            self.self_attn = LatentAttention(spec.attention, c, rotary, eps, dtype)
+            self.self_attn = LatentAttention(spec.attention, c, rotary, eps, dtype, tp)
         else:
             self.self_attn = SelfAttention(spec.attention, c, rotary, eps, window, dtype, tp)
         self.mlp = build_mlp(spec, spec.layer_mlp(index), dtype, tp)

@@ -50,8 +50,6 @@ def why_not(spec: ModelSpec, tp: TensorParallel | None = None) -> str | None:
     where it is."""
     if not spec.layers:
         return "no layers"
-    if tp is not None and spec.attention.latent is not None:
-        return "tensor-parallel latent attention"
     inter = dense_intermediate(spec)
     for i in range(spec.num_layers):
         mlp = spec.layer_mlp(i)

@@ -2,7 +2,8 @@
 
 All ranges are ``(start, stop)`` in the full (unsplit) dimension. Heads and MLP columns
 split evenly (the sizes must divide); KV heads split too, or are replicated when there
-are fewer than ranks (each rank keeps the one its query heads read); the vocabulary is
+are fewer than ranks (each rank keeps the one its query heads read: latent attention's
+one cached latent is on every rank); the vocabulary is
 padded to a multiple of the ranks; experts go in contiguous runs, as even as they come.
 """
 
@@ -50,11 +51,6 @@ def check_tensor_parallel(spec: ModelSpec, size: int) -> None:
     if size == 1:
         return
     attn = spec.attention
-    if attn.latent is not None:
-        raise ValueError(
-            f"tensor_parallel_size={size}: {spec.architecture}'s latent attention "
-            "(kv_lora_rank) is not split over ranks; use tensor_parallel_size=1"
-        )
     if attn.qk_norm == "proj":
         raise ValueError(
             f"tensor_parallel_size={size}: {spec.architecture} normalises q and k over the "

@@ -272,9 +272,10 @@ ARCHITECTURES = (
             "deepseek_v3_plain": (
                 "DeepseekV3Config",
                 {  # the other branches: q straight from the hidden state, rope in halves, no
-                    # scaling; every layer sparse, one group, weights unnormalised; biases
-                    "num_attention_heads": 3,
-                    "num_key_value_heads": 3,
+                    # scaling; every layer sparse, one group, weights unnormalised; biases;
+                    # 6 heads (3 a rank at 2 ranks)
+                    "num_attention_heads": 6,
+                    "num_key_value_heads": 6,
                     "q_lora_rank": None,
                     "kv_lora_rank": 20,
                     "qk_nope_head_dim": 12,
