@@ -1,7 +1,7 @@
 """Tensor-parallel ranks decode through the one-call C stack (each rank its shard: its
-heads, its MLP columns, its run of experts; the sums after o and down, or after the
-experts, called back from C) and give the tokens and logits of the modules, bit for bit
-(gloo, one process per rank)."""
+heads, latent attention's among them, its MLP columns, its run of experts; the sums after
+o and down, or after the experts, called back from C) and give the tokens and logits of
+the modules, bit for bit (gloo, one process per rank)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,13 @@ from .test_sharded_forward import run_ranks
 
 RANK = Path(__file__).with_name("rank_decode.py")
 # pre norms with q/k/v biases; sandwich norms, GeGLU and soft caps; q/k norms per head;
-# experts, each rank its run of them (with a gated shared expert; q/k norms)
-ARCHS = ["qwen2", "gemma2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe"]
+# experts, each rank its run of them (with a gated shared expert; q/k norms); latent
+# attention, each rank its heads (q through its own latent; q from x with biases), with
+# DeepSeek-V3's routing
+ARCHS = [
+    *("qwen2", "gemma2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe"),
+    *("deepseek_v3", "deepseek_v3_plain"),
+]
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="the C kernels did not build")
 
