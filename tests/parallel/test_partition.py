@@ -62,8 +62,9 @@ def test_models_that_do_not_split_name_the_field() -> None:
         check_tensor_parallel(_spec("llama", intermediate_size=130), 4)
     with pytest.raises(ValueError, match="normalises q and k over the whole projection"):
         check_tensor_parallel(_spec("olmo2"), 2)
-    with pytest.raises(ValueError, match="latent attention"):
-        check_tensor_parallel(_spec("deepseek_v3"), 2)
+    check_tensor_parallel(_spec("deepseek_v3"), 2)  # latent attention: 2 heads a rank
+    with pytest.raises(ValueError, match=r"must divide num_attention_heads \(4\)"):
+        check_tensor_parallel(_spec("deepseek_v3"), 3)
 
 
 def _shard(layout_full: tuple[int, ...], layout, box, tensor: torch.Tensor) -> torch.Tensor:
