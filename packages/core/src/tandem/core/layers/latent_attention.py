@@ -6,6 +6,12 @@ nothing else (:mod:`tandem.kernels.ops.latent`). Keys and values are never expan
 each head's non-rotary query is taken into the latent's basis through its slice of
 ``kv_b_proj`` (q . (W_uk c) = (q W_uk) . c), and the attended latent is taken out to the
 head's value through the other slice.
+
+Under tensor parallelism a rank holds its run of the heads: their rows of q's projection
+(column parallel) and of ``kv_b_proj``, and their columns of the output projection (row
+parallel: the ranks' partial outputs are summed). q's own latent, the kv latent and its
+norm are whole on every rank, so every rank writes the same latent row into its own
+cache (one KV head held by every rank, as a plain model's with fewer KV heads than ranks).
 """
 
 from __future__ import annotations
