@@ -76,7 +76,7 @@ class DecodeStack:
         self._rope: Tensor | None = None
         self._latent = spec.attention.latent is not None  # DeepSeek's MLA on every layer
         # why the C driver cannot run this stack (None: it can, if the weights allow)
-        reason = why_not(spec, tp)
+        reason = why_not(spec)
         self.reason = "the C kernels did not build" if not native.available() else reason
         self.usable = self.reason is None
 

@@ -44,10 +44,9 @@ def layer_norms(layer: torch.nn.Module, qk_norm: str) -> dict[str, torch.nn.Modu
     return out
 
 
-def why_not(spec: ModelSpec, tp: TensorParallel | None = None) -> str | None:
-    """Why the stack's structure (its spec, and the tensor-parallel group ``tp`` its
-    layers are a shard of) is not one the C driver runs (weights are seen later), or None
-    where it is."""
+def why_not(spec: ModelSpec) -> str | None:
+    """Why the stack's structure (its spec; a tensor-parallel rank's shard of it alike) is
+    not one the C driver runs (weights are seen later), or None where it is."""
     if not spec.layers:
         return "no layers"
     inter = dense_intermediate(spec)
