@@ -32,11 +32,17 @@ SPLIT_ARCHS = [
 
 
 def run_ranks(
-    size: int, archs: list[str], out: Path, dtype: str | None = "float32", script: Path = RANK
+    size: int,
+    archs: list[str],
+    out: Path,
+    dtype: str | None = "float32",
+    script: Path = RANK,
+    premake: bool = True,
 ) -> None:
     """``script`` (a rank's program) in ``size`` processes, with the rank, the size, the
-    rendezvous port, ``out``, ``dtype`` (where not None) and ``archs``."""
-    for arch in archs:
+    rendezvous port, ``out``, ``dtype`` (where not None) and ``archs`` (their checkpoints
+    made here first unless not ``premake``)."""
+    for arch in archs if premake else ():
         make_model(size="tiny", arch=arch)  # made once, here, not by every rank
     store = dist.TCPStore("127.0.0.1", 0, size, is_master=True, wait_for_workers=False)
     try:

@@ -13,6 +13,8 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -156,6 +158,34 @@ def _config_class(arch: str) -> Any:
 
 
 def _write(directory: Path, spec: dict[str, Any]) -> None:
+    if _in_process_group():
+        _write_in_child(directory, spec)
+    else:
+        _write_here(directory, spec)
+    missing = [n for n in ("config.json", "generation_config.json") if not (directory / n).exists()]
+    if missing:
+        raise RuntimeError(f"the checkpoint in {directory} was written without {missing}")
+
+
+def _in_process_group() -> bool:
+    """Whether this process belongs to a torch.distributed group (a tensor-parallel rank)."""
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
+
+
+def _write_in_child(directory: Path, spec: dict[str, Any]) -> None:
+    """The checkpoint written by a fresh interpreter: in a process of a distributed group,
+    transformers' ``save_pretrained`` writes nothing unless the process is the group's rank
+    0 (it leaves the files to that rank), so a rank that made a model itself would put a
+    checkpoint without its config and weights in the cache, for every later reader."""
+    cmd = [sys.executable, "-m", "tandem.core.testing.models", str(directory)]
+    done = subprocess.run(cmd, input=json.dumps(spec), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"writing the checkpoint in {directory} failed:\n{done.stderr[-4000:]}")
+
+
+def _write_here(directory: Path, spec: dict[str, Any]) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
     from transformers.utils import logging as hf_logging
 
@@ -200,3 +230,7 @@ def _perturb(model: torch.nn.Module) -> None:
                 param.normal_(0.0, 0.2)
             elif name.endswith("norm.weight"):
                 param.normal_(1.0, 0.2)
+
+
+if __name__ == "__main__":  # DIR, the spec as JSON on stdin: see _write_in_child
+    _write_here(Path(sys.argv[1]), json.loads(sys.stdin.read()))
