@@ -110,3 +110,41 @@ def test_default_timeout_is_documented_and_zero_turns_it_off(suite: pytest.Pytes
     result.stdout.fnmatch_lines(["tandem-harness: *timeout=none*"])
     help_text = run(suite, "--help").stdout.str()
     assert "default 300; 0 = none" in help_text
+
+
+SUBTESTS = """
+    import unittest
+
+    def test_numbers(subtests):
+        for i in range(4):
+            with subtests.test(i=i):
+                assert i != 2
+
+    class TestLetters(unittest.TestCase):
+        def test_letters(self):
+            for c in "abc":
+                with self.subTest(c=c):
+                    self.assertNotEqual(c, "b")
+"""
+
+
+@pytest.mark.parametrize("level", ["none", "engine"])
+def test_subtests_are_told_once_as_plain_pytest_tells_them(
+    suite: pytest.Pytester, level: str
+) -> None:
+    """Each subtest's own report reaches the terminal and the counts once, from the parent
+    (a child logs none itself, and sends the report its plugin logged, not an inner one); a
+    test whose ``subtests`` failed fails, as it does in plain pytest (a unittest one does not).
+    """
+    suite.makepyfile(test_sub=SUBTESTS)
+    result = run(suite, "--isolate", level, "-rA")
+    assert result.parseoutcomes() == {"failed": 3, "passed": 1}
+    result.stdout.fnmatch_lines_random(
+        [
+            "SUBFAILED test_sub.py::test_numbers - assert 2 != 2",
+            "FAILED test_sub.py::test_numbers - contains 1 failed subtest",
+            "SUBFAILED test_sub.py::TestLetters::test_letters - *",
+            "PASSED test_sub.py::TestLetters::test_letters",
+        ]
+    )
+    assert result.stdout.str().count("SUBFAILED") == 2  # told once: no child prints its own

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
+from . import subtests
 from .failures import Log, Outcome
 from .messages import ChildFailed, Done, Exit, Interrupted, Message, Report, Warned
 from .reports import load_report, load_warning
@@ -28,6 +29,7 @@ def take(
     match message:
         case Report():
             report = load_report(config, message)
+            subtests.count(config, report)
             outcome.reports.append(report)
             log(report)
         case Warned():

@@ -79,9 +79,9 @@ class Pool:
         return self._folder
 
     def _start(self, unit: Any) -> Child:
-        cmd_r, cmd_w = os.pipe()
-        res_r, res_w = os.pipe()
         if self.settings.start_method == "spawn":
+            cmd_r, cmd_w = os.pipe()
+            res_r, res_w = os.pipe()
             try:
                 return self._spawn(cmd_r, cmd_w, res_r, res_w, unit)
             finally:
@@ -90,6 +90,13 @@ class Pool:
         if self.zygote is None:
             folder, main = self.folder, self.child_main
             self.zygote = Zygote(lambda c, r: main(c, r, folder), cuda.guard)
+        if self.zygote.sock is None:
+            # forked before this child's pipes exist: the zygote, and so every child it
+            # forks, holds none of them (a child holding its own pipe's write end would
+            # never see it end, nor the parent its result pipe's)
+            self.zygote.start()
+        cmd_r, cmd_w = os.pipe()
+        res_r, res_w = os.pipe()
         pid = self.zygote.fork(cmd_r, res_w)
         os.close(cmd_r)
         os.close(res_w)

@@ -20,6 +20,10 @@ def dump_report(config: pytest.Config, report: pytest.TestReport) -> Report:
         return Report(report.nodeid, pickled=pickle.dumps(report, pickle.HIGHEST_PROTOCOL))
     except Exception:  # a plugin's longrepr or attribute that does not pickle
         data = config.hook.pytest_report_to_serializable(config=config, report=report)
+        try:
+            pickle.dumps(data, pickle.HIGHEST_PROTOCOL)
+        except Exception:  # a subtest's parameters, say: their reprs cross instead
+            data = _picklable(data)
         return Report(report.nodeid, data=data)
 
 
@@ -32,6 +36,17 @@ def load_report(config: pytest.Config, message: Report) -> pytest.TestReport:
     report = config.hook.pytest_report_from_serializable(config=config, data=data)
     report.user_properties = [tuple(pair) for pair in data.get("user_properties", [])]
     return report
+
+
+def _picklable(value: Any) -> Any:
+    """``value`` with every leaf that is not plain data replaced by its ``repr``."""
+    if isinstance(value, dict):
+        return {str(k): _picklable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_picklable(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_picklable(v) for v in value)
+    return _plain(value)
 
 
 def _plain(value: Any) -> Any:

@@ -134,7 +134,12 @@ class Driver(Pool):
         return settle(outcome)
 
     def _send_ahead(self, child: Child, nextitem: pytest.Item, unit: Any) -> None:
-        """Keep up to ``AHEAD`` commands of this unit queued in the child, in the loop's order."""
+        """Keep up to ``AHEAD`` commands of this unit queued in the child, in the loop's order.
+
+        Topped up once half of them have run: one write for many tests, not one per test.
+        """
+        if len(child.queued) > AHEAD // 2:
+            return
         runs = []
         candidate = nextitem if not child.queued else self.placement.following(child.last)
         while candidate is not None and len(child.queued) < AHEAD:

@@ -48,7 +48,7 @@ def frame(message: Message) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
-def _load(body: bytes) -> Message:
+def _load(body: bytes | memoryview) -> Message:
     name, *values = pickle.loads(body)
     return KINDS[name](*values)
 
@@ -74,17 +74,23 @@ def parse(data: bytes) -> list[Message]:
 
 
 class Reader:
-    """Messages from one file descriptor, read in large chunks."""
+    """Messages from one file descriptor, read in large chunks.
+
+    What one read brought is consumed from an offset: dropping each message from the
+    front of the buffer would move the rest of the chunk once per message.
+    """
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.buffer = bytearray()
+        self.at = 0  # where the next message starts in ``buffer``
         self.closed = False
 
     def _complete(self) -> bool:
-        if len(self.buffer) < _HEADER.size:
+        at, size = self.at, _HEADER.size
+        if len(self.buffer) - at < size:
             return False
-        return len(self.buffer) >= _HEADER.size + _HEADER.unpack_from(self.buffer)[0]
+        return len(self.buffer) - at >= size + _HEADER.unpack_from(self.buffer, at)[0]
 
     def ready(self, timeout: float | None) -> bool:
         """Whether ``recv`` would return without blocking (a message, or end of file)."""
@@ -95,12 +101,16 @@ class Reader:
     def recv(self) -> Message | None:
         """The next message; None at end of file."""
         while not self._complete():
+            if self.at:  # what is left of the last chunk goes to the front, once
+                del self.buffer[: self.at]
+                self.at = 0
             chunk = os.read(self.fd, 1 << 16)
             if not chunk:
                 self.closed = True
                 return None
             self.buffer += chunk
-        size = _HEADER.unpack_from(self.buffer)[0]
-        body = bytes(self.buffer[_HEADER.size : _HEADER.size + size])
-        del self.buffer[: _HEADER.size + size]
-        return _load(body)
+        start = self.at + _HEADER.size
+        end = start + _HEADER.unpack_from(self.buffer, self.at)[0]
+        self.at = end
+        with memoryview(self.buffer) as view, view[start:end] as body:
+            return _load(body)  # unpickled from the buffer itself, no copy

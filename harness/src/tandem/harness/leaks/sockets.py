@@ -34,25 +34,35 @@ Inodes = frozenset[tuple[int, str]]  # (fd, inode)
 LISTEN = "0A"
 
 
-def _socket_fds() -> Inodes:
+def _socket_fds(unseekable: set[int] | None = None) -> Inodes:
+    """The socket descriptors open now. ``unseekable``: descriptors that could not seek at
+    the last look (pipes, sockets), ``fstat``-ed at once; kept up to date here. Only which
+    call comes first depends on it: every descriptor is looked at each time."""
     try:
         names = os.listdir("/proc/self/fd")
     except OSError:
         return frozenset()
     out = []
-    lseek, fstat, is_socket = os.lseek, os.fstat, stat.S_ISSOCK
+    hint = unseekable if unseekable is not None else set()
+    lseek, fstat, is_socket, here = os.lseek, os.fstat, stat.S_ISSOCK, os.SEEK_CUR
     for name in names:
         fd = int(name)
-        try:
-            lseek(fd, 0, os.SEEK_CUR)  # a socket never seeks (ESPIPE), whatever its state
-            continue
-        except OSError as exc:
-            if exc.errno == errno.EBADF:  # the listing's own descriptor, closed by now
+        if fd not in hint:
+            try:
+                lseek(fd, 0, here)  # a socket never seeks (ESPIPE), whatever its state
                 continue
+            except OSError as exc:
+                if exc.errno == errno.EBADF:  # the listing's own descriptor, closed by now
+                    continue
         try:
             st = fstat(fd)
         except OSError:
+            hint.discard(fd)
             continue
+        if stat.S_ISREG(st.st_mode):  # reopened as a file since: seek first again
+            hint.discard(fd)
+            continue
+        hint.add(fd)
         if is_socket(st.st_mode):
             out.append((fd, str(st.st_ino)))
     return frozenset(out)
@@ -113,13 +123,14 @@ class SocketCheck:
 
     def __init__(self) -> None:
         self._carried: Inodes | None = None  # the last test's end scan, nothing undone since
+        self._unseekable: set[int] = set()  # descriptors that did not seek at the last scan
 
     def snapshot(self) -> Inodes:
         carried, self._carried = self._carried, None
-        return carried if carried is not None else _socket_fds()
+        return carried if carried is not None else _socket_fds(self._unseekable)
 
     def compare(self, before: Inodes) -> list[Leak]:
-        now = _socket_fds()
+        now = _socket_fds(self._unseekable)
         leaks = _leaks(now - before, "")
         self._carried = None if leaks else now
         return leaks

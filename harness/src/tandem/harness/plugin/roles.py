@@ -81,7 +81,7 @@ def activate(config: pytest.Config) -> None:
         cmd, res, folder = settings.worker_fds.split(",", 2)
         manager.register(TesterRole(run, scratch=Path(folder)), TESTER)
         channel = Channel(int(res), Path(folder))
-        manager.register(SpawnedChildRole(channel, int(cmd), Path(folder)), CHILD)
+        manager.register(SpawnedChildRole(channel, config, int(cmd), Path(folder)), CHILD)
         return
     worker = xdist_worker(config)
     if not worker:
