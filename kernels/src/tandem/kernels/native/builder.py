@@ -29,6 +29,7 @@ SOURCES = (
     "linear_f32.c",
     "linear_gguf.c",
     "linear_gguf_rows.c",
+    "linear_gguf_q8.c",
     "linear_gguf_plain.c",
     "linear_gguf_k.c",
     "gguf_k23.c",
@@ -43,7 +44,15 @@ SOURCES = (
     "moe.c",
 )
 HEADER = "tandem_kernels.h"  # the contract: every export, struct and shared constant
-HEADERS = (HEADER, "decode_ops.h", "fastmath.h", "gguf_common.h", "gguf_k23.h", "linear_f32_avx2.h")
+HEADERS = (
+    HEADER,
+    "decode_ops.h",
+    "fastmath.h",
+    "gguf_common.h",
+    "gguf_k23.h",
+    "gguf_rows.h",
+    "linear_f32_avx2.h",
+)
 FLAGS = (
     "-O3",
     "-march=native",
