@@ -12,9 +12,8 @@
  * tile's multiply-adds per weight byte, which a zero-padded 8-row tile would spend and
  * fall behind the memory); each row's sums run in the same order in either tile.
  */
+#include <omp.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "tandem_kernels.h"
 
@@ -164,6 +163,15 @@ int tandem_linear_f32(const float *x, int64_t M, int64_t K, const float *packed,
     const int64_t Np = (N + NR - 1) / NR * NR;
     const Gemm g = {x, packed, bias, out, K, N, Np};
     const int64_t panels = Np / NR, blocks = (M + MB - 1) / MB;
+    if (M < MR) { /* decode: runs of a few panels per thread, handed out in turn: where
+                   * another process takes a core, the other threads take its runs */
+        int64_t run = panels / (4 * (int64_t)omp_get_max_threads());
+        run = run < 1 ? 1 : run;
+#pragma omp parallel for schedule(dynamic, run) if (M * N * K > 262144)
+        for (int64_t p = 0; p < panels; p++)
+            panel(&g, 0, M, p * NR);
+        return 0;
+    }
 #pragma omp parallel for schedule(static) if (M * N * K > 262144)
     for (int64_t t = 0; t < panels * blocks; t++) {
         const int64_t m0 = (t / panels) * MB;
