@@ -52,7 +52,7 @@ static inline __m256 halves2(const uint8_t *p, int64_t bb)
     return _mm256_cvtph_ps(_mm_unpacklo_epi64(h, h));
 }
 
-/* the first two floats at p in both 64-bit halves of the low 128 bits */
+/* the two floats at p in lanes 0-1, lanes 2-3 zero */
 static inline __m128 two_floats(const float *p)
 {
     return _mm_castpd_ps(_mm_load_sd((const double *)p));
