@@ -122,8 +122,9 @@ def runner_names(model: BenchModel, args: argparse.Namespace) -> list[str]:
         quants, base = args.quant, ["transformers", "llama.cpp"] if model.gguf else ["transformers"]
     quants = [q for q in quants if q != "gguf" or model.gguf]  # "gguf": the model's own file
     names = [f"tandem {e} {q}" for q in quants for e in args.engines]
-    if args.baseline:
-        names += [f"tandem {e} {q} @{args.baseline}" for q in quants for e in args.engines]
+    if args.baseline:  # the engines at REF on the same weights, the files' included
+        at = [n for n in names + base if n.startswith("tandem")]
+        names += [f"{n} @{args.baseline}" for n in at]
     names += base
     if "modules" in args.decode_stack:
         both = ["c", "modules"] if "c" in args.decode_stack else ["modules"]

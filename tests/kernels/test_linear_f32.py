@@ -120,3 +120,27 @@ def test_the_plain_path_where_the_kernel_cannot_run() -> None:
     wg, xg = w.clone().requires_grad_(), torch.randn(3, 8, requires_grad=True)
     linear(xg, wg, None, packed).sum().backward()  # the packed copy has no autograd
     torch.testing.assert_close(xg.grad, w.sum(0).expand(3, 8))
+
+
+def _avx512() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx512f " in f.read()
+    except OSError:
+        return False
+
+
+@needs_kernel
+@pytest.mark.skipif(not _avx512(), reason="the AVX2 tiles unroll k by row count")
+@settings(max_examples=15, deadline=None)
+@given(m=st.integers(1, 19), k=st.integers(1, 300), n=st.integers(1, 70), seed=st.integers(0, 99))
+def test_a_row_is_the_same_in_any_batch(m, k, n, seed) -> None:
+    """AVX-512: a row of x gets the same sums, bit for bit, in a full 8-row tile and in the
+    tail's smaller one (decode's single row), so a step's tokens do not depend on how its
+    rows were batched."""
+    g = torch.Generator().manual_seed(seed)
+    x, w, b = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g), torch.randn(n)
+    packed = pack_native(w)
+    got = linear(x, w, b, packed)
+    alone = torch.cat([linear(x[i : i + 1], w, b, packed) for i in range(m)])
+    assert torch.equal(got, alone)

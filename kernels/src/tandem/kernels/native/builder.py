@@ -29,6 +29,7 @@ SOURCES = (
     "linear_f32.c",
     "linear_gguf.c",
     "linear_gguf_rows.c",
+    "linear_gguf_q8.c",
     "linear_gguf_plain.c",
     "linear_gguf_k.c",
     "gguf_k23.c",
@@ -50,6 +51,7 @@ HEADERS = (
     "fastmath.h",
     "gguf_common.h",
     "gguf_k23.h",
+    "gguf_rows.h",
     "linear_f32_avx2.h",
     "topk.h",
 )

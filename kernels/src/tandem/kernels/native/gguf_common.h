@@ -153,7 +153,7 @@ __attribute__((visibility("hidden"))) void tandem_gguf_decode_row(int type, cons
 
 /* n <= 8 weight rows of 32-value blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; w + i * row)
  * against R <= 4 rows of the quantized x (xq [R, K], 4/5-bit blocks in the paired layout;
- * xd, xs [R, K / 32]): out[r * ldo + i] (linear_gguf_rows.c). */
+ * xd, xs [R, K / 32]): out[r * ldo + i] (linear_gguf_rows.c, linear_gguf_q8.c). */
 __attribute__((visibility("hidden"))) void
 tandem_gguf_rows(int type, int R, const uint8_t *w, int n, int64_t row, const int8_t *xq,
                  const float *xd, const float *xs, int64_t K, float *out, int64_t ldo);

@@ -7,11 +7,13 @@
  * accumulators, two weight loads and eight broadcasts of x per k. A thread takes a
  * panel of 32 channels (K x 128 bytes, kept in L2) and runs every row tile of its block
  * of rows against it, and fetches the next panel's lines into L2 spread over those
- * tiles, so the weight streams from memory once, behind the arithmetic.
+ * tiles, so the weight streams from memory once, behind the arithmetic. The last M % 8
+ * rows take a tile of just that many rows (decode's one row: a sixteenth of an 8-row
+ * tile's multiply-adds per weight byte, which a zero-padded 8-row tile would spend and
+ * fall behind the memory); each row's sums run in the same order in either tile.
  */
+#include <omp.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "tandem_kernels.h"
 
@@ -24,7 +26,6 @@
 
 typedef struct {
     const float *x;    /* [M, K] */
-    const float *tail; /* [MR, K]: the last M % MR rows of x, zero-padded, or NULL */
     const float *w;    /* packed weight */
     const float *bias; /* [N] or NULL */
     float *out;        /* [M, N] */
@@ -69,6 +70,49 @@ static __attribute__((noinline)) void dot8(const float *x, const float *w0, int6
     acc[12] = c60, acc[13] = c61, acc[14] = c70, acc[15] = c71;
 }
 
+/* rows x[0..R-1] (R < MR) as dot8 does rows 0..R-1 of a tile, each row's multiply-adds
+ * in the same order */
+static inline __attribute__((always_inline)) void dot_few(int R, const float *x,
+                                                         const float *w0, int64_t K,
+                                                         const float *pf, int64_t lines,
+                                                         __m512 acc[16])
+{
+    const float *w1 = w0 + K * 16;
+    __m512 c[2 * MR];
+    for (int i = 0; i < 2 * R; i++)
+        c[i] = _mm512_setzero_ps();
+    int64_t due = 0;
+    for (int64_t k = 0; k < K; k++) {
+        const __m512 b0 = _mm512_loadu_ps(w0 + k * 16);
+        const __m512 b1 = _mm512_loadu_ps(w1 + k * 16);
+        for (due += lines; due >= K; due -= K, pf += 16)
+            _mm_prefetch((const char *)pf, _MM_HINT_T1);
+        for (int r = 0; r < R; r++) {
+            const __m512 v = _mm512_set1_ps(x[r * K + k]);
+            c[2 * r] = _mm512_fmadd_ps(v, b0, c[2 * r]);
+            c[2 * r + 1] = _mm512_fmadd_ps(v, b1, c[2 * r + 1]);
+        }
+    }
+    for (int i = 0; i < 2 * R; i++)
+        acc[i] = c[i];
+}
+
+/* the last R = M % MR rows of x, as dot_few */
+static __attribute__((noinline)) void dot_tail(int R, const float *x, const float *w0,
+                                               int64_t K, const float *pf, int64_t lines,
+                                               __m512 acc[16])
+{
+    switch (R) {
+    case 1: dot_few(1, x, w0, K, pf, lines, acc); return;
+    case 2: dot_few(2, x, w0, K, pf, lines, acc); return;
+    case 3: dot_few(3, x, w0, K, pf, lines, acc); return;
+    case 4: dot_few(4, x, w0, K, pf, lines, acc); return;
+    case 5: dot_few(5, x, w0, K, pf, lines, acc); return;
+    case 6: dot_few(6, x, w0, K, pf, lines, acc); return;
+    default: dot_few(7, x, w0, K, pf, lines, acc); return;
+    }
+}
+
 static inline __mmask16 lanes(const Gemm *g, int64_t n)
 {
     const int64_t left = g->N - n;
@@ -105,33 +149,34 @@ static void panel(const Gemm *g, int64_t m0, int64_t m1, int64_t n0)
         dot8(g->x + m * K, w0, K, next + i * lines * 16, lines, c);
         store(g, m, MR, n0, c);
     }
-    if (m < m1) { /* the tail of M, from its zero-padded copy */
-        dot8(g->tail, w0, K, next + (tiles - 1) * lines * 16, lines, c);
+    if (m < m1) { /* the tail of M */
+        dot_tail((int)(m1 - m), g->x + m * K, w0, K, next + (tiles - 1) * lines * 16, lines, c);
         store(g, m, m1 - m, n0, c);
     }
 }
 
 /* x: [M, K] fp32 contiguous; packed: as above for N channels; bias: [N] or NULL;
- * out: [M, N]. Returns 0, or -1 when scratch memory could not be had. */
+ * out: [M, N]. Returns 0. */
 int tandem_linear_f32(const float *x, int64_t M, int64_t K, const float *packed,
                       const float *bias, int64_t N, float *out)
 {
-    const int64_t Np = (N + NR - 1) / NR * NR, left = M % MR;
-    float *tail = NULL;
-    if (left) { /* M % MR is only ever the tail of the last block: MB is a multiple of MR */
-        tail = calloc((size_t)(MR * K) + 16, sizeof(float));
-        if (!tail)
-            return -1;
-        memcpy(tail, x + (M - left) * K, sizeof(float) * (size_t)(left * K));
-    }
-    const Gemm g = {x, tail, packed, bias, out, K, N, Np};
+    const int64_t Np = (N + NR - 1) / NR * NR;
+    const Gemm g = {x, packed, bias, out, K, N, Np};
     const int64_t panels = Np / NR, blocks = (M + MB - 1) / MB;
+    if (M < MR) { /* decode: runs of a few panels per thread, handed out in turn: where
+                   * another process takes a core, the other threads take its runs */
+        int64_t run = panels / (4 * (int64_t)omp_get_max_threads());
+        run = run < 1 ? 1 : run;
+#pragma omp parallel for schedule(dynamic, run) if (M * N * K > 262144)
+        for (int64_t p = 0; p < panels; p++)
+            panel(&g, 0, M, p * NR);
+        return 0;
+    }
 #pragma omp parallel for schedule(static) if (M * N * K > 262144)
     for (int64_t t = 0; t < panels * blocks; t++) {
         const int64_t m0 = (t / panels) * MB;
         panel(&g, m0, m0 + MB < M ? m0 + MB : M, (t % panels) * NR);
     }
-    free(tail);
     return 0;
 }
 
