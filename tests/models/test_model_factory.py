@@ -132,3 +132,18 @@ def test_training_lowers_the_corpus_loss_and_is_deterministic(tmp_path):
 def test_bad_train_steps(tmp_path, steps):
     with pytest.raises(ValueError, match="train_steps must be an int >= 0"):
         make_model(tmp_path / "x", train_steps=steps)
+
+
+def test_making_a_model_leaves_every_later_digest_as_it_was(tmp_path):
+    """A process that made a model asks for the same directory afterwards as a fresh one
+    does (Phi3Config added a field to the spec's own rope_parameters: a long-lived test
+    process then named the default phi3 model otherwise than the ranks it started)."""
+
+    def digests() -> str:  # as text: a dict would share what is changed in place
+        return json.dumps({arch: factory.settings(arch=arch) for arch in factory.ARCHS})
+
+    before = digests()
+    make_model(tmp_path / "phi3", arch="phi3")
+    for arch in factory.ARCHS:
+        factory._config_class(arch)(**factory.settings(arch=arch)["config"])
+    assert digests() == before

@@ -9,6 +9,7 @@ parallel test workers either see a complete model or none.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -84,7 +85,9 @@ def settings(
             f"unknown {config_cls.__name__} override(s) {', '.join(unknown)}; "
             "overrides must be config.json fields"
         )
-    config = {**MODEL_SIZES[size], **ARCHS[arch][1], **overrides}
+    # a copy: transformers' config classes may change nested values in place (Phi3Config adds
+    # a field to rope_parameters), which would change this spec's digest for the next caller
+    config = copy.deepcopy({**MODEL_SIZES[size], **ARCHS[arch][1], **overrides})
     trained = {"train_steps": train_steps} if train_steps else {}  # untrained keys unchanged
     return {
         **trained,
@@ -196,7 +199,7 @@ def _write_here(directory: Path, spec: dict[str, Any]) -> None:
         "eos_token_id": tok.eos_token_id,
         "pad_token_id": tok.pad_token_id,
     }
-    config = _config_class(spec["arch"])(**spec["config"], **ids)
+    config = _config_class(spec["arch"])(**copy.deepcopy(spec["config"]), **ids)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec["seed"])
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
