@@ -17,7 +17,7 @@ from tandem.core.kv.cache import allocate_kv_caches
 from tandem.core.layers.attention_metadata import build_metadata
 from tandem.core.layers.kernel_choice import KernelChoice
 from tandem.core.models.plan import make_plan
-from tandem.core.parallel.group import TensorParallel, join, leave
+from tandem.core.parallel.group import TensorParallel, exit_rank, join, leave
 from tandem.core.parallel.partition import kv_head_range
 from tandem.core.testing import make_model
 
@@ -68,3 +68,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+    exit_rank()  # a failure above raised: its traceback and exit status as usual

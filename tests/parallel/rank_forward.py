@@ -12,7 +12,7 @@ import torch
 from tandem.core.engine.loader import load_model
 from tandem.core.kv.cache import allocate_kv_caches
 from tandem.core.layers.attention_metadata import build_metadata
-from tandem.core.parallel.group import join, leave
+from tandem.core.parallel.group import exit_rank, join, leave
 from tandem.core.parallel.partition import kv_head_range
 from tandem.core.testing import make_model
 
@@ -55,3 +55,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+    exit_rank()  # a failure above raised: its traceback and exit status as usual

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from tandem.core.parallel.group import join, leave
+from tandem.core.parallel.group import exit_rank, join, leave
 from tandem.core.testing import make_model
 
 
@@ -26,3 +26,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+    exit_rank()  # a failure above raised: its traceback and exit status as usual
