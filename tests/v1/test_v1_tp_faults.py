@@ -4,11 +4,13 @@ socket directory or shared-memory segment behind, however it ends."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
 from typing import Any
 
+import psutil
 import pytest
 from tp_support import Engine, Footprint
 
@@ -62,6 +64,12 @@ def test_a_killed_core_leaves_its_ranks_nothing_to_clean(tiny_dir: Any) -> None:
         with pytest.raises(EngineDeadError, match=r"core .*SIGKILL"):
             while True:
                 engine.step()
+    # the ranks end on their parent's death signal, in their own time: wait (by the clock)
+    procs = []
+    for pid in seen.pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            procs.append(psutil.Process(pid))
+    psutil.wait_procs(procs, timeout=60)
     before.assert_left_nothing(seen)
 
 
