@@ -155,3 +155,33 @@ def test_a_later_test_of_a_batch_that_hangs_is_the_one_timed_out(suite: pytest.P
         ]
     )
     result.stdout.no_fnmatch_line("*Timeout: test_many.py::test_[!h]*")
+
+
+class _Reducing(pytest.TestReport):
+    """A plugin's report that pickles through a reduce of its own."""
+
+    def __reduce__(self) -> tuple:
+        return (_rebuilt, (self.nodeid, self.when, self.outcome))
+
+
+def _rebuilt(nodeid: str, when: str, outcome: str) -> _Reducing:
+    report = _Reducing(nodeid, ("x.py", 0, nodeid), {}, outcome, None, when)  # type: ignore[arg-type]
+    report.rebuilt = True  # type: ignore[attr-defined]
+    return report
+
+
+@pytest.mark.parametrize("cls", [pytest.TestReport, _Reducing])
+def test_a_report_crosses_whole_whatever_its_class(cls: type) -> None:
+    """A plain report crosses as its class and state (no generic reduce); one whose class
+    pickles in its own way crosses through that way."""
+    from tandem.harness.isolation.reports import dump_report, load_report
+
+    report = cls("t::a", ("x.py", 3, "a"), {"a": 1}, "failed", "boom", "call", [("o", "x")], 0.5)
+    report.user_properties.append(("engine", "v0"))
+    back = load_report(None, dump_report(None, report))  # type: ignore[arg-type]
+    assert type(back) is cls
+    if cls is _Reducing:
+        assert back.rebuilt and (back.nodeid, back.when, back.outcome) == ("t::a", "call", "failed")
+    else:
+        assert back.__dict__ == report.__dict__
+        assert back.longreprtext == "boom" and back.failed and back.sections == [("o", "x")]

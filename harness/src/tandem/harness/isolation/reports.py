@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import pickle
 import sys
 import warnings
@@ -14,10 +15,17 @@ from .messages import Report, Warned
 
 def dump_report(config: pytest.Config, report: pytest.TestReport) -> Report:
     """A report ready to cross: pickled as it is (both ends run the same pytest), else as
-    plain data through pytest's own serialisation hook."""
+    plain data through pytest's own serialisation hook.
+
+    A report whose class keeps its state in a plain ``__dict__`` (pytest's own, most
+    plugins') crosses as its class and that dict: what pickle would rebuild it from, without
+    its generic reduce step (about half of a report's pickling cost, three reports a test).
+    """
     report.user_properties = [(str(k), _plain(v)) for k, v in report.user_properties]
+    cls = type(report)
+    whole: Any = (cls, report.__dict__) if _plain_state(cls) else report
     try:
-        return Report(report.nodeid, pickled=pickle.dumps(report, pickle.HIGHEST_PROTOCOL))
+        return Report(report.nodeid, pickled=pickle.dumps(whole, pickle.HIGHEST_PROTOCOL))
     except Exception:  # a plugin's longrepr or attribute that does not pickle
         data = config.hook.pytest_report_to_serializable(config=config, report=report)
         try:
@@ -30,12 +38,35 @@ def dump_report(config: pytest.Config, report: pytest.TestReport) -> Report:
 def load_report(config: pytest.Config, message: Report) -> pytest.TestReport:
     """The report ``dump_report`` made, rebuilt in this process."""
     if message.pickled:
-        report: pytest.TestReport = pickle.loads(message.pickled)
-        return report
+        whole = pickle.loads(message.pickled)
+        if not isinstance(whole, tuple):
+            return whole  # type: ignore[no-any-return]
+        cls, state = whole
+        report = cls.__new__(cls)
+        report.__dict__.update(state)
+        return report  # type: ignore[no-any-return]
     data = message.data or {}
     report = config.hook.pytest_report_from_serializable(config=config, data=data)
     report.user_properties = [tuple(pair) for pair in data.get("user_properties", [])]
     return report
+
+
+_OBJECT_GETSTATE = getattr(object, "__getstate__", None)  # Python 3.11 on
+
+
+@functools.cache
+def _plain_state(cls: type) -> bool:
+    """Whether pickle would rebuild an instance of ``cls`` as ``cls.__new__(cls)`` and its
+    ``__dict__``: no reduce, state or slots of its own anywhere in its classes."""
+    return (
+        cls.__reduce_ex__ is object.__reduce_ex__
+        and cls.__reduce__ is object.__reduce__
+        and getattr(cls, "__getstate__", None) is _OBJECT_GETSTATE
+        and not hasattr(cls, "__setstate__")
+        and not hasattr(cls, "__getnewargs_ex__")
+        and not hasattr(cls, "__getnewargs__")
+        and all("__slots__" not in vars(k) for k in cls.__mro__)
+    )
 
 
 def _picklable(value: Any) -> Any:
