@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from gguf_cases import int8_bound, weight_and_x
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -42,15 +43,6 @@ def test_blocks_read_as_the_gguf_package_reads_them(qtype) -> None:
     assert (ours - w).abs().max() <= steps[qtype] * w.abs().max() + 1e-3
 
 
-def _bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """How far the kernel may be from the reference: x is rounded to int8 per 32 values
-    (half a step, amax / 254, per value), times |W| summed, plus float rounding."""
-    m, k = x.shape
-    half_step = x.reshape(m, k // 32, 32).abs().amax(-1, keepdim=True) / 254
-    err = half_step.expand(m, k // 32, 32).reshape(m, k)
-    return 1.01 * err @ w.abs().t() + 1e-4 * (x.abs() @ w.abs().t()) + 1e-5
-
-
 @settings(max_examples=30, deadline=None)
 @given(
     qtype=st.sampled_from(QTYPES),
@@ -72,15 +64,13 @@ def _bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 @example(qtype=10, m=3, blocks=3, n=7, seed=7)  # the 2- and 3-bit K-quants
 @example(qtype=11, m=4, blocks=2, n=5, seed=8)
 def test_kernel_matches_reference(qtype, m, blocks, n, seed) -> None:
-    g = torch.Generator().manual_seed(seed)
     k = block_values(qtype) * (blocks if block_values(qtype) == 32 else (blocks + 1) // 2)
-    qw = quantize(torch.randn(n, k, generator=g), qtype)
-    x = torch.randn(m, k, generator=g) * torch.rand(m, 1, generator=g).mul(4)
+    qw, x = weight_and_x(qtype, n, m, k, seed)
     got = linear_gguf(x, qw)
     want = reference(x, qw.data, qtype, k)
     assert got.shape == (m, n) and got.dtype == torch.float32
     w = dequantize(qw.data, qtype, k)
-    assert ((got - want).abs() <= _bound(x, w)).all()
+    assert ((got - want).abs() <= int8_bound(x, w)).all()
 
 
 def _sum_order_bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -103,15 +93,13 @@ def _sum_order_bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 def test_prefill_tiles_match_reference(qtype, m, blocks, n, seed) -> None:
     """The fp32-tile kernel (which the op takes from ``PREFILL_ROWS`` rows), at any M: the
     reference within x's int8 rounding, and the int8 kernel within fp32 sum order."""
-    g = torch.Generator().manual_seed(seed)
     k = block_values(qtype) * blocks
-    qw = quantize(torch.randn(n, k, generator=g), qtype)
-    x = torch.randn(m, k, generator=g) * torch.rand(m, 1, generator=g).mul(4)
+    qw, x = weight_and_x(qtype, n, m, k, seed)
     got = native.linear(x, qw.data, qtype, k, tiles=True)
     if got is None:
         pytest.skip("no C kernels here")
     w = dequantize(qw.data, qtype, k)
-    assert ((got - reference(x, qw.data, qtype, k)).abs() <= _bound(x, w)).all()
+    assert ((got - reference(x, qw.data, qtype, k)).abs() <= int8_bound(x, w)).all()
     rows = native.linear(x, qw.data, qtype, k, tiles=False)
     assert ((got - rows).abs() <= _sum_order_bound(x, w)).all()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from gguf_cases import weight_and_x
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -41,10 +42,8 @@ def sum_order(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 @example(qtype=30, m=3, n=6, k=1501, seed=5)
 @example(qtype=1, m=6, n=5, k=2100, seed=6)  # four rows in tiles, then two
 def test_linear_is_float_linear_on_the_widened_weight(qtype, m, n, k, seed) -> None:
-    g = torch.Generator().manual_seed(seed)
-    qw = quantize(torch.randn(n, k, generator=g), qtype)
+    qw, x = weight_and_x(qtype, n, m, k, seed)
     w = dequantize(qw.data, qtype, k)
-    x = torch.randn(m, k, generator=g) * torch.rand(m, 1, generator=g).mul(4)
     got = linear_gguf(x, qw)
     assert got.shape == (m, n) and got.dtype == torch.float32
     want = F.linear(x, w)

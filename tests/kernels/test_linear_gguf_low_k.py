@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from gguf_cases import int8_bound
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -35,15 +36,6 @@ def random_blocks(qtype: int, n: int, k: int, g: torch.Generator) -> QuantWeight
 def theirs(qw: QuantWeight) -> torch.Tensor:
     kind = gguf.GGMLQuantizationType(qw.qtype)
     return torch.from_numpy(gguf_dequantize(qw.data.numpy(), kind)).reshape(qw.n, qw.k)
-
-
-def bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """x rounded to int8 per 32 values (half a step, amax / 254, a value) times |W|, plus
-    fp32 rounding."""
-    m, k = x.shape
-    half_step = x.reshape(m, k // 32, 32).abs().amax(-1, keepdim=True) / 254
-    err = half_step.expand(m, k // 32, 32).reshape(m, k)
-    return 1.01 * err @ w.abs().t() + 1e-4 * (x.abs() @ w.abs().t()) + 1e-5
 
 
 @settings(max_examples=20, deadline=None)
@@ -84,7 +76,7 @@ def test_linear_matches_dequantize_then_matmul(qtype, m, n, supers, seed) -> Non
     w = theirs(qw)
     got = linear_gguf(x, qw)
     assert got.shape == (m, n) and got.dtype == torch.float32
-    assert ((got - F.linear(x, w)).abs() <= bound(x, w)).all()
+    assert ((got - F.linear(x, w)).abs() <= int8_bound(x, w)).all()
     if native.library() is None:
         return
     for tiles in (False, True):  # both kernels at any M: x rounded alike, sums reordered

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from gguf_cases import int8_bound, weight_and_x
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tandem.kernels.gguf_blocks import FORMATS, quantize
+from tandem.kernels.gguf_blocks import FORMATS
 from tandem.kernels.native import linear_gguf as native
 
 BLOCKS32 = (2, 3, 6, 7, 8)  # Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
@@ -39,18 +40,12 @@ def _theirs(data: torch.Tensor, qtype: int, k: int) -> torch.Tensor:
 @example(qtype=3, m=1, blocks=3, n=11, seed=4)
 @example(qtype=7, m=3, blocks=9, n=5, seed=5)  # three rows of x: one weight row at a time
 def test_decode_rows_match_the_gguf_package(qtype, m, blocks, n, seed) -> None:
-    g = torch.Generator().manual_seed(seed)
     k = 32 * blocks
-    qw = quantize(torch.randn(n, k, generator=g), qtype)
-    x = torch.randn(m, k, generator=g) * torch.rand(m, 1, generator=g).mul(4)
+    qw, x = weight_and_x(qtype, n, m, k, seed)
     got = native.linear(x, qw.data, qtype, k, tiles=False)
     if got is None:
         pytest.skip("no C kernels here")
     w = _theirs(qw.data, qtype, k)
-    # x rounded to int8 per 32 values (half a step a value) times |W|, and fp32 rounding
-    half_step = x.reshape(m, blocks, 32).abs().amax(-1, keepdim=True) / 254
-    err = half_step.expand(m, blocks, 32).reshape(m, k)
-    bound = 1.01 * err @ w.abs().t() + 1e-4 * (x.abs() @ w.abs().t()) + 1e-5
-    assert ((got - x @ w.t()).abs() <= bound).all()
+    assert ((got - x @ w.t()).abs() <= int8_bound(x, w)).all()
     alone = [native.linear(x, qw.data[i : i + 1], qtype, k, tiles=False) for i in range(n)]
     assert torch.equal(got, torch.cat(alone, dim=1))

@@ -6,10 +6,10 @@ OUT/ARCH.pt: ``{choice: (tokens [STEPS], logits [STEPS, V], plan line)}``."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import torch
+from rank_group import in_group, run_rank
 from torch import Tensor
 
 from tandem.core.engine.loader import load_model
@@ -17,7 +17,7 @@ from tandem.core.kv.cache import allocate_kv_caches
 from tandem.core.layers.attention_metadata import build_metadata
 from tandem.core.layers.kernel_choice import KernelChoice
 from tandem.core.models.plan import make_plan
-from tandem.core.parallel.group import TensorParallel, exit_rank, join, leave
+from tandem.core.parallel.group import TensorParallel
 from tandem.core.parallel.partition import kv_head_range
 from tandem.core.testing import make_model
 
@@ -54,18 +54,12 @@ def decode(arch: str, tp: TensorParallel, stack: str) -> tuple[Tensor, Tensor, s
 def main(argv: list[str]) -> None:
     rank, size, port, out, *archs = argv
     torch.set_num_threads(1)
-    tp = join(int(rank), int(size), "127.0.0.1", int(port), torch.device("cpu"), 60.0)
-    done = False
-    try:
+    with in_group(rank, size, port) as tp:
         for arch in archs:
             result = {stack: decode(arch, tp, stack) for stack in ("c", "modules")}
             if tp.rank == 0:
                 torch.save(result, Path(out) / f"{arch}.pt")
-        done = True
-    finally:
-        leave(wait_s=60.0 if done else 0.0)  # a failed rank does not wait for the others
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
-    exit_rank()  # a failure above raised: its traceback and exit status as usual
+    run_rank(main)

@@ -4,7 +4,6 @@ prefill and a decode, and (rank 0) saves the logits to OUT/ARCH.pt."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import torch
@@ -12,9 +11,13 @@ import torch
 from tandem.core.engine.loader import load_model
 from tandem.core.kv.cache import allocate_kv_caches
 from tandem.core.layers.attention_metadata import build_metadata
-from tandem.core.parallel.group import exit_rank, join, leave
 from tandem.core.parallel.partition import kv_head_range
 from tandem.core.testing import make_model
+
+if __package__:  # imported by a test (for logits): a module of this package
+    from .rank_group import in_group, run_rank
+else:  # run as a rank: this folder is sys.path[0]
+    from rank_group import in_group, run_rank
 
 PROMPT = [3, 17, 99, 250, 7, 8, 300, 41, 5, 6, 77, 2, 11, 400, 123, 13, 1, 9, 10, 200]
 
@@ -41,18 +44,12 @@ def main(argv: list[str]) -> None:
     rank, size, port, out, dtype_name, *archs = argv
     torch.set_num_threads(1)
     dtype = getattr(torch, dtype_name)
-    tp = join(int(rank), int(size), "127.0.0.1", int(port), torch.device("cpu"), 60.0)
-    done = False
-    try:
+    with in_group(rank, size, port) as tp:
         for arch in archs:
             result = logits(arch, tp, dtype)
             if tp.rank == 0:
                 torch.save(result, Path(out) / f"{arch}.pt")
-        done = True
-    finally:
-        leave(wait_s=60.0 if done else 0.0)  # a failed rank does not wait for the others
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
-    exit_rank()  # a failure above raised: its traceback and exit status as usual
+    run_rank(main)

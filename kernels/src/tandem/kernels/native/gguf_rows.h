@@ -27,6 +27,26 @@ static inline uint64_t halves4(const uint8_t *p, int64_t bb)
     return (uint64_t)a | (uint64_t)b << 16 | (uint64_t)c << 32 | (uint64_t)d << 48;
 }
 
+/* The f16 values at p, p + bb, p + 2 bb, p + 3 bb (four blocks' scales) as fp32: d0-d3 in
+ * both halves */
+static inline __attribute__((always_inline)) __m256 halves4x2(const uint8_t *p,
+                                                              int64_t bb)
+{
+    const __m128i h = _mm_cvtsi64_si128((long long)halves4(p, bb));
+    return _mm256_cvtph_ps(_mm_unpacklo_epi64(h, h));
+}
+
+/* The prefetch of a step of four blocks (block b on, bb bytes each) of W weight rows
+ * (w + u * row): as many bytes as the step reads, AHEAD on, swept from the last row at
+ * the pace of all W (linear_gguf_k.c's) */
+static inline __attribute__((always_inline)) void prefetch4(const uint8_t *w, int W,
+                                                            int64_t row, int64_t b,
+                                                            int64_t bb)
+{
+    for (int64_t o = 0; o < W * 4 * bb; o += 64)
+        _mm_prefetch((const char *)w + (W - 1) * row + W * b * bb + AHEAD + o, _MM_HINT_T0);
+}
+
 /* Two 8-lane int32 vectors a, b -> per 4-lane half [a0+a2, b0+b2, a1+a3, b1+b3]: folding
  * (a, c) and (b, d), then the two results, leaves lane j of each half with block j's
  * partial sum, so one conversion and one multiply-add take four blocks. */

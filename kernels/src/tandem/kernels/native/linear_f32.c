@@ -39,6 +39,17 @@ typedef struct {
         a1 = _mm512_fmadd_ps(v, b1, a1);                                                       \
     } while (0)
 
+/* A tile's fetching at each step k (dot8's and dot_few's alike): `lines` cache lines from
+ * *pf into L2, spread evenly over the K steps; due counts on by `lines` a step, and each
+ * K of it fetches the line at *pf and moves *pf on. Returns the new due. */
+static inline __attribute__((always_inline)) int64_t fetch_due(int64_t K, int64_t lines,
+                                                               int64_t due, const float **pf)
+{
+    for (due += lines; due >= K; due -= K, *pf += 16)
+        _mm_prefetch((const char *)*pf, _MM_HINT_T1);
+    return due;
+}
+
 /* rows x[0..7] (K apart) against the panel at w0 (channels n..n+15) and w1 (n+16..n+31),
  * fetching `lines` cache lines from pf into L2 on the way, spread evenly over the k loop
  * (a burst at its start would stall on the memory's latency). Kept apart from the
@@ -54,8 +65,7 @@ static __attribute__((noinline)) void dot8(const float *x, const float *w0, int6
     for (int64_t k = 0; k < K; k++) {
         const __m512 b0 = _mm512_loadu_ps(w0 + k * 16);
         const __m512 b1 = _mm512_loadu_ps(w1 + k * 16);
-        for (due += lines; due >= K; due -= K, pf += 16)
-            _mm_prefetch((const char *)pf, _MM_HINT_T1);
+        due = fetch_due(K, lines, due, &pf);
         STEP(0, c00, c01);
         STEP(1, c10, c11);
         STEP(2, c20, c21);
@@ -85,8 +95,7 @@ static inline __attribute__((always_inline)) void dot_few(int R, const float *x,
     for (int64_t k = 0; k < K; k++) {
         const __m512 b0 = _mm512_loadu_ps(w0 + k * 16);
         const __m512 b1 = _mm512_loadu_ps(w1 + k * 16);
-        for (due += lines; due >= K; due -= K, pf += 16)
-            _mm_prefetch((const char *)pf, _MM_HINT_T1);
+        due = fetch_due(K, lines, due, &pf);
         for (int r = 0; r < R; r++) {
             const __m512 v = _mm512_set1_ps(x[r * K + k]);
             c[2 * r] = _mm512_fmadd_ps(v, b0, c[2 * r]);

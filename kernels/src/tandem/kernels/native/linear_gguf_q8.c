@@ -32,12 +32,10 @@ static inline __attribute__((always_inline)) void row_q8(int R, int W, const uin
         acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     int64_t b = 0;
     for (; b + 4 <= nb; b += 4) {
-        for (int64_t o = 0; o < W * 4 * bb; o += 64) /* this step's bytes, AHEAD on */
-            _mm_prefetch((const char *)w + (W - 1) * row + W * b * bb + AHEAD + o, _MM_HINT_T0);
+        prefetch4(w, W, row, b, bb);
         for (int u = 0; u < W; u++) {
             const uint8_t *p = w + u * row + b * bb;
-            const __m128i h = _mm_cvtsi64_si128((long long)halves4(p, bb));
-            const __m256 d8 = _mm256_cvtph_ps(_mm_unpacklo_epi64(h, h)); /* d0-d3, twice */
+            const __m256 d8 = halves4x2(p, bb); /* d0-d3, twice */
             for (int r = 0; r < R; r++) {
                 const int8_t *x = xq + r * K + b * QK;
                 const __m256i f = fold(fold(dot8(p, x), dot8(p + 2 * bb, x + 2 * QK)),

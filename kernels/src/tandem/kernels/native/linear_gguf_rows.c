@@ -84,12 +84,10 @@ row_simd(int type, int R, int W, const uint8_t *w, int64_t row, int64_t nb, cons
     const __m256i pick23 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
     int64_t b = 0;
     for (; b + 4 <= nb; b += 4) {
-        for (int64_t o = 0; o < W * 4 * bb; o += 64) /* this step's bytes, AHEAD on */
-            _mm_prefetch((const char *)w + (W - 1) * row + W * b * bb + AHEAD + o, _MM_HINT_T0);
+        prefetch4(w, W, row, b, bb);
         for (int u = 0; u < W; u++) {
             const uint8_t *p = w + u * row + b * bb;
-            const __m128i h = _mm_cvtsi64_si128((long long)halves4(p, bb));
-            const __m256 d8 = _mm256_cvtph_ps(_mm_unpacklo_epi64(h, h)); /* d0-d3, twice */
+            const __m256 d8 = halves4x2(p, bb); /* d0-d3, twice */
             const __m128 m4 = sym ? _mm256_castps256_ps128(d8)
                                   : _mm_cvtph_ps(_mm_cvtsi64_si128((long long)halves4(p + 2, bb)));
             __m256i lo0, hi0, lo1, hi1;
