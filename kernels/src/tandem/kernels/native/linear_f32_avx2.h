@@ -14,6 +14,7 @@
  * the rows per block mb follow from it (60..126 where K >= 384, more for a smaller K), and
  * the weight is read from memory about M / mb times.
  */
+#include <string.h>
 #include <immintrin.h>
 #include <omp.h>
 
