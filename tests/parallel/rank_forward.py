@@ -25,6 +25,12 @@ PROMPT = [3, 17, 99, 250, 7, 8, 300, 41, 5, 6, 77, 2, 11, 400, 123, 13, 1, 9, 10
 def logits(arch: str, tp: object, dtype: torch.dtype) -> torch.Tensor:
     """Logits of every prompt position, then of one decoded token: [T + 1, V]."""
     model = load_model(str(make_model(size="tiny", arch=arch)), "cpu", dtype, tp=tp)
+    return prompt_logits(model, tp, dtype)
+
+
+def prompt_logits(model: torch.nn.Module, tp: object, dtype: torch.dtype) -> torch.Tensor:
+    """``model``'s (this rank's shard, under ``tp``) logits of every prompt position, then
+    of one decoded token: [T + 1, V]."""
     spec = model.spec
     rank, size = (tp.rank, tp.size) if tp is not None else (0, 1)
     k0, k1 = kv_head_range(spec.num_kv_heads, size, rank)

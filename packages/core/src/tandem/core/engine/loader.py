@@ -71,7 +71,8 @@ def load_model(
     ``quantization="int8"`` switches its linear layers to int8 once loaded;
     a ``.gguf`` checkpoint is read in place (:mod:`tandem.core.gguf`), and with
     ``quantization="gguf"`` its quantized tensors stay in their blocks.
-    ``tp`` builds and loads this rank's shard only. ``kernels`` (an engine's
+    ``tp`` builds and loads this rank's shard only (of a GGUF file's blocks too: see
+    :mod:`tandem.core.gguf.weights`). ``kernels`` (an engine's
     :class:`~tandem.core.layers.kernel_choice.KernelChoice`) is given to the model before its
     weights are packed; without it the model takes the defaults at its first step.
     """
@@ -94,11 +95,6 @@ def load_model(
         from tandem.core.gguf.weights import load_gguf
         from tandem.core.heap import release_free_heap
 
-        if quantization == "gguf" and tp is not None and tp.size > 1:
-            raise ValueError(
-                "quantization='gguf' does not split over tensor-parallel ranks; "
-                "use tensor_parallel_size=1, or quantization=None or 'int8'"
-            )
         with torch.no_grad():
             load_gguf(model, open_checkpoint(gguf), device, keep=quantization == "gguf")
         release_free_heap()  # the process ends near the file's size

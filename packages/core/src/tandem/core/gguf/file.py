@@ -201,6 +201,14 @@ class GGUFFile:
         shape = (*info.shape[:-1], row_bytes(info.type, info.shape[-1]))
         return np.frombuffer(self._map, np.uint8, info.nbytes, info.offset).reshape(shape)
 
+    def holds(self, data: np.ndarray) -> bool:
+        """Whether ``data`` lies in this file's mapping (a view of it, not a copy)."""
+        import numpy as np
+
+        base = np.frombuffer(self._map, np.uint8, 1, 0).ctypes.data
+        lo = data.__array_interface__["data"][0] - base
+        return 0 <= lo < len(self._map)
+
     def drop(self, data: np.ndarray) -> None:
         """Drop the whole pages under ``data`` (a view of this mapping, already copied)
         from memory; a page shared with a neighbour stays. See :meth:`release`."""

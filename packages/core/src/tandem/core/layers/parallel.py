@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from tandem.core.layers.embedding import Embedding
@@ -44,7 +43,8 @@ class RowParallelLinear(Linear):
 
 class VocabParallelEmbedding(Embedding):
     """This rank's rows of the vocabulary (padded to a multiple of the ranks); a token
-    looked up elsewhere is a zero row here, and the sum over ranks fills it in."""
+    looked up elsewhere is a zero row here, and the sum over ranks fills it in. The rows
+    are read from the table's form (a float table, or its GGUF blocks kept as stored)."""
 
     def __init__(
         self, vocab_size: int, hidden_size: int, tp: TensorParallel, dtype: Any = None
@@ -61,7 +61,7 @@ class VocabParallelEmbedding(Embedding):
         # ids: [T] -> [T, C]
         mine = (ids >= self.start) & (ids < self.stop)  # [T]
         local = torch.where(mine, ids - self.start, torch.zeros_like(ids))
-        x = F.embedding(local, self.weight)  # [T, C]
+        x = self.form.rows(local).to(self.out_dtype)  # [T, C]: floats, or GGUF rows decoded
         return self.tp.all_reduce(x.masked_fill_(~mine[:, None], 0))
 
 

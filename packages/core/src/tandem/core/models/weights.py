@@ -90,7 +90,7 @@ def _destination(param: nn.Parameter, shard: Shard) -> Tensor:
     return dest[shard.offset : shard.offset + shard.size]
 
 
-def _box(shard: Shard, full: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+def shard_box(shard: Shard, full: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
     """The part of the full parameter a checkpoint tensor fills: its expert, its rows."""
     lead = [] if shard.expert is None else [(shard.expert, shard.expert + 1)]
     rest = full[len(lead) :]
@@ -101,7 +101,7 @@ def _box(shard: Shard, full: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
 def _load_shard(
     name: str, param: nn.Parameter, shard: Shard, layout: Layout, tensor: Tensor
 ) -> None:
-    box = _box(shard, layout.full)
+    box = shard_box(shard, layout.full)
     want = tuple(b - a for a, b in box)
     lead = 0 if shard.expert is None else 1  # the expert dim, absent from the tensor
     if tuple(tensor.shape) != want[lead:]:

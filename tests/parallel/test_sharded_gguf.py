@@ -1,0 +1,159 @@
+"""``quantization="gguf"`` split over ranks: each rank keeps its shard of the file's blocks
+as stored (no float weight for a kept module) and the ranks give the whole model's logits,
+the file's blocks as stored on one process: to the order of float sums with the blocks
+dequantized, and near them (the same top token) on the C kernels, which round the
+activations to int8 per block (a sum over the ranks in another order may round one value
+the other way)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from tandem.core.testing import make_model
+from tandem.core.testing.gguf_writer import write_gguf
+
+from .rank_forward import prompt_logits
+from .rank_gguf import exact_logits, gguf_model, held
+from .test_sharded_forward import run_ranks
+
+RANK = Path(__file__).with_name("rank_gguf.py")
+ROPE = {"rope_type": "default", "rope_theta": 10000.0}
+PROJ = ("q_proj", "k_proj", "v_proj", "o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+# every matrix in Q8_0; a vocabulary of 509 (odd): rank 1's shard of the embedding and of
+# the head ends in a padding row
+Q8 = {f"{p}.weight": 8 for p in (*PROJ, "embed_tokens", "lm_head")}
+# the projections in 4 bits (both kinds), the tied embedding in Q8_0
+Q4 = {f"{p}.weight": 2 if p.startswith("mlp") else 3 for p in PROJ} | {"embed_tokens.weight": 8}
+# K-quants: o's K of 256 split in two is not a whole block of 256 (floats there), down's
+# K of 512 is (kept); q, k and v of two formats (a stack)
+K_SHAPE = {"hidden_size": 256, "intermediate_size": 512}
+QK = {"q_proj.weight": 12, "k_proj.weight": 12, "v_proj.weight": 14, "o_proj.weight": 13}
+QK |= {"mlp.gate_proj.weight": 12, "mlp.up_proj.weight": 12, "mlp.down_proj.weight": 14}
+QK |= {"embed_tokens.weight": 6, "lm_head.weight": 14}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("tp-gguf")
+    llama = make_model(size="tiny", arch="llama", rope_parameters=ROPE, vocab_size=509)
+    qwen2 = make_model(size="tiny", arch="qwen2")
+    wide = make_model(size="tiny", arch="llama", rope_parameters=ROPE, **K_SHAPE)
+    return {
+        "q8": write_gguf(llama, root / "llama-q8.gguf", Q8),
+        "q4": write_gguf(qwen2, root / "qwen2-q4.gguf", Q4),
+        "qk": write_gguf(wide, root / "llama-qk.gguf", QK),
+    }
+
+
+def _whole(path: Path) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """The file on one process: its logits on the C kernels, without their rounding, and
+    what the model holds."""
+    model = gguf_model(str(path), None)
+    logits = prompt_logits(model, None, torch.float32)
+    report = held(model)
+    return logits, exact_logits(model, None), report
+
+
+def _near(split: torch.Tensor, whole: torch.Tensor, tol: float, agree: float = 1.0) -> None:
+    """Within ``tol`` of ``whole`` (relative), the top token the same at ``agree`` of the
+    positions."""
+    assert split.shape == whole.shape
+    assert (split - whole).norm() / whole.norm() < tol
+    same = (split.argmax(-1) == whole.argmax(-1)).float().mean().item()
+    assert same >= agree, same
+
+
+def _ranks(out: Path, path: Path, size: int = 2) -> list[dict]:
+    return [json.loads((out / f"{path.stem}.rank{r}.json").read_text()) for r in range(size)]
+
+
+def _check_shards(whole: dict, ranks: list[dict], floats: set[str] = frozenset()) -> None:
+    """Each rank holds in floats what the whole model does (plus ``floats``: modules whose
+    input range splits a block), every other weight in the whole model's formats, and
+    decodes through the C stack on its shard."""
+    for r, rank in enumerate(ranks):
+        assert set(rank["floats"]) == set(whole["floats"]) | floats, r
+        for name, forms in rank["forms"].items():
+            if name not in floats:
+                want = whole["forms"][name]
+                assert set(forms) <= set(want) and len(forms) <= len(want), (r, name)
+        decode, note, size = rank["plan"]
+        assert (decode, size) == ("c", len(ranks)), (r, note)
+        assert f"rank {r} of {len(ranks)}" in note
+
+
+def test_two_ranks_keep_their_shard_of_the_blocks(files: dict[str, Path], tmp_path: Path):
+    run_ranks(2, [str(files["q8"]), str(files["q4"])], tmp_path, None, RANK, premake=False)
+    for key in ("q8", "q4"):
+        logits, exact, whole = _whole(files[key])
+        assert all(f.startswith("gguf") for fs in whole["forms"].values() for f in fs)
+        assert whole["plan"][0] == "c" and not whole["floats"]
+        _check_shards(whole, _ranks(tmp_path, files[key]))
+        stem = files[key].stem
+        split = torch.load(tmp_path / f"{stem}.exact.pt")
+        assert split.shape == exact.shape
+        torch.testing.assert_close(split, exact, atol=1e-4, rtol=0)
+        _near(torch.load(tmp_path / f"{stem}.pt"), logits, 0.01)
+
+
+def test_an_input_range_inside_a_block_is_loaded_in_floats(files, tmp_path) -> None:
+    """o's K of 256 over 2 ranks: 128 inputs a rank, half a Q5_K block: o alone in floats,
+    of the blocks' values (equal, without the kernels' rounding; on the C kernels near:
+    the activations into o are not rounded to int8 on the ranks, as on one process)."""
+    path = files["qk"]
+    run_ranks(2, [str(path)], tmp_path, None, RANK, premake=False)
+    logits, exact, whole = _whole(path)
+    o = {f"model.layers.{i}.self_attn.o_proj" for i in range(2)}
+    _check_shards(whole, _ranks(tmp_path, path), o)
+    assert {f for n, fs in whole["forms"].items() for f in fs if "down" in n} == {"gguf Q6_K"}
+    split = torch.load(tmp_path / f"{path.stem}.exact.pt")  # o's floats: the blocks' values
+    torch.testing.assert_close(split, exact, atol=1e-4, rtol=0)
+    _near(torch.load(tmp_path / f"{path.stem}.pt"), logits, 0.05, agree=0.9)
+
+
+def test_the_refusal_names_the_layer_k_ranks_and_block() -> None:
+    from tandem.core.gguf.weights import split_blocks
+    from tandem.core.models.weights import Shard
+    from tandem.core.parallel.layout import split
+
+    layout = split((256, 256), 1, (128, 256))  # rank 1 of 2
+    why = split_blocks("model.layers.3.self_attn.o_proj.weight", 13, Shard("o_proj"), layout)
+    assert why == (
+        "model.layers.3.self_attn.o_proj.weight: K=256 split over tensor_parallel_size=2 "
+        "gives 128 inputs a rank, not a multiple of the Q5_K block (256 values)"
+    )
+    assert split_blocks("o.weight", 8, Shard("o_proj"), layout) is None  # Q8_0: blocks of 32
+
+
+def test_a_module_split_inside_a_block_is_named_in_a_warning(files, caplog) -> None:
+    """Rank 1 of 2's model (built on the meta device: no group needed) keeps every module
+    of the K-quant file but o, whose input range of 128 is half a Q5_K block."""
+    from tandem.core.config.model import load_model_config
+    from tandem.core.gguf.checkpoint import open_checkpoint
+    from tandem.core.gguf.weights import kept_modules
+    from tandem.core.layers.no_init import no_init
+    from tandem.core.models import get_model_class
+    from tandem.core.models.architectures import architecture
+    from tandem.core.parallel.group import TensorParallel
+
+    config = load_model_config(files["qk"])
+    with torch.device("meta"), no_init():
+        model = get_model_class(config.architecture)(
+            config.hf_config, dtype=torch.float32, tp=TensorParallel(1, 2)
+        )
+    shards = architecture(model.spec.architecture).names(model.spec)
+    stored = open_checkpoint(files["qk"]).stored_types()
+    with caplog.at_level("WARNING", logger="tandem"):
+        plan = kept_modules(model, shards, stored)
+    floats = {n for n, kind in stored.items() if kind in (0, 1)}  # F32 / F16: the norms
+    assert set(plan) == set(stored) - floats - {n for n in stored if "o_proj" in n}
+    assert [r.getMessage() for r in caplog.records] == [
+        f"model.layers.{i}.self_attn.o_proj.weight: K=256 split over tensor_parallel_size=2 "
+        "gives 128 inputs a rank, not a multiple of the Q5_K block (256 values); loaded in "
+        "floats instead"
+        for i in range(2)
+    ]
