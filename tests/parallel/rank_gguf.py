@@ -55,33 +55,53 @@ def exact_logits(model: torch.nn.Module, tp: object) -> torch.Tensor:
         return prompt_logits(model, tp, torch.float32)
 
 
-def held(model: torch.nn.Module) -> dict[str, Any]:
+def held(model: torch.nn.Module, path: str) -> dict[str, Any]:
     """What a rank holds: the form of each weight (``forms``: module -> its form's names,
     one per expert of stacked experts), the modules that hold a float weight (``floats``),
-    the weights' float bytes (``float_bytes``), and its execution plan (``plan``: the
-    decode path and its note)."""
+    those whose blocks all lie in the mapping of the file ``path`` (``views``: not
+    copied), and its execution plan (``plan``: the decode path, its note, the ranks)."""
     from tandem.core.layers.embedding import Embedding
     from tandem.core.layers.linear import Linear
     from tandem.core.layers.moe import Stacked
+    from tandem.core.layers.weight_form import GgufBlocks
 
+    mapped = _mapped(path)
     forms: dict[str, list[str]] = {}
     floats: list[str] = []
+    views: list[str] = []
     for name, module in model.named_modules():
         if isinstance(module, (Linear, Embedding)):
-            forms[name] = [module.form.name]
+            kept = [module.form]
         elif isinstance(module, Stacked):
-            forms[name] = [form.name for form in module.forms]
+            kept = module.forms
         else:
             continue
+        forms[name] = [form.name for form in kept]
         if module.weight is not None:
             floats.append(name)
+        parts = [p for f in kept if isinstance(f, GgufBlocks) for p in f.parts]
+        starts = [p.data.data_ptr() for p in parts]
+        if parts and all(any(lo <= at < hi for lo, hi in mapped) for at in starts):
+            views.append(name)
     plan = make_plan(model, "cpu")
     return {
         "forms": forms,
         "floats": floats,
-        "float_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+        "views": views,
         "plan": [plan.decode, plan.decode_note, plan.tensor_parallel],
     }
+
+
+def _mapped(path: str) -> list[tuple[int, int]]:
+    """The address ranges of this process's mappings of the file ``path``."""
+    real = str(Path(path).resolve())
+    out = []
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5] == real:
+            lo, hi = fields[0].split("-")
+            out.append((int(lo, 16), int(hi, 16)))
+    return out
 
 
 def main(argv: list[str]) -> None:
@@ -92,7 +112,7 @@ def main(argv: list[str]) -> None:
             model = gguf_model(file, tp)
             result = prompt_logits(model, tp, torch.float32)
             stem = Path(file).stem
-            report = json.dumps(held(model))  # its plan: before exact_logits's kernels
+            report = json.dumps(held(model, file))  # its plan: before exact_logits's kernels
             exact = exact_logits(model, tp)
             if tp.rank == 0:
                 torch.save(result, Path(out) / f"{stem}.pt")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from models.gguf_moe_files import made_or_skip
 
 from tandem.core.testing import make_model
 from tandem.core.testing.gguf_writer import write_gguf
@@ -54,7 +55,7 @@ def _whole(path: Path) -> tuple[torch.Tensor, torch.Tensor, dict]:
     what the model holds."""
     model = gguf_model(str(path), None)
     logits = prompt_logits(model, None, torch.float32)
-    report = held(model)
+    report = held(model, str(path))
     return logits, exact_logits(model, None), report
 
 
@@ -92,12 +93,39 @@ def test_two_ranks_keep_their_shard_of_the_blocks(files: dict[str, Path], tmp_pa
         logits, exact, whole = _whole(files[key])
         assert all(f.startswith("gguf") for fs in whole["forms"].values() for f in fs)
         assert whole["plan"][0] == "c" and not whole["floats"]
-        _check_shards(whole, _ranks(tmp_path, files[key]))
+        ranks = _ranks(tmp_path, files[key])
+        _check_shards(whole, ranks)
+        # a run of rows stays a view of the file's mapping (no copy); o's and down's input
+        # ranges are copied; rank 1's vocabulary shard of the Q8_0 file ends in padding
+        row_parallel = {n for n in whole["views"] if n.endswith(("o_proj", "down_proj"))}
+        assert "model.embed_tokens" in whole["views"] and row_parallel
+        for r, rank in enumerate(ranks):
+            padded = {"model.embed_tokens", "lm_head"} if key == "q8" and r == 1 else set()
+            assert set(rank["views"]) == set(whole["views"]) - row_parallel - padded, r
         stem = files[key].stem
         split = torch.load(tmp_path / f"{stem}.exact.pt")
         assert split.shape == exact.shape
         torch.testing.assert_close(split, exact, atol=1e-4, rtol=0)
         _near(torch.load(tmp_path / f"{stem}.pt"), logits, 0.01)
+
+
+def test_two_ranks_keep_their_whole_experts_of_a_moe_file(tmp_path: Path) -> None:
+    """Mixtral's 4 experts (Q8_0, made by llama.cpp) over 2 ranks: each rank keeps its 2
+    experts' blocks as views of the file's mapping, and the ranks give the whole model's
+    logits."""
+    path, _ = made_or_skip()("mixtral", "Q8_0")
+    run_ranks(2, [str(path)], tmp_path, None, RANK, premake=False)
+    logits, exact, whole = _whole(path)
+    ranks = _ranks(tmp_path, path)
+    _check_shards(whole, ranks)
+    experts = {n for n, forms in whole["forms"].items() if len(forms) == 4}
+    assert experts and experts <= set(whole["views"])
+    for rank in ranks:
+        assert all(len(rank["forms"][n]) == 2 for n in experts)
+        assert experts <= set(rank["views"])
+    split = torch.load(tmp_path / f"{path.stem}.exact.pt")
+    torch.testing.assert_close(split, exact, atol=1e-4, rtol=0)
+    _near(torch.load(tmp_path / f"{path.stem}.pt"), logits, 0.01)
 
 
 def test_an_input_range_inside_a_block_is_loaded_in_floats(files, tmp_path) -> None:
@@ -157,3 +185,25 @@ def test_a_module_split_inside_a_block_is_named_in_a_warning(files, caplog) -> N
         "floats instead"
         for i in range(2)
     ]
+
+
+def test_the_v1_engine_runs_a_gguf_file_over_two_ranks(files, tmp_path, monkeypatch) -> None:
+    """A ``.gguf`` path at ``tensor_parallel_size=2``: as stored by default, the same
+    greedy tokens as one process, and a plan that says what rank 0 holds and runs."""
+    from tandem.core import LLM, SamplingParams
+
+    monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
+    params = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
+    outs, plans = [], []
+    for tp in (1, 2):
+        with LLM(
+            model=str(files["q4"]), engine="v1", max_model_len=64, tensor_parallel_size=tp
+        ) as llm:
+            assert llm.config.quantization == "gguf"
+            done = llm.generate(["one two three", "Item 3"], params, use_tqdm=False)
+            outs.append([o.outputs[0].token_ids for o in done])
+            plans.append(llm.engine.plan)
+    assert outs[0] == outs[1]
+    assert "cpu x2 ranks" in plans[1] and "rank 0 of 2" in plans[1], plans[1]
+    forms = next(line for line in plans[1].splitlines() if line.startswith("weights"))
+    assert forms == next(line for line in plans[0].splitlines() if line.startswith("weights"))
