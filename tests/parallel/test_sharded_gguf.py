@@ -109,19 +109,22 @@ def test_two_ranks_keep_their_shard_of_the_blocks(files: dict[str, Path], tmp_pa
         _near(torch.load(tmp_path / f"{stem}.pt"), logits, 0.01)
 
 
-def test_two_ranks_keep_their_whole_experts_of_a_moe_file(tmp_path: Path) -> None:
-    """Mixtral's 4 experts (Q8_0, made by llama.cpp) over 2 ranks: each rank keeps its 2
-    experts' blocks as views of the file's mapping, and the ranks give the whole model's
-    logits."""
-    path, _ = made_or_skip()("mixtral", "Q8_0")
+@pytest.mark.parametrize("name", ["mixtral", "qwen2_moe", "deepseek_v3"])
+def test_two_ranks_keep_their_whole_experts_of_a_moe_file(name: str, tmp_path: Path) -> None:
+    """A MoE file (Q8_0, made by llama.cpp) over 2 ranks: each rank keeps its run of whole
+    experts' blocks as views of the file's mapping (Qwen2-MoE's 6 experts: 3 a rank, its
+    shared expert split as a dense MLP; DeepSeek-V3's latent attention split by heads),
+    and the ranks give the whole model's logits."""
+    path, _ = made_or_skip()(name, "Q8_0")
     run_ranks(2, [str(path)], tmp_path, None, RANK, premake=False)
     logits, exact, whole = _whole(path)
     ranks = _ranks(tmp_path, path)
     _check_shards(whole, ranks)
-    experts = {n for n, forms in whole["forms"].items() if len(forms) == 4}
-    assert experts and experts <= set(whole["views"])
+    count = max(len(forms) for forms in whole["forms"].values())
+    experts = {n for n, forms in whole["forms"].items() if len(forms) == count}
+    assert count > 1 and experts <= set(whole["views"])
     for rank in ranks:
-        assert all(len(rank["forms"][n]) == 2 for n in experts)
+        assert all(len(rank["forms"][n]) == count // 2 for n in experts)
         assert experts <= set(rank["views"])
     split = torch.load(tmp_path / f"{path.stem}.exact.pt")
     torch.testing.assert_close(split, exact, atol=1e-4, rtol=0)
