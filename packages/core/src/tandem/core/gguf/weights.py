@@ -205,7 +205,7 @@ def _shard_pieces(
         rows, cols = src[lead], src[lead + 1]
         piece = data[rows]
         if (cols.start, cols.stop) != (0, k):
-            piece = piece[:, cols.start // size * per : -(-cols.stop // size) * per]
+            piece = piece[:, cols.start // size * per : cols.stop // size * per]
         if owned and piece.shape != data.shape:
             piece = piece.clone()
         out.append((dst[0].start if lead else 0, dst[lead].start, qtype, piece))
@@ -217,15 +217,20 @@ def _padded(pieces: list[tuple[int, int, Tensor]], n: int, k: int) -> list[tuple
     blocks where none covers rows of ``[0, n)`` (a vocabulary shard's padding: every
     format reads zero bytes as 0), in the format of the piece they stand next to."""
     out: list[tuple[int, int, Tensor]] = []
+
+    def zeros(start: int, stop: int, qtype: int) -> None:
+        if stop > start:
+            out.append(
+                (start, qtype, torch.zeros(stop - start, row_bytes(qtype, k), dtype=torch.uint8))
+            )
+
     at = 0
-    for i, (offset, qtype, rows) in enumerate(pieces):
-        if offset > at:
-            fill = qtype if not out else out[-1][1]
-            out.append((at, fill, torch.zeros(offset - at, row_bytes(fill, k), dtype=torch.uint8)))
+    for offset, qtype, rows in pieces:
+        zeros(at, offset, out[-1][1] if out else qtype)
         out.append((offset, qtype, rows))
         at = offset + rows.shape[0]
-        if i == len(pieces) - 1 and at < n:
-            out.append((at, qtype, torch.zeros(n - at, row_bytes(qtype, k), dtype=torch.uint8)))
+    if out:
+        zeros(at, n, out[-1][1])
     return out
 
 
@@ -240,7 +245,8 @@ def _as_tensor(t: StoredTensor) -> Tensor:
 def _weight(pieces: list[tuple[int, int, Tensor]], k: int, device: torch.device, drop: Any) -> Any:
     """A module's (row offset, GGUF type, rows) pieces in row order -> one QuantWeight,
     or a QuantStack with one QuantWeight per run of pieces in the same format. A single
-    piece stays the file's own bytes; a run of several is copied into one tensor."""
+    piece stays the file's own bytes (unless it is not contiguous: a tensor-parallel
+    rank's range of each row's blocks); a run of several is copied into one tensor."""
     runs: list[tuple[int, list[Tensor]]] = []
     for _, qtype, rows in pieces:
         if runs and runs[-1][0] == qtype:
