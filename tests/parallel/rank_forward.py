@@ -35,11 +35,12 @@ def prompt_logits(model: torch.nn.Module, tp: object, dtype: torch.dtype) -> tor
     rank, size = (tp.rank, tp.size) if tp is not None else (0, 1)
     k0, k1 = kv_head_range(spec.num_kv_heads, size, rank)
     caches = allocate_kv_caches(spec.num_layers, k1 - k0, spec.head_dim, 4, 16, dtype, "cpu")
-    n = len(PROMPT)
+    prompt = [t % spec.vocab_size for t in PROMPT]  # as they are in a vocabulary of 401+
+    n = len(prompt)
     cpu = torch.device("cpu")
     with torch.inference_mode():
         meta = build_metadata([n], [n], [[0, 1]], 16, cpu)
-        prefill = model.compute_logits(model(torch.tensor(PROMPT), torch.arange(n), caches, meta))
+        prefill = model.compute_logits(model(torch.tensor(prompt), torch.arange(n), caches, meta))
         nxt = prefill[-1:].argmax(-1)
         meta = build_metadata([1], [n + 1], [[0, 1]], 16, cpu)
         decode = model.compute_logits(model(nxt, torch.tensor([n]), caches, meta))

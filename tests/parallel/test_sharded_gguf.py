@@ -131,6 +131,27 @@ def test_two_ranks_keep_their_whole_experts_of_a_moe_file(name: str, tmp_path: P
     _near(torch.load(tmp_path / f"{path.stem}.pt"), logits, 0.01)
 
 
+FIXTURES = Path(__file__).parents[1] / "models" / "gguf_files"
+
+
+def test_two_ranks_run_files_made_by_llama_cpp(tmp_path: Path) -> None:
+    """The repository's llama.cpp fixtures (Q4_K_M: Q4_K beside Q6_K; Q8_0; Q4_0 experts):
+    the ranks' logits are the one process's, the blocks dequantized; a projection whose
+    input range on a rank would cut a block (down's 32 inputs over 2 ranks: 16) is the
+    only module in floats."""
+    names = ["qwen2-q4_k_m", "deepseek2-q4_k_m", "gemma2-q8_0", "qwen3moe-q4_0"]
+    paths = [FIXTURES / f"{name}.gguf" for name in names]
+    run_ranks(2, [str(p) for p in paths], tmp_path, None, RANK, premake=False)
+    for path in paths:
+        _, exact, whole = _whole(path)
+        ranks = _ranks(tmp_path, path)
+        floats = set(ranks[0]["floats"]) - set(whole["floats"])
+        assert all(n.endswith(("o_proj", "down_proj")) for n in floats), (path.stem, floats)
+        _check_shards(whole, ranks, floats)
+        split = torch.load(tmp_path / f"{path.stem}.exact.pt")
+        torch.testing.assert_close(split, exact, atol=1e-4, rtol=0, msg=path.stem)
+
+
 def test_an_input_range_inside_a_block_is_loaded_in_floats(files, tmp_path) -> None:
     """o's K of 256 over 2 ranks: 128 inputs a rank, half a Q5_K block: o alone in floats,
     of the blocks' values (equal, without the kernels' rounding; on the C kernels near:
