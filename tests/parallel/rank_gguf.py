@@ -59,7 +59,8 @@ def held(model: torch.nn.Module, path: str) -> dict[str, Any]:
     """What a rank holds: the form of each weight (``forms``: module -> its form's names,
     one per expert of stacked experts), the modules that hold a float weight (``floats``),
     those whose blocks all lie in the mapping of the file ``path`` (``views``: not
-    copied), and its execution plan (``plan``: the decode path, its note, the ranks)."""
+    copied), the bytes of every weight kept in blocks (``block_bytes``), and its execution
+    plan (``plan``: the decode path, its note, the ranks)."""
     from tandem.core.layers.embedding import Embedding
     from tandem.core.layers.linear import Linear
     from tandem.core.layers.moe import Stacked
@@ -69,6 +70,7 @@ def held(model: torch.nn.Module, path: str) -> dict[str, Any]:
     forms: dict[str, list[str]] = {}
     floats: list[str] = []
     views: list[str] = []
+    block_bytes = 0
     for name, module in model.named_modules():
         if isinstance(module, (Linear, Embedding)):
             kept = [module.form]
@@ -80,6 +82,7 @@ def held(model: torch.nn.Module, path: str) -> dict[str, Any]:
         if module.weight is not None:
             floats.append(name)
         parts = [p for f in kept if isinstance(f, GgufBlocks) for p in f.parts]
+        block_bytes += sum(p.data.nbytes for p in parts)
         starts = [p.data.data_ptr() for p in parts]
         if parts and all(any(lo <= at < hi for lo, hi in mapped) for at in starts):
             views.append(name)
@@ -88,6 +91,7 @@ def held(model: torch.nn.Module, path: str) -> dict[str, Any]:
         "forms": forms,
         "floats": floats,
         "views": views,
+        "block_bytes": block_bytes,
         "plan": [plan.decode, plan.decode_note, plan.tensor_parallel],
     }
 

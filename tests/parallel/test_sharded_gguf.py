@@ -102,6 +102,10 @@ def test_two_ranks_keep_their_shard_of_the_blocks(files: dict[str, Path], tmp_pa
         for r, rank in enumerate(ranks):
             padded = {"model.embed_tokens", "lm_head"} if key == "q8" and r == 1 else set()
             assert set(rank["views"]) == set(whole["views"]) - row_parallel - padded, r
+        # each rank holds half the blocks (rank 1 of the Q8_0 file a padding row more)
+        total = whole["block_bytes"]
+        assert all(0.5 * total <= r["block_bytes"] <= 0.51 * total for r in ranks)
+        assert sum(r["block_bytes"] for r in ranks) >= total
         stem = files[key].stem
         split = torch.load(tmp_path / f"{stem}.exact.pt")
         assert split.shape == exact.shape
