@@ -8,6 +8,7 @@ the other way)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Set
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,7 @@ def _ranks(out: Path, path: Path, size: int = 2) -> list[dict]:
     return [json.loads((out / f"{path.stem}.rank{r}.json").read_text()) for r in range(size)]
 
 
-def _check_shards(whole: dict, ranks: list[dict], floats: set[str] = frozenset()) -> None:
+def _check_shards(whole: dict, ranks: list[dict], floats: Set[str] = frozenset()) -> None:
     """Each rank holds in floats what the whole model does (plus ``floats``: modules whose
     input range splits a block), every other weight in the whole model's formats, and
     decodes through the C stack on its shard."""
