@@ -114,6 +114,7 @@ def test_two_ranks_keep_their_shard_of_the_blocks(files: dict[str, Path], tmp_pa
         _near(torch.load(tmp_path / f"{stem}.pt"), logits, 0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mixtral", "qwen2_moe", "deepseek_v3"])
 def test_two_ranks_keep_their_whole_experts_of_a_moe_file(name: str, tmp_path: Path) -> None:
     """A MoE file (Q8_0, made by llama.cpp) over 2 ranks: each rank keeps its run of whole
@@ -139,6 +140,7 @@ def test_two_ranks_keep_their_whole_experts_of_a_moe_file(name: str, tmp_path: P
 FIXTURES = Path(__file__).parents[1] / "models" / "gguf_files"
 
 
+@pytest.mark.slow
 def test_two_ranks_run_files_made_by_llama_cpp(tmp_path: Path) -> None:
     """The repository's llama.cpp fixtures (Q4_K_M: Q4_K beside Q6_K; Q8_0; Q4_0 experts):
     the ranks' logits are the one process's, the blocks dequantized; a projection whose
