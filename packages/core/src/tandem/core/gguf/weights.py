@@ -46,14 +46,21 @@ from tandem.kernels.gguf_blocks import FORMATS, QuantStack, QuantWeight, block_v
 LOGGER = logging.getLogger("tandem")
 
 
-def kept_modules(model: nn.Module, shards: Any, stored: dict[str, int]) -> dict[str, nn.Module]:
+def kept_modules(
+    model: nn.Module,
+    shards: Any,
+    stored: dict[str, int],
+    expected: dict[str, tuple[Any, Shard]] | None = None,
+    layouts: dict[int, Layout] | None = None,
+) -> dict[str, nn.Module]:
     """Checkpoint names whose module will be kept as stored -> that module: a linear
     layer, stacked experts or an embedding whose every part is in a kernel format (an
     embedding's in one) and, in a tensor-parallel rank's model, whose shard of each part
     starts and ends its input range on a block (:func:`split_blocks`; a module that does
-    not is loaded in floats, with a warning)."""
-    expected = expected_names(model, shards)
-    layouts = param_layouts(model)
+    not is loaded in floats, with a warning). ``expected`` and ``layouts``: the model's
+    :func:`expected_names` and :func:`param_layouts`, where the caller has them already."""
+    expected = expected if expected is not None else expected_names(model, shards)
+    layouts = layouts if layouts is not None else param_layouts(model)
     owner = {id(p): m for m in model.modules() for p in m.parameters(recurse=False)}
     groups: dict[int, list[str]] = {}
     modules: dict[int, nn.Module] = {}
@@ -119,9 +126,10 @@ def load_gguf(
 
     spec = model.spec  # type: ignore[attr-defined]
     shards = architecture(spec.architecture).names(spec)
-    plan = kept_modules(model, shards, checkpoint.stored_types()) if keep else {}
     expected = expected_names(model, shards)
     layouts = param_layouts(model)
+    stored = checkpoint.stored_types()
+    plan = kept_modules(model, shards, stored, expected, layouts) if keep else {}
     for module in set(plan.values()):
         module.register_parameter("weight", None)  # no float copy is ever made
     model.to_empty(device=device)
