@@ -17,7 +17,13 @@ Shapes (:data:`SHAPES`):
   sentencepiece model made here (:func:`write_spm`), the real one's size and special ids;
 - ``qwen3-0.6b``: Qwen 3 0.6B's shape (28 layers, hidden 1024, 16 heads / 8 KV heads,
   head_dim 128, q/k norms, intermediate 3072, vocabulary 151936, tied): 596 M parameters.
-  Its tokenizer is SmolLM2's (49152 pieces; the converter pads the rest of the rows).
+  Its tokenizer is SmolLM2's (49152 pieces; the converter pads the rest of the rows);
+- ``llama-270m`` and ``llama-0.6b``: Llama (no q/k norms, no sliding window, plain
+  attention scale) in Gemma 3 270M's and Qwen 3 0.6B's sizes (layers, hidden, heads,
+  head_dim, intermediate, vocabulary, tied embeddings), each with its model's tokenizer
+  as made here (the sentencepiece model of 262144 pieces; SmolLM2's, padded), so each
+  pair differs in the architecture alone: beside the other, what the size costs and
+  what the architecture does.
 
 The checkpoint is made in the llama.cpp venv's python (it has torch, transformers and
 sentencepiece; this file runs there as a script), with the tokenizer SmolLM2's file
@@ -81,8 +87,38 @@ SHAPES: dict[str, dict[str, Any]] = {
         "rms_norm_eps": 1e-6,
         "tie_word_embeddings": True,
     },
+    "llama-270m": {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": 640,
+        "intermediate_size": 2048,
+        "num_hidden_layers": 18,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 256,
+        "vocab_size": 262144,
+        "max_position_embeddings": 32768,
+        "rope_theta": 1000000.0,
+        "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": True,
+    },
+    "llama-0.6b": {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": 1024,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 151936,
+        "max_position_embeddings": 40960,
+        "rope_theta": 1000000.0,
+        "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": True,
+    },
 }
-SPM_SHAPES = ("gemma3-270m",)  # the vocabulary is a sentencepiece model made here
+SPM_SHAPES = ("gemma3-270m", "llama-270m")  # the vocabulary is a sentencepiece model made here
 CONVERTED = ("f16", "f32")  # llama.cpp's converter, from the checkpoint
 QUANTIZED = ("q8_0", "q4_k_m", "q4_1")  # llama.cpp's quantizer, from the F16 file
 FORMATS = (*CONVERTED, *QUANTIZED)

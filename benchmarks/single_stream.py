@@ -9,7 +9,8 @@
 One chat prompt, greedy, ``--new-tokens`` tokens with EOS ignored, per model
 (``stream_models.py``): SmolLM2 (the shipped file), the tiny test model, a random-init
 checkpoint in a real model's shape (``gguf_models.SHAPES``: ``llama-1b``,
-``gemma3-270m``, ``qwen3-0.6b``) or one GGUF file. Runners, each in a fresh process: the
+``gemma3-270m``, ``qwen3-0.6b``, and Llama in the last two's sizes, ``llama-270m`` and
+``llama-0.6b``) or one GGUF file. Runners, each in a fresh process: the
 tandem engines (``tandem v0``, ``tandem v1``) per ``--quant`` on the float checkpoint,
 transformers ``generate`` and, only where ``llama_cpp`` is importable, llama.cpp on the
 model's GGUF file (this script never builds it). With ``--llama-cpp-venv`` (made by
@@ -145,7 +146,8 @@ def main() -> None:
         default=["smollm2"],
         metavar="NAME[:FORMATS]",
         help="smollm2, tiny (tiny-ARCH: another architecture's test config, e.g. tiny-phi3), "
-        "a gguf_models.py shape (llama-1b, gemma3-270m, qwen3-0.6b) or a .gguf file; "
+        "a gguf_models.py shape (llama-1b, gemma3-270m, qwen3-0.6b, llama-270m, llama-0.6b) "
+        "or a .gguf file; "
         "NAME:f32,q4_k_m sets that model's --formats",
     )
     parser.add_argument("--threads", type=int, default=2)
