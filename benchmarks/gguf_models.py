@@ -21,9 +21,10 @@ Shapes (:data:`SHAPES`):
 - ``llama-270m`` and ``llama-0.6b``: Llama (no q/k norms, no sliding window, plain
   attention scale) in Gemma 3 270M's and Qwen 3 0.6B's sizes (layers, hidden, heads,
   head_dim, intermediate, vocabulary, tied embeddings), each with its model's tokenizer
-  as made here (the sentencepiece model of 262144 pieces; SmolLM2's, padded), so each
-  pair differs in the architecture alone: beside the other, what the size costs and
-  what the architecture does.
+  as made here (the sentencepiece model of 262144 pieces; SmolLM2's, padded): 268 M and
+  596 M parameters, and llama.cpp's quantizer picks the same tensor types, so each pair
+  differs in the architecture alone: beside the other, what the size costs and what the
+  architecture does.
 
 The checkpoint is made in the llama.cpp venv's python (it has torch, transformers and
 sentencepiece; this file runs there as a script), with the tokenizer SmolLM2's file
