@@ -148,3 +148,65 @@ def test_subtests_are_told_once_as_plain_pytest_tells_them(
         ]
     )
     assert result.stdout.str().count("SUBFAILED") == 2  # told once: no child prints its own
+
+
+RELAYED = """
+    import warnings
+
+    def pytest_runtest_logreport(report):
+        if report.when == "call":
+            warnings.warn(f"relayed {{report.nodeid.split('::')[-1]}}", UserWarning)
+    {protocol}
+"""
+OWN_PROTOCOL = """
+    import pytest
+
+    calls = []
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        calls.append(item.name)
+        return (yield)
+
+    def pytest_sessionfinish(session):
+        print("protocol called for", sorted(calls))
+"""
+
+
+@pytest.mark.parametrize("protocol", ["", OWN_PROTOCOL], ids=["direct", "own-protocol-hook"])
+def test_the_parents_loop_keeps_what_pytests_protocol_hook_gives(
+    suite: pytest.Pytester, protocol: str
+) -> None:
+    """The parent logs isolated tests without calling ``pytest_runtest_protocol`` only where
+    nothing but pytest implements it: a conftest's own implementation is still called for
+    each test (a wrapper: the harness's own implementation runs the test), and a
+    warning the parent raises while it logs a report is in the summary
+    either way, as is the tests' own."""
+    suite.makeconftest(RELAYED.format(protocol=protocol))
+    suite.makepyfile(
+        test_a="""
+        import warnings
+
+        def test_one():
+            warnings.warn("from the test", UserWarning)
+
+        def test_two():
+            pass
+        """
+    )
+    result = run(suite, "--isolate", "engine", "-s")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*warnings summary*"])
+    result.stdout.fnmatch_lines(["*from the test*"])
+    result.stdout.fnmatch_lines(["*relayed test_one*"])
+    result.stdout.fnmatch_lines(["*relayed test_two*"])
+    if protocol:
+        result.stdout.fnmatch_lines(["*protocol called for ?'test_one', 'test_two'?*"])
+
+
+def test_a_collection_error_stops_the_run_before_the_parents_loop(suite: pytest.Pytester) -> None:
+    suite.makepyfile(test_a="def test_one(): pass", test_b="import no_such_module_here")
+    result = run(suite, "--isolate", "engine")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*1 error during collection*"])
+    result.stdout.no_fnmatch_line("*test_one PASSED*")

@@ -109,17 +109,55 @@ class LoopRole:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
         settings = self.run.settings
-        if not settings.find_polluter or self.driver is None:
+        if self.driver is None:
             return None
-        from .polluter import hunt
+        if settings.find_polluter:
+            from .polluter import hunt
 
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+            reporter = session.config.pluginmanager.get_plugin("terminalreporter")
 
-        def say(text: str) -> None:
-            if reporter is not None:
-                reporter.write_line(text)
+            def say(text: str) -> None:
+                if reporter is not None:
+                    reporter.write_line(text)
 
-        self.run.polluter = hunt(self.driver, session.items, settings.find_polluter, say)
+            self.run.polluter = hunt(self.driver, session.items, settings.find_polluter, say)
+            return True
+        if not self._may_relay_directly(session):
+            return None
+        config = session.config
+        with _warnings_recorded(config):
+            items = session.items
+            for index, item in enumerate(items):
+                nextitem = items[index + 1] if index + 1 < len(items) else None
+                if unit_of(item, settings) is None:
+                    config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                else:
+                    self._relay(item, nextitem)
+                if session.shouldfail:
+                    raise session.Failed(session.shouldfail)
+                if session.shouldstop:
+                    raise session.Interrupted(session.shouldstop)
+        return True
+
+    def _may_relay_directly(self, session: pytest.Session) -> bool:
+        """Whether this process may run pytest's loop itself, handing each isolated test to
+        its child without calling ``pytest_runtest_protocol`` for it.
+
+        That hook's wrappers (pytest's warning capture, its assertion hooks) set up, per
+        test, for test code that runs in the child, not here; a plugin or conftest of the
+        run's own that implements the hook gets it called, as always: then pytest's loop
+        runs. So do an xdist worker (its loop is xdist's), a run with collection errors
+        or ``--collect-only`` (pytest's loop says so).
+        """
+        config = session.config
+        if hasattr(config, "workerinput") or config.option.collectonly:
+            return False
+        if session.testsfailed and not config.option.continue_on_collection_errors:
+            return False
+        for impl in config.hook.pytest_runtest_protocol.get_hookimpls():
+            module = getattr(impl.function, "__module__", "") or ""
+            if impl.plugin is not self and not module.startswith("_pytest."):
+                return False
         return True
 
     @pytest.hookimpl(tryfirst=True)
@@ -127,6 +165,12 @@ class LoopRole:
         if self.driver is None or unit_of(item, self.run.settings) is None:
             self._in_process(item)
             return None
+        self._relay(item, nextitem)
+        return True
+
+    def _relay(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        """Run ``item`` in its child, logging its reports here as pytest's protocol would."""
+        assert self.driver is not None
         ihook = item.ihook
         ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
         try:
@@ -134,7 +178,6 @@ class LoopRole:
         except cuda.ForkUnsafe as exc:
             pytest.exit(str(exc), returncode=pytest.ExitCode.TESTS_FAILED)
         ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
-        return True
 
     def _in_process(self, item: pytest.Item) -> None:
         """A test about to run here: adopt its orphans; time it here (no parent will)."""
@@ -159,6 +202,18 @@ class LoopRole:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.driver is not None:
             self.driver.shutdown(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+
+
+def _warnings_recorded(config: pytest.Config) -> Any:
+    """What this process warns while it runs the loop, recorded as pytest's warning plugin
+    records a test's: once for the whole loop (its runtest wrapper opens one per test)."""
+    if not config.pluginmanager.has_plugin("warnings"):
+        return contextlib.nullcontext()
+    try:
+        from _pytest.warnings import catch_warnings_for_item
+    except ImportError:  # pragma: no cover - older or newer pytest
+        return contextlib.nullcontext()
+    return catch_warnings_for_item(config, ihook=config.hook, when="runtest", item=None)
 
 
 def _timed(item: pytest.Item, when: str) -> Generator[None, Any, Any]:
