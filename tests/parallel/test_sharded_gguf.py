@@ -175,7 +175,7 @@ def test_an_input_range_inside_a_block_is_loaded_in_floats(files, tmp_path) -> N
 
 
 def test_the_refusal_names_the_layer_k_ranks_and_block() -> None:
-    from tandem.core.gguf.weights import split_blocks
+    from tandem.core.gguf.shards import split_blocks
     from tandem.core.models.weights import Shard
     from tandem.core.parallel.layout import split
 
