@@ -15,7 +15,7 @@ A tensor-parallel rank's model (built with a ``tp``) keeps only its shard of eac
 tensor (:mod:`tandem.core.gguf.shards`): a run of rows is a view of the mapping still, a
 range of the inputs is copied once into one block tensor (bytes, not floats); a module
 whose input range does not start and end on a block is loaded in floats instead, as a
-tensor in a format the kernels do not run is, with a warning naming it.
+tensor in a format the kernels do not run is, with a warning naming it (from rank 0).
 """
 
 from __future__ import annotations
@@ -52,11 +52,16 @@ def kept_modules(
     layer, stacked experts or an embedding whose every part is in a kernel format (an
     embedding's in one) and, in a tensor-parallel rank's model, whose shard of each part
     starts and ends its input range on a block (:func:`split_blocks`; a module that does
-    not is loaded in floats, with a warning). ``expected`` and ``layouts``: the model's
-    :func:`expected_names` and :func:`param_layouts`, where the caller has them already."""
+    not is loaded in floats on every rank, with a warning from rank 0 alone). ``expected``
+    and ``layouts``: the model's :func:`expected_names` and :func:`param_layouts`, where
+    the caller has them already."""
     expected = expected if expected is not None else expected_names(model, shards)
     layouts = layouts if layouts is not None else param_layouts(model)
     owner = {id(p): m for m in model.modules() for p in m.parameters(recurse=False)}
+    # every rank loads such a module in floats, but only the first says so: its own input
+    # range (from 0) ends inside a block wherever another rank's does
+    tp = getattr(model, "tp", None)
+    first_rank = tp is None or tp.rank == 0
     groups: dict[int, list[str]] = {}
     modules: dict[int, nn.Module] = {}
     for name, (param, _) in expected.items():
@@ -78,7 +83,8 @@ def kept_modules(
             why = None if layout is None else split_blocks(n, stored[n], shard, layout)
             whys += [why] if why is not None else []
         if whys:
-            LOGGER.warning("%s; loaded in floats instead", whys[0])
+            if first_rank:
+                LOGGER.warning("%s; loaded in floats instead", whys[0])
             continue
         plan.update((n, modules[key]) for n in names)
     return plan
