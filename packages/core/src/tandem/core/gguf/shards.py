@@ -77,11 +77,13 @@ def shard_pieces(
 
 
 def padded_rows(
-    pieces: list[tuple[int, int, Tensor]], n: int, k: int
+    pieces: list[tuple[int, int, Tensor]], n: int, k: int, qtype: int
 ) -> list[tuple[int, int, Tensor]]:
     """A module's (row offset, GGUF type, rows) pieces in row order, with rows of zero
     blocks where none covers rows of ``[0, n)`` (a vocabulary shard's padding: every
-    format reads zero bytes as 0), in the format of the piece they stand next to."""
+    format reads zero bytes as 0), in the format of the piece they stand next to; all
+    ``n`` rows zeros of type ``qtype`` where there is no piece (a rank past the end of a
+    vocabulary with fewer rows than ranks, say 1 over 2: its shard is padding alone)."""
     out: list[tuple[int, int, Tensor]] = []
 
     def zeros(start: int, stop: int, qtype: int) -> None:
@@ -95,6 +97,5 @@ def padded_rows(
         zeros(at, offset, out[-1][1] if out else qtype)
         out.append((offset, qtype, rows))
         at = offset + rows.shape[0]
-    if out:
-        zeros(at, n, out[-1][1])
+    zeros(at, n, out[-1][1] if out else qtype)
     return out

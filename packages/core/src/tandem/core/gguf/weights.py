@@ -107,6 +107,7 @@ def load_gguf(
         module.register_parameter("weight", None)  # no float copy is ever made
     model.to_empty(device=device)
     parts: dict[nn.Module, list[tuple[int, int, int, Tensor]]] = {}
+    formats: dict[nn.Module, int] = {}  # a module's first stored type: its padding's, at least
 
     def floats() -> Any:
         for t in checkpoint.tensors():
@@ -120,6 +121,7 @@ def load_gguf(
                     owned = not checkpoint.file.holds(t.data)  # rows moved: a copy
                     pieces = shard_pieces(data, t.type, shard, layout, owned)
                 parts.setdefault(plan[t.name], []).extend(pieces)
+                formats.setdefault(plan[t.name], t.type)
             else:
                 values = t.floats()  # a copy: the file's pages of it are done with
                 checkpoint.file.drop(t.data)
@@ -135,7 +137,7 @@ def load_gguf(
                 n, k = module.out_features, module.in_features
             else:
                 n, k = module.num_embeddings, module.embedding_dim
-            rows = padded_rows([p[1:] for p in pieces], n, k)
+            rows = padded_rows([p[1:] for p in pieces], n, k, formats[module])
             module.use_quantized(_weight(rows, k, device, checkpoint.file.drop))
 
     model.load_weights(floats())  # type: ignore[attr-defined]
