@@ -189,6 +189,21 @@ def test_two_ranks_keep_their_whole_experts_of_a_moe_file(name: str, tmp_path: P
     _near(torch.load(tmp_path / f"{path.stem}.pt"), logits, 0.01)
 
 
+@pytest.mark.slow
+def test_a_moe_file_with_fewer_experts_than_ranks_is_refused_before_any_process() -> None:
+    """One expert over 2 ranks: rank 0 would hold none (its load failed, "weights must be
+    0 quantized weights"): the engine's arguments are refused, naming the field (slow:
+    llama.cpp makes the file, about 15 s)."""
+    from tandem.core.config.engine_args import EngineArgs
+
+    path, _ = made_or_skip()("mixtral", "Q8_0", num_local_experts=1, num_experts_per_tok=1)
+    args = EngineArgs(model=str(path), device="cpu", tensor_parallel_size=2, max_num_seqs=4)
+    with pytest.raises(
+        ValueError, match=r"tensor_parallel_size=2 must be at most num_experts \(1\)"
+    ):
+        args.create_config()
+
+
 FIXTURES = Path(__file__).parents[1] / "models" / "gguf_files"
 
 
