@@ -148,10 +148,12 @@ def test_a_shard_past_the_last_row_is_padding_alone() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_a_vocabulary_of_fewer_rows_than_ranks(files: dict[str, Path], tmp_path: Path) -> None:
     """One token over 2 ranks: rank 1 holds no row of the embedding or the head, only
     the padding row, as zero blocks in the file's format (it failed to load, "parts must
-    be one or more QuantWeights"); the ranks give the one process's logits."""
+    be one or more QuantWeights"); the ranks give the one process's logits (slow: about
+    12 s; the padding alone is checked without ranks above)."""
     path = files["one"]
     run_ranks(2, [str(path)], tmp_path, None, RANK, premake=False)
     logits, exact, whole = _whole(path)
