@@ -8,10 +8,14 @@ blocks are not floats: a run of rows (a column-parallel projection's outputs, a
 vocabulary shard, a run of whole experts) is a slice of the stored rows, a view of the
 file's mapping still, while a range of the inputs (a row-parallel projection: o, down)
 is each row's blocks for that range, and must start and end on a block of the tensor's
-format (32 values, 256 for a K-quant). The rules live here, apart from the loading pass,
-so that what a rank can keep (:func:`split_blocks`, asked before anything is read) and
-what it then takes (:func:`shard_pieces`, :func:`padded_rows`) are one set of rules,
-each usable without a file.
+format (32 values, 256 for a K-quant). Rows a shard holds past the real ones (the
+vocabulary padded to a multiple of the ranks; all of a rank's rows where the vocabulary
+ends before its share starts) are blocks of zeros, which every format reads as 0.
+
+The rules live here, apart from the loading pass, so that what a rank can keep
+(:func:`split_blocks`, asked before anything is read) and what it then takes
+(:func:`shard_pieces`, :func:`padded_rows`) are one set of rules, each usable without a
+file.
 """
 
 from __future__ import annotations
