@@ -1,6 +1,6 @@
 """What every rank script of this folder (``rank_*.py``) does around its work: join the
 group whose rendezvous store the test hosts, leave it, and end the process as the
-engine's own ranks end (``exit_rank``). A script run as a rank imports it as
+engine's own ranks end (``exit_child``). A script run as a rank imports it as
 ``rank_group`` (its folder is ``sys.path[0]``)."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from contextlib import contextmanager
 
 import torch
 
-from tandem.core.parallel.group import TensorParallel, exit_rank, join, leave
+from tandem.core.child_exit import exit_child
+from tandem.core.parallel.group import TensorParallel, join, leave
 
 
 @contextmanager
@@ -31,7 +32,7 @@ def in_group(rank: str, size: str, port: str) -> Iterator[TensorParallel]:
 
 def run_rank(main: Callable[[list[str]], None]) -> None:
     """A rank script's run: ``main`` of its arguments (it joins and leaves the group), then
-    ``exit_rank``, the process's end without the interpreter's teardown. A failure in
+    ``exit_child``, the process's end without the interpreter's teardown. A failure in
     ``main`` raises: its traceback and exit status as usual."""
     main(sys.argv[1:])
-    exit_rank()
+    exit_child()

@@ -67,6 +67,21 @@ def test_models_that_do_not_split_name_the_field() -> None:
         check_tensor_parallel(_spec("deepseek_v3"), 3)
 
 
+def test_a_moe_model_with_fewer_experts_than_ranks_is_refused() -> None:
+    """Each rank holds a run of whole experts: with fewer experts than ranks one would
+    hold none (and fail: a GGUF file's at load, a float one's at its first decode)."""
+    one = _spec("mixtral", num_local_experts=1, num_experts_per_tok=1)
+    with pytest.raises(ValueError) as caught:
+        check_tensor_parallel(one, 2)
+    assert str(caught.value) == (
+        "tensor_parallel_size=2 must be at most num_experts (1): each rank holds a run of "
+        "whole experts, at least one; choose a size <= 1"
+    )
+    check_tensor_parallel(_spec("mixtral", num_local_experts=2, num_experts_per_tok=1), 2)
+    with pytest.raises(ValueError, match=r"must be at most num_experts \(6\)"):
+        check_tensor_parallel(_spec("qwen2_moe", num_attention_heads=8), 8)
+
+
 def _shard(layout_full: tuple[int, ...], layout, box, tensor: torch.Tensor) -> torch.Tensor:
     out = torch.zeros(layout.local_shape())
     for src, dst in copies(layout, box):

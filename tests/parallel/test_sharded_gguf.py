@@ -8,12 +8,14 @@ the other way)."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Set
 from pathlib import Path
 
 import pytest
 import torch
 from models.gguf_moe_files import made_or_skip
+from safetensors.torch import load_file, save_file
 
 from tandem.core.testing import make_model
 from tandem.core.testing.gguf_writer import write_gguf
@@ -48,7 +50,23 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "q8": write_gguf(llama, root / "llama-q8.gguf", Q8),
         "q4": write_gguf(qwen2, root / "qwen2-q4.gguf", Q4),
         "qk": write_gguf(wide, root / "llama-qk.gguf", QK),
+        "one": write_gguf(_one_token(llama, root / "one-token"), root / "one-token.gguf", Q8),
     }
+
+
+def _one_token(src: Path, out: Path) -> Path:
+    """``src``'s checkpoint cut to a vocabulary of one token (token 0's rows of the
+    embedding and the head); its tokenizer stays whole (a GGUF file's is read as a whole
+    one, and the logits are all that is compared)."""
+    shutil.copytree(src, out)
+    config = json.loads((out / "config.json").read_text())
+    config.update(vocab_size=1, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    (out / "config.json").write_text(json.dumps(config))
+    weights = load_file(out / "model.safetensors")
+    vocab = ("embed_tokens.weight", "lm_head.weight")
+    cut = {n: t[:1].clone() if n.endswith(vocab) else t for n, t in weights.items()}
+    save_file(cut, out / "model.safetensors")
+    return out
 
 
 def _whole(path: Path) -> tuple[torch.Tensor, torch.Tensor, dict]:
@@ -114,6 +132,42 @@ def test_two_ranks_keep_their_shard_of_the_blocks(files: dict[str, Path], tmp_pa
         _near(torch.load(tmp_path / f"{stem}.pt"), logits, 0.01)
 
 
+def test_a_shard_past_the_last_row_is_padding_alone() -> None:
+    """Rows of zero blocks in the stored format where a rank holds none of the real
+    rows, as where it holds some of them."""
+    from tandem.core.gguf.shards import padded_rows
+    from tandem.kernels.gguf_blocks import row_bytes
+
+    ((offset, qtype, rows),) = padded_rows([], 1, 64, 8)
+    assert (offset, qtype) == (0, 8) and rows.shape == (1, row_bytes(8, 64))
+    assert not rows.any()
+    real = torch.ones(1, row_bytes(8, 64), dtype=torch.uint8)
+    assert [(o, q, r.shape[0]) for o, q, r in padded_rows([(0, 8, real)], 2, 64, 8)] == [
+        (0, 8, 1),
+        (1, 8, 1),
+    ]
+
+
+@pytest.mark.slow
+def test_a_vocabulary_of_fewer_rows_than_ranks(files: dict[str, Path], tmp_path: Path) -> None:
+    """One token over 2 ranks: rank 1 holds no row of the embedding or the head, only
+    the padding row, as zero blocks in the file's format (it failed to load, "parts must
+    be one or more QuantWeights"); the ranks give the one process's logits (slow: about
+    12 s; the padding alone is checked without ranks above)."""
+    path = files["one"]
+    run_ranks(2, [str(path)], tmp_path, None, RANK, premake=False)
+    logits, exact, whole = _whole(path)
+    ranks = _ranks(tmp_path, path)
+    _check_shards(whole, ranks)
+    vocab = ("model.embed_tokens", "lm_head")
+    assert all(ranks[1]["forms"][n] == ["gguf Q8_0"] for n in vocab), ranks[1]["forms"]
+    assert not set(vocab) & set(ranks[1]["views"])  # zeros of its own, not the file's
+    split = torch.load(tmp_path / f"{path.stem}.exact.pt")
+    assert split.shape == exact.shape == (21, 1)
+    torch.testing.assert_close(split, exact, atol=1e-4, rtol=0)
+    _near(torch.load(tmp_path / f"{path.stem}.pt"), logits, 0.01)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["mixtral", "qwen2_moe", "deepseek_v3"])
 def test_two_ranks_keep_their_whole_experts_of_a_moe_file(name: str, tmp_path: Path) -> None:
@@ -135,6 +189,21 @@ def test_two_ranks_keep_their_whole_experts_of_a_moe_file(name: str, tmp_path: P
     split = torch.load(tmp_path / f"{path.stem}.exact.pt")
     torch.testing.assert_close(split, exact, atol=1e-4, rtol=0)
     _near(torch.load(tmp_path / f"{path.stem}.pt"), logits, 0.01)
+
+
+@pytest.mark.slow
+def test_a_moe_file_with_fewer_experts_than_ranks_is_refused_before_any_process() -> None:
+    """One expert over 2 ranks: rank 0 would hold none (its load failed, "weights must be
+    0 quantized weights"): the engine's arguments are refused, naming the field (slow:
+    llama.cpp makes the file, about 15 s)."""
+    from tandem.core.config.engine_args import EngineArgs
+
+    path, _ = made_or_skip()("mixtral", "Q8_0", num_local_experts=1, num_experts_per_tok=1)
+    args = EngineArgs(model=str(path), device="cpu", tensor_parallel_size=2, max_num_seqs=4)
+    with pytest.raises(
+        ValueError, match=r"tensor_parallel_size=2 must be at most num_experts \(1\)"
+    ):
+        args.create_config()
 
 
 FIXTURES = Path(__file__).parents[1] / "models" / "gguf_files"
@@ -175,7 +244,7 @@ def test_an_input_range_inside_a_block_is_loaded_in_floats(files, tmp_path) -> N
 
 
 def test_the_refusal_names_the_layer_k_ranks_and_block() -> None:
-    from tandem.core.gguf.weights import split_blocks
+    from tandem.core.gguf.shards import split_blocks
     from tandem.core.models.weights import Shard
     from tandem.core.parallel.layout import split
 
@@ -188,9 +257,11 @@ def test_the_refusal_names_the_layer_k_ranks_and_block() -> None:
     assert split_blocks("o.weight", 8, Shard("o_proj"), layout) is None  # Q8_0: blocks of 32
 
 
-def test_a_module_split_inside_a_block_is_named_in_a_warning(files, caplog) -> None:
-    """Rank 1 of 2's model (built on the meta device: no group needed) keeps every module
-    of the K-quant file but o, whose input range of 128 is half a Q5_K block."""
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_module_split_inside_a_block_is_named_in_a_warning(files, caplog, rank) -> None:
+    """Each rank's model (built on the meta device: no group needed) keeps every module
+    of the K-quant file but o, whose input range of 128 is half a Q5_K block; rank 0
+    alone names o in a warning (once for the group, not once a rank)."""
     from tandem.core.config.model import load_model_config
     from tandem.core.gguf.checkpoint import open_checkpoint
     from tandem.core.gguf.weights import kept_modules
@@ -202,7 +273,7 @@ def test_a_module_split_inside_a_block_is_named_in_a_warning(files, caplog) -> N
     config = load_model_config(files["qk"])
     with torch.device("meta"), no_init():
         model = get_model_class(config.architecture)(
-            config.hf_config, dtype=torch.float32, tp=TensorParallel(1, 2)
+            config.hf_config, dtype=torch.float32, tp=TensorParallel(rank, 2)
         )
     shards = architecture(model.spec.architecture).names(model.spec)
     stored = open_checkpoint(files["qk"]).stored_types()
@@ -215,6 +286,7 @@ def test_a_module_split_inside_a_block_is_named_in_a_warning(files, caplog) -> N
         "gives 128 inputs a rank, not a multiple of the Q5_K block (256 values); loaded in "
         "floats instead"
         for i in range(2)
+        if rank == 0
     ]
 
 

@@ -12,16 +12,10 @@ one at a time and copied into the model as a safetensors checkpoint would be. No
 written to disk.
 
 A tensor-parallel rank's model (built with a ``tp``) keeps only its shard of each kept
-tensor, chosen by the same :class:`~tandem.core.parallel.layout.Layout` that picks a float
-checkpoint's shard (:func:`~tandem.core.parallel.layout.copies`): a run of rows (a
-column-parallel projection's outputs, a vocabulary shard, a run of whole experts) is a
-slice of the stored rows, a view of the mapping still; a range of the inputs (a
-row-parallel projection: o, down) is each row's blocks for that range, copied once into
-one block tensor (bytes, not floats). An input range must start and end on a block of the
-tensor's format (32 values, 256 for a K-quant); a module whose range does not is loaded in
-floats instead, as a tensor in a format the kernels do not run is, with a warning naming
-it. Rows a shard holds past the real ones (the vocabulary padded to a multiple of the
-ranks) are blocks of zeros, which every format reads as 0.
+tensor (:mod:`tandem.core.gguf.shards`): a run of rows is a view of the mapping still, a
+range of the inputs is copied once into one block tensor (bytes, not floats); a module
+whose input range does not start and end on a block is loaded in floats instead, as a
+tensor in a format the kernels do not run is, with a warning naming it (from rank 0).
 """
 
 from __future__ import annotations
@@ -35,13 +29,14 @@ import torch
 from torch import Tensor, nn
 
 from tandem.core.gguf.checkpoint import GGUFCheckpoint, StoredTensor
+from tandem.core.gguf.shards import padded_rows, param_layouts, shard_pieces, split_blocks
 from tandem.core.layers.embedding import Embedding
 from tandem.core.layers.linear import Linear
 from tandem.core.layers.moe import Stacked
 from tandem.core.layers.weight_form import GgufBlocks
-from tandem.core.models.weights import Shard, expected_names, shard_box
-from tandem.core.parallel.layout import Layout, copies
-from tandem.kernels.gguf_blocks import FORMATS, QuantStack, QuantWeight, block_values, row_bytes
+from tandem.core.models.weights import Shard, expected_names
+from tandem.core.parallel.layout import Layout
+from tandem.kernels.gguf_blocks import FORMATS, QuantStack, QuantWeight
 
 LOGGER = logging.getLogger("tandem")
 
@@ -57,11 +52,16 @@ def kept_modules(
     layer, stacked experts or an embedding whose every part is in a kernel format (an
     embedding's in one) and, in a tensor-parallel rank's model, whose shard of each part
     starts and ends its input range on a block (:func:`split_blocks`; a module that does
-    not is loaded in floats, with a warning). ``expected`` and ``layouts``: the model's
-    :func:`expected_names` and :func:`param_layouts`, where the caller has them already."""
+    not is loaded in floats on every rank, with a warning from rank 0 alone). ``expected``
+    and ``layouts``: the model's :func:`expected_names` and :func:`param_layouts`, where
+    the caller has them already."""
     expected = expected if expected is not None else expected_names(model, shards)
     layouts = layouts if layouts is not None else param_layouts(model)
     owner = {id(p): m for m in model.modules() for p in m.parameters(recurse=False)}
+    # every rank loads such a module in floats, but only the first says so: its own input
+    # range (from 0) ends inside a block wherever another rank's does
+    tp = getattr(model, "tp", None)
+    first_rank = tp is None or tp.rank == 0
     groups: dict[int, list[str]] = {}
     modules: dict[int, nn.Module] = {}
     for name, (param, _) in expected.items():
@@ -83,38 +83,11 @@ def kept_modules(
             why = None if layout is None else split_blocks(n, stored[n], shard, layout)
             whys += [why] if why is not None else []
         if whys:
-            LOGGER.warning("%s; loaded in floats instead", whys[0])
+            if first_rank:
+                LOGGER.warning("%s; loaded in floats instead", whys[0])
             continue
         plan.update((n, modules[key]) for n in names)
     return plan
-
-
-def param_layouts(model: nn.Module) -> dict[int, Layout]:
-    """id(parameter) -> the tensor-parallel layout of its shard, for every parameter a
-    module of ``model`` declares one for (none in a model built without ``tp``)."""
-    from tandem.core.layers.parallel import collect_layouts
-
-    layouts = collect_layouts(model)
-    return {id(p): layouts[n] for n, p in model.named_parameters() if n in layouts}
-
-
-def split_blocks(name: str, qtype: int, shard: Shard, layout: Layout) -> str | None:
-    """Why checkpoint tensor ``name`` (GGUF type ``qtype``) cannot be kept in this rank's
-    shard as whole blocks (an input range that starts or ends inside a block, or a shard
-    that puts several input ranges side by side), or None where it can."""
-    box = shard_box(shard, layout.full)
-    k, size = box[-1][1], block_values(qtype)
-    for src, dst in copies(layout, box):
-        cols, local = src[-1], dst[-1]
-        held = layout.local_shape()[-1]
-        if (local.start, local.stop) != (0, held):
-            return f"{name}: its shard of the inputs is several ranges"
-        if cols.start % size or (cols.stop % size and cols.stop != k):
-            return (
-                f"{name}: K={k} split over tensor_parallel_size={k // held} gives {held} "
-                f"inputs a rank, not a multiple of the {FORMATS[qtype][0]} block ({size} values)"
-            )
-    return None
 
 
 def load_gguf(
@@ -134,6 +107,7 @@ def load_gguf(
         module.register_parameter("weight", None)  # no float copy is ever made
     model.to_empty(device=device)
     parts: dict[nn.Module, list[tuple[int, int, int, Tensor]]] = {}
+    formats: dict[nn.Module, int] = {}  # a module's first stored type: its padding's, at least
 
     def floats() -> Any:
         for t in checkpoint.tensors():
@@ -145,8 +119,9 @@ def load_gguf(
                     pieces = [(shard.expert or 0, shard.offset, t.type, data)]
                 else:
                     owned = not checkpoint.file.holds(t.data)  # rows moved: a copy
-                    pieces = _shard_pieces(data, t.type, shard, layout, owned)
+                    pieces = shard_pieces(data, t.type, shard, layout, owned)
                 parts.setdefault(plan[t.name], []).extend(pieces)
+                formats.setdefault(plan[t.name], t.type)
             else:
                 values = t.floats()  # a copy: the file's pages of it are done with
                 checkpoint.file.drop(t.data)
@@ -162,7 +137,7 @@ def load_gguf(
                 n, k = module.out_features, module.in_features
             else:
                 n, k = module.num_embeddings, module.embedding_dim
-            rows = _padded([p[1:] for p in pieces], n, k)
+            rows = padded_rows([p[1:] for p in pieces], n, k, formats[module])
             module.use_quantized(_weight(rows, k, device, checkpoint.file.drop))
 
     model.load_weights(floats())  # type: ignore[attr-defined]
@@ -194,52 +169,6 @@ def _experts(pieces: list[tuple[int, int, int, Tensor]], k: int, device: torch.d
     for e, _, qtype, rows in pieces:
         by_expert.setdefault(e, []).append(QuantWeight(rows.to(device), qtype, rows.shape[0], k))
     return [w[0] if len(w) == 1 else QuantStack(tuple(w)) for _, w in sorted(by_expert.items())]
-
-
-def _shard_pieces(
-    data: Tensor, qtype: int, shard: Shard, layout: Layout, owned: bool
-) -> list[tuple[int, int, int, Tensor]]:
-    """This rank's (expert, row offset, GGUF type, rows) pieces of a stored tensor
-    ``data`` (uint8 [rows, row bytes]) that fills ``shard`` of a parameter split by
-    ``layout``: the same pieces :func:`~tandem.core.parallel.layout.copies` gives a float
-    tensor, each a slice of whole rows, then of each row's blocks where the inputs are
-    split (on a block: :func:`split_blocks` said so). A piece of a tensor that is not the
-    file's (``owned``: its rows were moved) is copied, not to hold the whole of it."""
-    box = shard_box(shard, layout.full)
-    lead = 0 if shard.expert is None else 1
-    k, size, per = box[-1][1], block_values(qtype), FORMATS[qtype][1]
-    out = []
-    for src, dst in copies(layout, box):
-        rows, cols = src[lead], src[lead + 1]
-        piece = data[rows]
-        if (cols.start, cols.stop) != (0, k):
-            piece = piece[:, cols.start // size * per : cols.stop // size * per]
-        if owned and piece.shape != data.shape:
-            piece = piece.clone()
-        out.append((dst[0].start if lead else 0, dst[lead].start, qtype, piece))
-    return out
-
-
-def _padded(pieces: list[tuple[int, int, Tensor]], n: int, k: int) -> list[tuple[int, int, Tensor]]:
-    """A module's (row offset, GGUF type, rows) pieces in row order, with rows of zero
-    blocks where none covers rows of ``[0, n)`` (a vocabulary shard's padding: every
-    format reads zero bytes as 0), in the format of the piece they stand next to."""
-    out: list[tuple[int, int, Tensor]] = []
-
-    def zeros(start: int, stop: int, qtype: int) -> None:
-        if stop > start:
-            out.append(
-                (start, qtype, torch.zeros(stop - start, row_bytes(qtype, k), dtype=torch.uint8))
-            )
-
-    at = 0
-    for offset, qtype, rows in pieces:
-        zeros(at, offset, out[-1][1] if out else qtype)
-        out.append((offset, qtype, rows))
-        at = offset + rows.shape[0]
-    if out:
-        zeros(at, n, out[-1][1])
-    return out
 
 
 def _as_tensor(t: StoredTensor) -> Tensor:

@@ -11,8 +11,6 @@ engine must stop rather than fail one request and carry on.
 from __future__ import annotations
 
 import datetime
-import os
-import sys
 from dataclasses import dataclass
 
 import torch
@@ -105,17 +103,6 @@ def leave(wait_s: float = 0.0) -> None:
     if wait_s > 0:
         _wait_for_peers(wait_s)
     dist.destroy_process_group()
-
-
-def exit_rank(code: int = 0) -> None:
-    """End a rank's process once it has left its group, without the interpreter's
-    teardown: torch's static destructors may then find a transport thread still joinable
-    and abort the process (SIGABRT, "terminate called without an active exception") after
-    its work was done and reported. The engine's own ranks end this way (the v1 child
-    process); a script that runs a rank should too."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 def _wait_for_peers(wait_s: float) -> None:

@@ -4,7 +4,8 @@ All ranges are ``(start, stop)`` in the full (unsplit) dimension. Heads and MLP 
 split evenly (the sizes must divide); KV heads split too, or are replicated when there
 are fewer than ranks (each rank keeps the one its query heads read: latent attention's
 one cached latent is on every rank); the vocabulary is
-padded to a multiple of the ranks; experts go in contiguous runs, as even as they come.
+padded to a multiple of the ranks; experts go in contiguous runs, as even as they come,
+and every rank holds one at least (no more ranks than experts).
 """
 
 from __future__ import annotations
@@ -69,7 +70,14 @@ def check_tensor_parallel(spec: ModelSpec, size: int) -> None:
         mlp = spec.layer_mlp(i)
         if mlp.moe is None:
             _divides(size, "intermediate_size", mlp.intermediate_size)
-        elif mlp.moe.shared_intermediate_size:
+            continue
+        experts = mlp.moe.num_experts
+        if experts < size:  # a rank would hold no expert: its MoE layers cannot run
+            raise ValueError(
+                f"tensor_parallel_size={size} must be at most num_experts ({experts}): each "
+                f"rank holds a run of whole experts, at least one; choose a size <= {experts}"
+            )
+        if mlp.moe.shared_intermediate_size:
             _divides(size, "shared_expert_intermediate_size", mlp.moe.shared_intermediate_size)
 
 

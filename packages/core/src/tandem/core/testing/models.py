@@ -64,7 +64,13 @@ def settings(
     train_steps: int = 0,
     **overrides: Any,
 ) -> dict[str, Any]:
-    """Every setting that determines the checkpoint (validated), as a JSON-able dict."""
+    """Every setting that determines the checkpoint (validated), as a JSON-able dict.
+
+    The dict is the caller's own, nested values included (a deep copy of the sizes, the
+    architecture's settings and ``overrides``): a caller may hand its ``config`` to a
+    transformers config class, which may change nested values in place (Phi3Config adds
+    a field to ``rope_parameters``), without changing the settings, and so the digest,
+    of any later call."""
     if size not in MODEL_SIZES:
         raise ValueError(f"size must be one of {', '.join(MODEL_SIZES)}, got {size!r}")
     if arch not in ARCHS:
@@ -85,8 +91,7 @@ def settings(
             f"unknown {config_cls.__name__} override(s) {', '.join(unknown)}; "
             "overrides must be config.json fields"
         )
-    # a copy: transformers' config classes may change nested values in place (Phi3Config adds
-    # a field to rope_parameters), which would change this spec's digest for the next caller
+    # the one copy (see above): nothing below shares a value with ARCHS, MODEL_SIZES or overrides
     config = copy.deepcopy({**MODEL_SIZES[size], **ARCHS[arch][1], **overrides})
     trained = {"train_steps": train_steps} if train_steps else {}  # untrained keys unchanged
     return {
@@ -199,7 +204,9 @@ def _write_here(directory: Path, spec: dict[str, Any]) -> None:
         "eos_token_id": tok.eos_token_id,
         "pad_token_id": tok.pad_token_id,
     }
-    config = _config_class(spec["arch"])(**copy.deepcopy(spec["config"]), **ids)
+    # spec is this call's own (settings' copy, or read from JSON): transformers may change
+    # its nested values in place once the digest is taken
+    config = _config_class(spec["arch"])(**spec["config"], **ids)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec["seed"])
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)

@@ -16,6 +16,7 @@ import shutil
 import signal
 import sys
 
+from tandem.core.child_exit import exit_child
 from tandem.core.child_failure import ChildError, send_report
 from tandem.v1 import messages as m
 from tandem.v1.proc.procs import (
@@ -74,8 +75,4 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     code = main()
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    # run() has closed its sockets; skip interpreter teardown (seconds with torch loaded),
-    # which only frees memory the OS takes back anyway
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_child(code)  # run() has closed its sockets
