@@ -1,9 +1,11 @@
 """Finding llama.cpp's tools (:mod:`tandem.core.testing.llama_cpp`): a compiled venv runs
-all three, a converter-only directory the converter alone, in this process's python;
-a directory that lacks a piece of the converter is none."""
+all three, a converter-only directory the converter alone, in this process's python (with
+the directory's ``site`` before its own packages); a directory that lacks a piece of the
+converter is none."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import sys
@@ -21,7 +23,8 @@ from conversion import base
 args = sys.argv[1:]
 pre = base.TextModel().get_vocab_base_pre(None)
 with open(args[args.index("--outfile") + 1], "w") as f:
-    json.dump({"python": sys.executable, "args": args, "pre": pre}, f)
+    site = [p for p in sys.path if p.endswith("site")]
+    json.dump({"python": sys.executable, "args": args, "pre": pre, "site": site}, f)
 """
 FAKE_BASE = """
 class TextModel:
@@ -30,21 +33,38 @@ class TextModel:
 """
 
 
-def converter_dir(root: Path, skip: str | None = None) -> Path:
-    """A converter-only directory at ``root`` (without the piece ``skip``)."""
+def converter_dir(root: Path, skip: str | None = None, site: bool = True) -> Path:
+    """A converter-only directory at ``root`` (without the piece ``skip``), with
+    sentencepiece in its ``site`` where ``site``."""
     texts = {"convert_hf_to_gguf.py": FAKE_CONVERT, "conversion/base.py": FAKE_BASE}
     for name in llama_cpp.CONVERTER_FILES:
         if name != skip:
             path = root / llama_cpp.SOURCE / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(texts.get(name, ""))
+    if site:
+        (root / llama_cpp.SITE / "sentencepiece").mkdir(parents=True)
     return root
+
+
+def _sentencepiece(monkeypatch, installed: bool) -> None:
+    """This python with or without sentencepiece, as :func:`llama_cpp.missing` sees it."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: (
+            (find_spec("json") if installed else None)
+            if name == "sentencepiece"
+            else find_spec(name, *a)
+        ),
+    )
 
 
 def venv_dir(root: Path, compiled: bool = True) -> Path:
     """A llama.cpp venv at ``root``: the converter, ``bin/python``, and llama.cpp's library
     where ``compiled``."""
-    converter_dir(root)
+    converter_dir(root, site=False)
     (root / "bin").mkdir()
     (root / "bin" / "python").write_text("")
     if compiled:
@@ -56,7 +76,8 @@ def venv_dir(root: Path, compiled: bool = True) -> Path:
 
 def test_a_converter_only_directory_converts_in_this_python(tmp_path) -> None:
     tools = llama_cpp.tools_at(converter_dir(tmp_path / "c"))
-    assert tools == llama_cpp.Tools(tmp_path / "c", Path(sys.executable), compiled=False)
+    site = (tmp_path / "c" / "site",)
+    assert tools == llama_cpp.Tools(tmp_path / "c", Path(sys.executable), False, site)
     assert tools.source == tmp_path / "c" / "src" / "vendor" / "llama.cpp"
     assert tools.lacks("convert") is None
     for tool in ("quantize", "logits"):
@@ -70,6 +91,7 @@ def test_a_converter_only_directory_converts_in_this_python(tmp_path) -> None:
 def test_a_compiled_venv_runs_every_tool_in_its_own_python(tmp_path) -> None:
     tools = llama_cpp.tools_at(venv_dir(tmp_path / "v"))
     assert tools == llama_cpp.Tools(tmp_path / "v", tmp_path / "v" / "bin" / "python", True)
+    assert tools.path == ()  # the venv's python has its own sentencepiece
     assert all(tools.lacks(t) is None for t in ("convert", "quantize", "logits"))
     half = llama_cpp.tools_at(venv_dir(tmp_path / "half", compiled=False))
     assert half.python == tmp_path / "half" / "bin" / "python" and not half.compiled
@@ -78,14 +100,27 @@ def test_a_compiled_venv_runs_every_tool_in_its_own_python(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("skip", llama_cpp.CONVERTER_FILES)
-def test_a_directory_without_a_piece_of_the_converter_is_none(tmp_path, skip) -> None:
+def test_a_directory_without_a_piece_of_the_converter_is_none(tmp_path, monkeypatch, skip):
+    _sentencepiece(monkeypatch, installed=False)
     root = converter_dir(tmp_path / "c", skip=skip)
     assert llama_cpp.tools_at(root) is None
     assert llama_cpp.missing(root) == [str(llama_cpp.SOURCE / skip)]
     assert llama_cpp.tools_at(tmp_path / "nowhere") is None
-    assert len(llama_cpp.missing(tmp_path / "nowhere")) == len(llama_cpp.CONVERTER_FILES)
+    assert len(llama_cpp.missing(tmp_path / "nowhere")) == len(llama_cpp.CONVERTER_FILES) + 1
     with pytest.raises(FileNotFoundError, match=re.escape(str(llama_cpp.SOURCE / skip))):
         llama_cpp.convert(root, tmp_path / "hf", tmp_path / "out.gguf")
+
+
+def test_a_converter_only_directory_needs_sentencepiece_where_this_python_lacks_it(
+    tmp_path, monkeypatch
+) -> None:
+    root = converter_dir(tmp_path / "c", site=False)
+    _sentencepiece(monkeypatch, installed=False)
+    assert llama_cpp.missing(root) == [str(llama_cpp.SITE / "sentencepiece")]
+    assert llama_cpp.tools_at(root) is None
+    _sentencepiece(monkeypatch, installed=True)
+    assert llama_cpp.missing(root) == []
+    assert llama_cpp.tools_at(root).path == ()  # nothing put before this python's packages
 
 
 def _checkout(root: Path, venv: bool, converter: bool, compiled: bool = True) -> Path:
@@ -138,6 +173,7 @@ def test_convert_runs_the_converter_in_this_python_and_quantize_refuses(tmp_path
     assert Path(ran["python"]).resolve() == Path(sys.executable).resolve()
     assert ran["args"][:3] == [str(tmp_path / "hf"), "--outtype", "f16"]
     assert ran["pre"] == "gpt-2"  # a pre-tokenizer llama.cpp does not know: GPT-2's split
+    assert ran["site"] == [str(tmp_path / "c" / "site")]
     assert not list(tmp_path.glob("*.part"))
     with pytest.raises(llama_cpp.NotCompiled, match=r"quantizer needs llama\.cpp compiled"):
         llama_cpp.quantize(tools, out, tmp_path / "q.gguf", "Q8_0")

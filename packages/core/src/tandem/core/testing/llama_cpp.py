@@ -6,7 +6,9 @@ its logits. Two kinds of directory hold them (:func:`find_tools` finds one):
   torch, transformers and ``llama_cpp``);
 - a converter-only directory that ``benchmarks/llama_cpp_converter.sh`` unpacks from the
   same source package (a minute, nothing compiled): the converter alone, which is pure
-  Python and runs in this process's python (the project's torch, transformers, numpy).
+  Python and runs in this process's python (the project's torch, transformers, numpy),
+  with the one package it needs beside them, ``sentencepiece``, in the directory's
+  ``site`` (where this python lacks it).
 
 Both keep llama.cpp's source where the package has it, ``src/vendor/llama.cpp``. The
 converter runs unchanged but for one thing: it names a BPE tokenizer's pre-tokenizer by
@@ -17,6 +19,7 @@ used, which is the test tokenizer's (GPT-2's regex, no prefix space).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -27,6 +30,7 @@ from pathlib import Path
 VENV_DIR = Path("benchmarks") / "results" / "llama-cpp-venv"
 CONVERTER_DIR = Path("benchmarks") / "results" / "llama-cpp-converter"
 SOURCE = Path("src") / "vendor" / "llama.cpp"  # in either kind of directory
+SITE = Path("site")  # a converter-only directory's packages the project's python lacks
 # what the converter needs of llama.cpp's source (``conversion``: the models' classes)
 CONVERTER_FILES = ("convert_hf_to_gguf.py", "conversion/base.py", "gguf-py/gguf/__init__.py")
 HOW_TO_VENV = (
@@ -79,6 +83,7 @@ class Tools:
     root: Path
     python: Path
     compiled: bool
+    path: tuple[Path, ...] = ()  # put before ``python``'s own packages (``site``)
 
     @property
     def source(self) -> Path:
@@ -105,8 +110,16 @@ class Tools:
 
 
 def missing(root: str | os.PathLike[str]) -> list[str]:
-    """The pieces of llama.cpp's converter that directory ``root`` lacks (paths in it)."""
-    return [str(SOURCE / f) for f in CONVERTER_FILES if not (Path(root) / SOURCE / f).is_file()]
+    """The pieces of llama.cpp's converter that directory ``root`` lacks (paths in it):
+    its source and, in a converter-only directory (no ``bin/python``), ``sentencepiece``
+    where neither its ``site`` nor this python has it (the converter imports it for every
+    Llama-like checkpoint, though it reads no SentencePiece model)."""
+    root = Path(root)
+    lacks = [str(SOURCE / f) for f in CONVERTER_FILES if not (root / SOURCE / f).is_file()]
+    own = (root / "bin" / "python").is_file() or (root / SITE / "sentencepiece").is_dir()
+    if not own and importlib.util.find_spec("sentencepiece") is None:
+        lacks.append(str(SITE / "sentencepiece"))
+    return lacks
 
 
 def tools_at(root: str | os.PathLike[str]) -> Tools | None:
@@ -118,7 +131,8 @@ def tools_at(root: str | os.PathLike[str]) -> Tools | None:
         return None
     python = root / "bin" / "python"
     if not python.is_file():
-        return Tools(root, Path(sys.executable), compiled=False)
+        site = (root / SITE,) if (root / SITE).is_dir() else ()
+        return Tools(root, Path(sys.executable), compiled=False, path=site)
     built = root.glob("lib/python3*/site-packages/llama_cpp/lib/libllama.*")
     return Tools(root, python, compiled=next(built, None) is not None)
 
@@ -167,7 +181,7 @@ def convert(
     tools = _tools(tools)
     part = f"{out}.{os.getpid()}.part"
     args = [str(tools.source), str(hf_dir), "--outtype", outtype, "--outfile", part]
-    _run(tools.python, _CONVERT, args)
+    _run(tools.python, _CONVERT, args, tools.path)
     os.rename(part, out)
     return out
 
@@ -195,8 +209,10 @@ def logits(
     return json.loads(out.splitlines()[-1])
 
 
-def _run(python: Path, script: str, args: list[str]) -> str:
+def _run(python: Path, script: str, args: list[str], path: tuple[Path, ...] = ()) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    if path:
+        env["PYTHONPATH"] = os.pathsep.join(map(str, path))
     cmd = [str(python), "-c", script, *args]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if done.returncode:
