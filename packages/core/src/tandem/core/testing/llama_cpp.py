@@ -126,7 +126,7 @@ def tools_at(root: str | os.PathLike[str]) -> Tools | None:
     """The tools in ``root`` (a llama.cpp venv or a converter-only directory); None where
     its converter is incomplete. A directory with its own ``bin/python`` runs the converter
     in it; it is compiled where that venv holds ``llama_cpp``'s built library."""
-    root = Path(root)
+    root = Path(root).absolute()
     if missing(root):
         return None
     python = root / "bin" / "python"
@@ -158,7 +158,7 @@ def find_tools(repo: str | os.PathLike[str]) -> Tools | None:
     found = [t for t in map(tools_at, candidates(repo)) if t is not None]
     if not found:
         return None
-    if env and found[0].root == Path(env):
+    if env and found[0].root == Path(env).absolute():
         return found[0]
     return next((t for t in found if t.compiled), found[0])
 
