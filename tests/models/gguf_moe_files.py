@@ -4,7 +4,9 @@ tiny checkpoints they are made from (for tests/models/test_gguf_moe*.py).
 Each source is a ``make_model`` checkpoint set to what llama.cpp can represent (every
 Qwen-MoE layer sparse, Qwen3-MoE's weights renormalised, no Mixtral window, DeepSeek's rope
 in interleaved pairs and its ``scoring_func`` written out, as the published checkpoints
-have it). The tools run in the llama.cpp venv (:mod:`tandem.core.testing.llama_cpp`).
+have it). The tools are llama.cpp's (:mod:`tandem.core.testing.llama_cpp`): the converter
+alone makes the F32 files; a test that needs a quantized file or llama.cpp's logits skips
+where llama.cpp is not compiled.
 Files are made once and kept under ``$TANDEM_CACHE_DIR/gguf-moe`` (as it is when the
 session's fixture is made).
 """
@@ -39,41 +41,56 @@ SOURCES: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
 
 class Made:
     """``made(name, ftype="F32", **overrides)`` -> (the GGUF file, the checkpoint it was
-    made from), through the llama.cpp venv ``venv``, kept under ``root``."""
+    made from), through llama.cpp's ``tools``, kept under ``root``."""
 
-    def __init__(self, venv: Path, root: Path) -> None:
-        self.venv, self.root = venv, root
+    def __init__(self, tools: llama_cpp.Tools, root: Path) -> None:
+        self.tools, self.root = tools, root
+
+    def need(self, tool: str) -> None:
+        """Skips the test where llama.cpp's ``tool`` (``quantize``, ``logits``) cannot run."""
+        import pytest
+
+        reason = self.tools.lacks(tool)
+        if reason:
+            pytest.skip(reason)
 
     def __call__(self, name: str, ftype: str = "F32", **overrides: Any) -> tuple[Path, Path]:
+        if ftype != "F32":
+            self.need("quantize")
         hf = source(name, self.root, **overrides)
         self.root.mkdir(parents=True, exist_ok=True)
         f32 = self.root / f"{hf.name}-F32.gguf"
         if not f32.is_file():
-            llama_cpp.convert(self.venv, hf, f32)
+            llama_cpp.convert(self.tools, hf, f32)
         if ftype == "F32":
             return f32, hf
         out = self.root / f"{hf.name}-{ftype}.gguf"
         if not out.is_file():
-            llama_cpp.quantize(self.venv, f32, out, ftype)
+            llama_cpp.quantize(self.tools, f32, out, ftype)
         return out, hf
 
     def logits(self, path: Path, tokens: list[int]) -> list[list[float]]:
-        return llama_cpp.logits(self.venv, path, tokens)
+        self.need("logits")
+        return llama_cpp.logits(self.tools, path, tokens)
 
 
 def made_or_skip() -> Made:
-    """For a session fixture: the files, or the test skipped where llama.cpp is missing."""
+    """For a session fixture: the files, or the test skipped where llama.cpp's converter is
+    missing (a test that needs more of llama.cpp skips when it asks, :meth:`Made.need`)."""
     import pytest
 
     from tandem.core import envs
 
-    venv = llama_cpp.find_venv(REPO)
-    if venv is None:
+    tools = llama_cpp.find_tools(REPO)
+    if tools is None:
+        env = os.environ.get("LLAMA_CPP_VENV")
+        lacks = f" ($LLAMA_CPP_VENV lacks {', '.join(llama_cpp.missing(env))})" if env else ""
         pytest.skip(
-            "no llama.cpp venv to convert with (make one with benchmarks/llama_cpp_venv.sh, "
-            "or point $LLAMA_CPP_VENV at one)"
+            f"no llama.cpp converter{lacks}: unpack it with benchmarks/llama_cpp_converter.sh "
+            "(a minute), or make the compiled venv with benchmarks/llama_cpp_venv.sh, or point "
+            "$LLAMA_CPP_VENV at either"
         )
-    return Made(venv, Path(envs.TANDEM_CACHE_DIR) / "gguf-moe")
+    return Made(tools, Path(envs.TANDEM_CACHE_DIR) / "gguf-moe")
 
 
 def source(name: str, root: Path, **overrides: Any) -> Path:

@@ -3,9 +3,10 @@
 files made by the converter itself read back: every tensor equal to the checkpoint's, the
 same spec, the same greedy tokens, and llama.cpp's own logits on the same file.
 
-The files come from ``gguf_moe_files.made_or_skip`` (the converter run here, when its venv
-exists); to run on committed files instead, make ``moe_gguf`` return (file, checkpoint)
-pairs from them.
+The files come from ``gguf_moe_files.made_or_skip`` (the converter run here, where it is:
+``benchmarks/llama_cpp_converter.sh`` unpacks it, as CI does; llama.cpp's logits need the
+compiled venv of ``benchmarks/llama_cpp_venv.sh``); to run on committed files instead, make
+``moe_gguf`` return (file, checkpoint) pairs from them.
 """
 
 from __future__ import annotations
