@@ -62,7 +62,7 @@ def test_a_batch_not_sent_yet_is_in_the_journal(tmp_path: Path, pipe: tuple[int,
         assert _kinds(left.messages[name]) == [f"Report:{name}"] * 3 + [f"Done:{name}"]
     assert _kinds(left.messages["t::c"]) == ["Report:t::c"]
     call = left.messages["t::b"][1]
-    assert isinstance(call, Report) and b"failed" in call.pickled
+    assert isinstance(call, Report) and call.whole[1]["outcome"] == "failed"
 
 
 def test_a_sent_batch_leaves_the_journal_and_is_not_told_twice(
@@ -174,14 +174,28 @@ def _rebuilt(nodeid: str, when: str, outcome: str) -> _Reducing:
 def test_a_report_crosses_whole_whatever_its_class(cls: type) -> None:
     """A plain report crosses as its class and state (no generic reduce); one whose class
     pickles in its own way crosses through that way."""
-    from tandem.harness.isolation.reports import dump_report, load_report
+    from tandem.harness.isolation.reports import load_report, report_frame
 
     report = cls("t::a", ("x.py", 3, "a"), {"a": 1}, "failed", "boom", "call", [("o", "x")], 0.5)
     report.user_properties.append(("engine", "v0"))
-    back = load_report(None, dump_report(None, report))  # type: ignore[arg-type]
+    (message,) = wire.parse(report_frame(None, report) + wire.END)  # type: ignore[arg-type]
+    back = load_report(None, message)  # type: ignore[arg-type]
     assert type(back) is cls
     if cls is _Reducing:
         assert back.rebuilt and (back.nodeid, back.when, back.outcome) == ("t::a", "call", "failed")
     else:
         assert back.__dict__ == report.__dict__
         assert back.longreprtext == "boom" and back.failed and back.sections == [("o", "x")]
+
+
+def test_a_report_that_does_not_pickle_crosses_as_plain_data(pytestconfig: pytest.Config) -> None:
+    """A plugin's attribute that pickle refuses: the report crosses through pytest's own
+    serialisation, and the parent still gets its outcome and its id."""
+    from tandem.harness.isolation.reports import load_report, report_frame
+
+    report = _report("t::a", "call", "failed")
+    report.handle = lambda: None  # type: ignore[attr-defined]
+    (message,) = wire.parse(report_frame(pytestconfig, report) + wire.END)
+    assert isinstance(message, Report) and message.whole is None and message.data
+    back = load_report(pytestconfig, message)
+    assert back.failed and back.nodeid == "t::a" and back.when == "call"

@@ -29,7 +29,7 @@ from ..leaks import processes
 from . import wire
 from .journal import Journal
 from .messages import ChildFailed, Done, Exit, Interrupted, Message, Ready, Run, Started
-from .reports import dump_report, dump_warning
+from .reports import dump_warning, report_frame
 
 BATCH = 64  # tests in one batch at most
 LINGER = 0.1  # seconds a finished test's reports may wait for the rest of its batch
@@ -53,7 +53,9 @@ class Channel:
         self.journal = Journal(folder)
 
     def _add(self, message: Message) -> None:
-        data = wire.frame(message)
+        self._add_frame(wire.frame(message))
+
+    def _add_frame(self, data: bytes) -> None:
         self.frames.append(data)
         self.unjournaled.append(data)
 
@@ -67,7 +69,7 @@ class Channel:
         self._write_journal(wire.frame(Started(nodeid, time.monotonic())))
 
     def report(self, config: pytest.Config, report: pytest.TestReport) -> None:
-        self._add(dump_report(config, report))
+        self._add_frame(report_frame(config, report))
         if report.when == "setup":
             self._write_journal()
 

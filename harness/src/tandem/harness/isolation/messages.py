@@ -32,11 +32,12 @@ class Ready:
 
 @dataclass(frozen=True)
 class Report:
-    """One phase's report: the pickled ``TestReport``, or (when it cannot be pickled) what
-    ``pytest_report_to_serializable`` made of it."""
+    """One phase's report: the ``TestReport`` itself (``whole``: its class and state, or
+    the report where its class pickles its own way), or (when it cannot be pickled) what
+    ``pytest_report_to_serializable`` made of it (``data``)."""
 
     nodeid: str
-    pickled: bytes = b""
+    whole: Any = None
     data: dict[str, Any] | None = None
 
 

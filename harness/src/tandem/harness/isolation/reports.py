@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 
+from . import wire
 from .messages import Report, Warned
 
 
-def dump_report(config: pytest.Config, report: pytest.TestReport) -> Report:
-    """A report ready to cross: pickled as it is (both ends run the same pytest), else as
-    plain data through pytest's own serialisation hook.
+def report_frame(config: pytest.Config, report: pytest.TestReport) -> bytes:
+    """A report as the frame (``wire.frame``) that carries it across: pickled as it is
+    (both ends run the same pytest), else as plain data through pytest's own serialisation
+    hook. One pickling of the message, the report inside it, not one of each.
 
     A report whose class keeps its state in a plain ``__dict__`` (pytest's own, most
     plugins') crosses as its class and that dict: what pickle would rebuild it from, without
@@ -25,20 +27,20 @@ def dump_report(config: pytest.Config, report: pytest.TestReport) -> Report:
     cls = type(report)
     whole: Any = (cls, report.__dict__) if _plain_state(cls) else report
     try:
-        return Report(report.nodeid, pickled=pickle.dumps(whole, pickle.HIGHEST_PROTOCOL))
+        return wire.frame(Report(report.nodeid, whole=whole))
     except Exception:  # a plugin's longrepr or attribute that does not pickle
         data = config.hook.pytest_report_to_serializable(config=config, report=report)
         try:
             pickle.dumps(data, pickle.HIGHEST_PROTOCOL)
         except Exception:  # a subtest's parameters, say: their reprs cross instead
             data = _picklable(data)
-        return Report(report.nodeid, data=data)
+        return wire.frame(Report(report.nodeid, data=data))
 
 
 def load_report(config: pytest.Config, message: Report) -> pytest.TestReport:
-    """The report ``dump_report`` made, rebuilt in this process."""
-    if message.pickled:
-        whole = pickle.loads(message.pickled)
+    """The report ``report_frame`` sent, rebuilt in this process."""
+    whole = message.whole
+    if whole is not None:
         if not isinstance(whole, tuple):
             return whole  # type: ignore[no-any-return]
         cls, state = whole

@@ -51,6 +51,9 @@ class Zygote:
                 code = 1
             os._exit(code)
         zygote_end.close()
+        # the parent's own collections never walk (and so never copy) the pages it shares
+        # with the zygote: what exists now is the collected session, alive to the end
+        gc.freeze()
         self.pid, self.sock = pid, parent_end
         self.reader = wire.Reader(parent_end.fileno())
 
