@@ -4,6 +4,10 @@ socket and a /dev/shm segment left by a test fail that test, named, and are undo
 from __future__ import annotations
 
 import importlib.util
+import os
+import time
+import types
+from pathlib import Path
 
 import pytest
 from hx_support import run
@@ -113,3 +117,33 @@ def test_process_group_left_initialised_is_named_and_destroyed(demo: pytest.Pyte
             " call torch.distributed.destroy_process_group()*"
         ]
     )
+
+
+def test_shm_listing_is_reused_only_while_the_folder_is_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder is listed again whenever a name came or went (its stat changes), and
+    whenever its last change was too recent to be sure the listing holds it; otherwise the
+    last listing is the answer, with no listing made."""
+    from tandem.harness.leaks import shm
+
+    folder = tmp_path / "shm"
+    folder.mkdir()
+    ahead = [0]  # how far the clock the check reads runs ahead of the folder's times
+    clock = types.SimpleNamespace(time_ns=lambda: time.time_ns() + ahead[0])
+    monkeypatch.setattr(shm, "time", clock)
+    monkeypatch.setattr(shm, "SHM", str(folder))
+    listings: list[str] = []
+    real = os.listdir
+    monkeypatch.setattr(shm.os, "listdir", lambda p: listings.append(p) or real(p))
+    names = shm._Listing()
+    assert names() == frozenset() and names() == frozenset()
+    assert len(listings) == 2  # changed just now: not trusted
+    ahead[0] = 10 * shm.STEP_NS
+    assert names() == frozenset() and len(listings) == 3
+    assert names() == frozenset() and len(listings) == 3  # trusted: not listed
+    (folder / "seg").write_bytes(b"")
+    assert names() == frozenset({"seg"}) and len(listings) == 4
+    assert names() == frozenset({"seg"}) and len(listings) == 4
+    (folder / "seg").unlink()
+    assert names() == frozenset() and len(listings) == 5

@@ -5,24 +5,52 @@ in it at any time, so a new name counts as this test's only when this process st
 it open or mapped, or the name carries this process's id (as torch's segments do). Such
 a segment is named and unlinked. A segment already closed here whose name says nothing
 of its creator cannot be told from another process's, and is not reported.
+
+The folder is listed only when it may have changed: a name made or removed there sets
+the folder's change time, and a folder whose stat is the same as at the last listing,
+with a change time older than that listing by more than the clock's coarse step, has the
+same names (a change in the same step as the listing cannot be told apart: then it is
+listed again).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import time
 
 from .base import Leak
 
 SHM = "/dev/shm"
 Names = frozenset[str]
+STEP_NS = 50_000_000  # a change this much older than a listing is in it, whatever the clock
 
 
-def _names() -> Names:
-    try:
-        return frozenset(os.listdir(SHM))
-    except OSError:
-        return frozenset()
+class _Listing:
+    """``/dev/shm``'s names, listed again only when its stat says they may have changed."""
+
+    def __init__(self) -> None:
+        self.stamp: tuple[int, ...] | None = None  # the folder's stat at the last listing
+        self.names: Names = frozenset()
+
+    def __call__(self) -> Names:
+        try:
+            st = os.stat(SHM)
+        except OSError:
+            self.stamp = None
+            return frozenset()
+        stamp = (st.st_ino, st.st_size, st.st_nlink, st.st_mtime_ns, st.st_ctime_ns)
+        if stamp == self.stamp:
+            return self.names
+        listed_at = time.time_ns()
+        try:
+            names = frozenset(os.listdir(SHM))
+        except OSError:
+            self.stamp = None
+            return frozenset()
+        settled = listed_at - max(st.st_mtime_ns, st.st_ctime_ns) > STEP_NS
+        self.stamp, self.names = (stamp if settled else None), names
+        return names
 
 
 def _held_here() -> set[str]:
@@ -65,13 +93,14 @@ class ShmCheck:
 
     def __init__(self) -> None:
         self._carried: Names | None = None
+        self._names = _Listing()
 
     def snapshot(self) -> Names:
         carried, self._carried = self._carried, None
-        return carried if carried is not None else _names()
+        return carried if carried is not None else self._names()
 
     def compare(self, before: Names) -> list[Leak]:
-        now = _names()
+        now = self._names()
         leaks = _leaks(now - before, "")
         self._carried = None if leaks else now
         return leaks
@@ -80,4 +109,4 @@ class ShmCheck:
         return snap | (end - start)
 
     def left_over(self, start: Names, end: Names) -> list[Leak]:
-        return _leaks((end - start) & _names(), " it created")
+        return _leaks((end - start) & self._names(), " it created")
