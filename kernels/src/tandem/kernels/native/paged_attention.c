@@ -125,10 +125,10 @@ weigh(int64_t H, int64_t S, int64_t n, int64_t D, float score[H][S], float acc[H
  * model 1.76-1.89 vs 1.50-1.57). On the vector path each K row is loaded once for all
  * the query heads of its KV group. */
 static inline __attribute__((always_inline)) void
-block_scores(int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t n, float qs[H][D],
-             const float *kb, const float *kn, float score[H][S])
+block_scores(int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t n, int64_t row,
+             float qs[H][D], const float *kb, const float *kn, float score[H][S])
 {
-    const int64_t G = H / KVH, row = KVH * D; /* row: floats from one token to the next */
+    const int64_t G = H / KVH; /* row: floats from one token to the next */
     for (int64_t g = 0; g < KVH; g++)
         for (int64_t t = 0; t < n; t++) {
             for (int64_t i = 0; i < D; i += 16) /* KV head g's share of the row */
@@ -185,10 +185,10 @@ heads_values(int64_t H, int64_t D, int64_t S, int64_t n, const int64_t m, int64_
  * registers for the whole block, and each V row is loaded once for all of them; a head
  * wider than PASS_REGS vectors takes its columns in passes of PASS_REGS. */
 static inline __attribute__((always_inline)) void
-block_values(int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t n, float p[H][S],
-             const float *vb, const float *vn, float acc[H][D])
+block_values(int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t n, int64_t row,
+             float p[H][S], const float *vb, const float *vn, float acc[H][D])
 {
-    const int64_t G = H / KVH, row = KVH * D;
+    const int64_t G = H / KVH;
     if (!VECTOR_HEADS(D)) {
         for (int64_t t = 0; t < n; t++)
             for (int64_t i = 0; i < row; i += 16)
@@ -228,16 +228,19 @@ block_values(int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t n, float p[H]
     }
 }
 
-/* One query row (all H heads) over its cached tokens first .. len - 1. Inlined into one
+/* One query row's H heads (of KVH KV heads; a whole number of KV groups, maybe not all of
+ * the row's: the caches then start at the first one's columns) over its cached tokens
+ * first .. len - 1; row: the cache's floats per token (all its KV heads). Inlined into one
  * copy per common head size (see attend), so D is a constant there and the loops over it
  * unroll into registers. The walk goes run by run: a run is the part of a cache block
- * inside [first, len), so only the window's first block may be entered mid-way. */
+ * inside [first, len), so only the window's first block may be entered mid-way. Each head's
+ * sums are its own: which heads share a call does not change them. */
 static inline __attribute__((always_inline)) void
 attend_d(const float *q, const float *k_cache, const float *v_cache, int64_t first, int64_t len,
          const int32_t *table, int64_t after, int64_t H, int64_t KVH, const int64_t D, int64_t S,
-         float scale, float softcap, float *out)
+         int64_t row, float scale, float softcap, float *out)
 {
-    const int64_t block = S * KVH * D, row = KVH * D; /* floats per cache block, per token */
+    const int64_t block = S * row; /* floats per cache block */
     float qs[H][D], acc[H][D], score[H][S], run_max[H], run_sum[H];
     for (int64_t j = 0; j < H; j++) {
         for (int64_t i = 0; i < D; i++) {
@@ -254,11 +257,11 @@ attend_d(const float *q, const float *k_cache, const float *v_cache, int64_t fir
         const int64_t next = start + n < len ? table[blk + 1] * block
                              : after >= 0     ? after * block
                                               : here;
-        block_scores(H, KVH, D, S, n, qs, k_cache + here, k_cache + next, score);
+        block_scores(H, KVH, D, S, n, row, qs, k_cache + here, k_cache + next, score);
         if (softcap > 0.0f)
             cap_scores(H, S, n, score, softcap);
         weigh(H, S, n, D, score, acc, run_max, run_sum);
-        block_values(H, KVH, D, S, n, score, v_cache + here, v_cache + next, acc);
+        block_values(H, KVH, D, S, n, row, score, v_cache + here, v_cache + next, acc);
         start += n;
     }
     for (int64_t j = 0; j < H; j++) {
@@ -270,20 +273,20 @@ attend_d(const float *q, const float *k_cache, const float *v_cache, int64_t fir
 
 static void attend(const float *q, const float *k_cache, const float *v_cache, int64_t first,
                    int64_t len, const int32_t *table, int64_t after, int64_t H, int64_t KVH,
-                   int64_t D, int64_t S, float scale, float softcap, float *out)
+                   int64_t D, int64_t S, int64_t row, float scale, float softcap, float *out)
 {
     switch (D) {
     case 64:
-        attend_d(q, k_cache, v_cache, first, len, table, after, H, KVH, 64, S, scale, softcap,
-                 out);
+        attend_d(q, k_cache, v_cache, first, len, table, after, H, KVH, 64, S, row, scale,
+                 softcap, out);
         break;
     case 128:
-        attend_d(q, k_cache, v_cache, first, len, table, after, H, KVH, 128, S, scale, softcap,
-                 out);
+        attend_d(q, k_cache, v_cache, first, len, table, after, H, KVH, 128, S, row, scale,
+                 softcap, out);
         break;
     default:
-        attend_d(q, k_cache, v_cache, first, len, table, after, H, KVH, D, S, scale, softcap,
-                 out);
+        attend_d(q, k_cache, v_cache, first, len, table, after, H, KVH, D, S, row, scale,
+                 softcap, out);
     }
 }
 
@@ -299,6 +302,28 @@ static inline int bounds_ok(int64_t H, int64_t KVH, int64_t D, int64_t S)
            H * S <= MAX_HEADS_X_BLOCK;
 }
 
+/* One sequence's query row split by KV groups: each thread its run of them (their
+ * heads' q, caches' columns and out). */
+static void one_row_split(const float *q, const float *k_cache, const float *v_cache,
+                          int64_t first, int64_t len, const int32_t *table, int64_t H, int64_t KVH,
+                          int64_t D, int64_t S, float scale, float softcap, float *out)
+{
+    const int64_t G = H / KVH;
+#pragma omp parallel
+    {
+        const int64_t threads = omp_get_num_threads(), id = omp_get_thread_num();
+        const int64_t g0 = KVH * id / threads, g1 = KVH * (id + 1) / threads;
+        if (g1 > g0)
+            attend(q + g0 * G * D, k_cache + g0 * D, v_cache + g0 * D, first, len, table, -1,
+                   (g1 - g0) * G, g1 - g0, D, S, KVH * D, scale, softcap, out + g0 * G * D);
+    }
+}
+
+/* One sequence's scores and sums, heads x tokens x head size, from which its query row is
+ * split over the threads by KV groups: a thread's share then outweighs the call of the
+ * threads (~2-4 us at 2 threads; SmolLM2's 9 heads of 64 reach it near 110 tokens). */
+#define SPLIT_ROW_WORK 65536
+
 /* Every sequence's one query row (q, out [B, H, D]; q may be out itself: attend copies
  * its row first) over its cached tokens. */
 static void decode_rows(const float *q, const float *k_cache, const float *v_cache,
@@ -306,7 +331,15 @@ static void decode_rows(const float *q, const float *k_cache, const float *v_cac
                         int64_t H, int64_t KVH, int64_t D, int64_t S, int64_t M, float scale,
                         int64_t window, float softcap, float *out)
 {
-#pragma omp parallel if (B > 1) /* one sequence: one thread has all the work */
+    if (B == 1 && KVH > 1 && omp_get_max_threads() > 1 && seq_lens[0] > 0) {
+        const int64_t first = window_start(seq_lens[0], window);
+        if ((seq_lens[0] - first) * H * D >= SPLIT_ROW_WORK) {
+            one_row_split(q, k_cache, v_cache, first, seq_lens[0], block_tables, H, KVH, D, S,
+                          scale, softcap, out);
+            return;
+        }
+    }
+#pragma omp parallel if (B > 1) /* one sequence: one thread has all the work (or see above) */
     {
         /* contiguous runs of sequences with about equal tokens read, so that a thread
          * knows which block it reads after a sequence's last one and can prefetch it */
@@ -331,7 +364,7 @@ static void decode_rows(const float *q, const float *k_cache, const float *v_cac
                     after = block_tables[(b + 1) * M + next_first / S];
             }
             attend(q + b * H * D, k_cache, v_cache, first, seq_lens[b], block_tables + b * M,
-                   after, H, KVH, D, S, scale, softcap, out + b * H * D);
+                   after, H, KVH, D, S, KVH * D, scale, softcap, out + b * H * D);
         }
     }
 }
@@ -420,7 +453,8 @@ int tandem_paged_prefill_f32(const tandem_attention *a, const tandem_step *st, c
         const int64_t past = seq_lens[lo] - (cu[lo + 1] - cu[lo]);
         const int64_t len = past + (t - cu[lo]) + 1;
         attend(q + t * H * D, a->k_cache, a->v_cache, window_start(len, a->window), len,
-               st->block_tables + lo * M, -1, H, KVH, D, S, a->scale, a->softcap, out + t * H * D);
+               st->block_tables + lo * M, -1, H, KVH, D, S, KVH * D, a->scale, a->softcap,
+               out + t * H * D);
     }
     return 0;
 }

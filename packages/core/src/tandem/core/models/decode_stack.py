@@ -29,6 +29,8 @@ runs the modules.
 
 from __future__ import annotations
 
+from operator import is_, itemgetter
+
 import torch
 from torch import Tensor
 
@@ -49,6 +51,7 @@ from tandem.kernels.ops.decode_step import check_rope_decode
 from tandem.kernels.ops.latent import C_TOKENS
 
 FEW_TOKENS = 256  # the longest step of prefills the C stack takes (its scratch grows with it)
+_WEIGHT = itemgetter("weight")
 
 
 class DecodeStack:
@@ -56,8 +59,8 @@ class DecodeStack:
     :meth:`run` answers None where it does not apply, and the caller runs the modules."""
 
     __slots__ = (
-        "_caches", "_f32", "_latent", "_model", "_norms", "_rope", "_spec", "_table", "_tp",
-        "reason", "usable",
+        "_caches", "_f32", "_latent", "_model", "_norm_params", "_norm_weights", "_rope", "_spec",
+        "_table", "_tp", "reason", "usable",
     )  # fmt: skip
 
     def __init__(
@@ -71,8 +74,10 @@ class DecodeStack:
         self._caches: list[KVCache] | None = None  # the list the table was made for
         # fp32 weights, the experts' too: their packed copy must still hold
         self._f32: list[Dense] = []
-        # each norm's parameters (its own dict: no module attribute lookup a step) and weight
-        self._norms: list[tuple[dict[str, object], Tensor]] = []
+        # each norm's parameters (its own dict: no module attribute lookup a step) and the
+        # weight the table points into, side by side (one C-level pass a step compares them)
+        self._norm_params: list[dict[str, object]] = []
+        self._norm_weights: list[Tensor] = []
         self._rope: Tensor | None = None
         self._latent = spec.attention.latent is not None  # DeepSeek's MLA on every layer
         # why the C driver cannot run this stack (None: it can, if the weights allow)
@@ -174,7 +179,7 @@ class DecodeStack:
             self._table is not None
             and kv_caches is self._caches
             and all(form.pack.holds(form.weight, form.kernel) for form in self._f32)
-            and all(params["weight"] is w for params, w in self._norms)
+            and all(map(is_, map(_WEIGHT, self._norm_params), self._norm_weights))
         )
         if not fresh:
             built = build_table(self._model, self._spec, self._tp, kv_caches)
@@ -182,6 +187,8 @@ class DecodeStack:
             if built is None:
                 self._table, self.usable = None, False
             else:
-                self._table, self._f32, self._norms = built.table, built.f32, built.norms
+                self._table, self._f32 = built.table, built.f32
+                self._norm_params = [params for params, _ in built.norms]
+                self._norm_weights = [w for _, w in built.norms]
                 self._rope = built.rope
         return self._table
