@@ -23,9 +23,20 @@ CORE = "tandem.core"
 FLOORS: tuple[tuple[str, ...], ...] = (
     # below the ground: a directory built whole, then renamed into place
     ("atomic_dir",),
-    # the ground: env vars, field checks, child-process failures, the model spec, the
-    # KV cache's arithmetic, ids <-> text, what a request returns
-    ("envs", "env_cache", "validate", "progress", "child_failure", "spec", "kv", "text", "outputs"),
+    # the ground: env vars, field checks, child processes' failures and ends, the model
+    # spec, the KV cache's arithmetic, ids <-> text, what a request returns
+    (
+        "envs",
+        "env_cache",
+        "validate",
+        "progress",
+        "child_failure",
+        "child_exit",
+        "spec",
+        "kv",
+        "text",
+        "outputs",
+    ),
     ("parallel", "heap", "disk_cache", "structured"),
     ("layers", "inputs"),
     ("models",),
