@@ -135,9 +135,10 @@ def _avx512() -> bool:
 @settings(max_examples=15, deadline=None)
 @given(m=st.integers(1, 19), k=st.integers(1, 300), n=st.integers(1, 70), seed=st.integers(0, 99))
 def test_a_row_is_the_same_in_any_batch(m, k, n, seed) -> None:
-    """AVX-512: a row of x gets the same sums, bit for bit, in a full 8-row tile and in the
-    tail's smaller one (decode's single row), so a step's tokens do not depend on how its
-    rows were batched."""
+    """AVX-512: a row of x gets the same sums, bit for bit, in a full 8-row tile, in the
+    tail's smaller one and in decode's four-panel tile (one to three rows; N past 64 gives
+    a four-panel unit and a lone pair), so a step's tokens do not depend on how its rows
+    were batched."""
     g = torch.Generator().manual_seed(seed)
     x, w, b = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g), torch.randn(n)
     packed = pack_native(w)
