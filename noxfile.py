@@ -69,5 +69,7 @@ def fast_under_load(session: nox.Session) -> None:
     depends on timing fails here first; arguments after `--` replace the fast selection
     (`nox -s fast-under-load -- tests/parallel -p no:randomly`)."""
     install(session)
+    if PIPELINE.settings.prepare:  # what `python -m ci run` does before its jobs
+        session.run("bash", "-c", PIPELINE.settings.prepare, external=True)
     args = session.posargs or ["tests", *FAST]
     session.run("python", "-m", "ci.hog", "--", "python", "-m", "pytest", *args)

@@ -12,7 +12,7 @@ from pathlib import Path
 from ci import choose, docs, generate, paths
 from ci.config import PIPELINE, load
 from ci.model import Job, Pipeline
-from ci.runner import Runner, table
+from ci.runner import Runner, prepare, table
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -90,6 +90,10 @@ def cmd_run(pipeline: Pipeline, root: Path, args: argparse.Namespace, extra: lis
         print("no jobs selected: nothing to run")
         return 0
     start = time.monotonic()
+    if pipeline.settings.prepare and not prepare(
+        pipeline.settings.prepare, root, pipeline.settings.install_timeout
+    ):
+        return 1
     parallel = pipeline.settings.parallel if args.parallel is None else args.parallel
     runner = Runner(pipeline, root, parallel=parallel, extra=extra, logs=args.logs)
     results = runner.run(jobs)

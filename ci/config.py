@@ -154,6 +154,7 @@ def _settings(raw: Any, source: str) -> Settings:
         install_timeout=check.seconds(raw, "install_timeout", 900),
         parallel=check.count(raw, "parallel", 1),
         pytest_args=check.words(raw, "pytest_args"),
+        prepare=check.text(raw, "prepare") if "prepare" in raw else "",
     )
 
 

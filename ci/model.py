@@ -27,6 +27,7 @@ class Settings:
     install_timeout: int = 900
     parallel: int = 1  # jobs `python -m ci run` runs at once unless --parallel says otherwise
     pytest_args: tuple[str, ...] = ()  # given to every pytest job, before its step's own
+    prepare: str = ""  # run once by `python -m ci run` before its jobs; a failure stops it
 
 
 @dataclass(slots=True, frozen=True)

@@ -202,6 +202,21 @@ def _kill(proc: subprocess.Popen[str]) -> None:
             continue
 
 
+def prepare(command: str, root: Path, timeout: int) -> bool:
+    """Runs the pipeline's ``prepare`` command in ``root`` (a shell line), its output
+    passed through; False, with the reason printed, where it fails or runs past
+    ``timeout`` seconds."""
+    print(f"prepare: {command}", flush=True)
+    try:
+        proc = subprocess.run(command, shell=True, cwd=root, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        print(f"prepare: `{command}` ran past {timeout} s", file=sys.stderr, flush=True)
+        return False
+    if proc.returncode != 0:
+        print(f"prepare: `{command}` exited with {proc.returncode}", file=sys.stderr, flush=True)
+    return proc.returncode == 0
+
+
 def table(results: Sequence[Result], wall: float) -> str:
     """The summary: one row per job (job, result, duration, note) and a totals line."""
     rows = [("job", "result", "duration", "note")]

@@ -239,3 +239,30 @@ def test_cli_reports_a_bad_pipeline(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "step 'x': field" in proc.stderr
+
+
+def test_cli_run_prepares_once_before_the_jobs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The `prepare` command runs once, in the repository, before any job; a job sees
+    what it made."""
+    body = HEAD.replace("always = []\n", 'always = []\nprepare = "echo x >> prepared"\n') + (
+        '[[step]]\nlabel = "one"\ncommand = "test -f prepared"\n'
+        '[[step]]\nlabel = "two"\ncommand = "test -f prepared"\n'
+    )
+    repo = make_repo(tmp_path, body)
+    assert cli.main(["--pipeline", str(repo / "ci" / "pipeline.toml"), "run"]) == 0
+    assert (repo / "prepared").read_text() == "x\n"
+    assert "prepare: echo x >> prepared" in capsys.readouterr().out
+
+
+def test_cli_run_stops_where_prepare_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = HEAD.replace("always = []\n", 'always = []\nprepare = "exit 5"\n') + (
+        '[[step]]\nlabel = "one"\ncommand = "touch ran"\n'
+    )
+    repo = make_repo(tmp_path, body)
+    assert cli.main(["--pipeline", str(repo / "ci" / "pipeline.toml"), "run"]) == 1
+    assert not (repo / "ran").exists()
+    assert "prepare: `exit 5` exited with 5" in capsys.readouterr().err

@@ -97,6 +97,8 @@ CASES = [
     (("step", 1, "engines"), "v0", ["step 'kernels'", "'engines'", "list"]),
     (("settings", "python"), ["3"], ["[settings]", "'python'", "'3'"]),
     (("settings", "install"), "", ["[settings]", "'install'"]),
+    (("settings", "prepare"), "  ", ["[settings]", "'prepare'", "non-empty"]),
+    (("settings", "prepare"), 3, ["[settings]", "'prepare'", "3"]),
     (("settings", "parallel"), 0, ["[settings]", "'parallel'", "1..64", "0"]),
     (("settings", "parallel"), "2", ["[settings]", "'parallel'", "'2'"]),
     (("settings", "engine_args"), ["--engines"], ["'engine_args'", "{engine}"]),
