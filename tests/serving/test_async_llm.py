@@ -104,8 +104,26 @@ def test_many_concurrent_requests_each_get_their_own_tokens(async_llm):
     assert len({r[-1].request_id for r in results}) == 24
 
 
+def _hold_after_first_token(llm: AsyncLLM) -> None:
+    """The engine's steps after the first that gave an output wait until shutdown has
+    begun, so the request cannot end before it (on a loaded machine the engine's thread
+    ran all 60 tokens before the test's own thread called shutdown)."""
+    step, gave = llm.engine.step, []
+
+    def held() -> list:
+        deadline = time.monotonic() + 60
+        while gave and llm.is_alive and time.monotonic() < deadline:
+            time.sleep(0.002)
+        outs = step()
+        gave.extend(outs[:1])
+        return outs
+
+    llm.engine.step = held
+
+
 def test_shutdown_ends_waiters_and_refuses_new_work(tiny_model, engine):
     llm = AsyncLLM(tiny_model, engine=engine, max_model_len=64)
+    _hold_after_first_token(llm)
 
     async def main() -> None:
         long = SamplingParams(temperature=0.0, max_tokens=60, ignore_eos=True)
