@@ -1,17 +1,19 @@
-"""The GGUF decode kernel (M = 1..4) against itself as committed at a git ref and against
-fp32, same run.
+"""The decode linear kernels (M = 1..4), GGUF blocks, fp32 and int8, against themselves as
+committed at a git ref, same run.
 
     python benchmarks/gguf_decode.py [--baseline main] [--formats Q8_0 Q4_1 F16 Q2_K ...]
         [--shape 576,1536,30,49152] [--threads 2] [--ms 1,4] [--rounds 5]
 
-The GGUF C sources of ``--baseline`` (every ``native/*gguf*`` file at that ref) are built
-into a library beside the working tree's, with the same flags. Every linear layer of the
+The linear C sources of ``--baseline`` (every ``native/*gguf*`` file, the fp32 and the
+int8 kernel, at that ref) are built into a library beside the working tree's, with the
+same flags. Every linear layer of the
 shape (as :func:`linear.shapes` lists them) is kept in each format and the whole set is
 called through both libraries in turn, rounds alternating, so a busy spell of a shared
 machine falls on both; each side's best pass counts. Prints per format and M: weight MB,
 ms per pass and GB/s of each side, the speed ratio, the largest difference of their
 outputs relative to the output's scale (sum order only: ~1e-6), and the speed as a ratio
-to fp32 weights (the packed C kernel, ``linear_f32.c``, a line of its own per M). A format
+to fp32 weights (the packed C kernel, ``linear_f32.c``, a line of its own per M, as is
+the int8 kernel's, ``linear_i8.c``, on the weights rounded per channel). A format
 the baseline has no kernel for (it answers -1: F16, BF16, Q2_K, Q3_K before they were
 added) shows ``-`` on the baseline's side. The calls go straight to the C entries, so this
 is the kernels' own time (``linear.py --gguf`` adds the op's Python side).
@@ -26,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import torch
 from linear import shapes
@@ -33,8 +36,10 @@ from linear import shapes
 from tandem.kernels.gguf_blocks import BY_NAME, block_values, quantize
 from tandem.kernels.native import builder, linear_f32
 from tandem.kernels.native.loader import library
+from tandem.kernels.ops.linear_int8 import Int8Weight
 
 NATIVE = "kernels/src/tandem/kernels/native"
+FLOAT_SOURCES = ("linear_f32.c", "linear_i8.c", "quantize.c")  # fp32, int8 and its rounding
 
 
 def build_ref(ref: str, into: Path) -> Path:
@@ -49,7 +54,7 @@ def build_ref(ref: str, into: Path) -> Path:
         check=True,
         cwd=root,
     ).stdout.split()
-    files = [n for n in names if "gguf" in n or n.endswith(".h")]
+    files = [n for n in names if "gguf" in n or n.endswith(".h") or n in FLOAT_SOURCES]
     for name in files:
         text = subprocess.run(
             ["git", "show", f"{ref}:{NATIVE}/{name}"], capture_output=True, check=True, cwd=root
@@ -65,11 +70,73 @@ def build_ref(ref: str, into: Path) -> Path:
 def bind(lib: ctypes.CDLL) -> ctypes._CFuncPtr:
     lib.tandem_gguf_block_bytes.restype = ctypes.c_int64
     lib.tandem_gguf_block_bytes.argtypes = [ctypes.c_int]
+    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
+    lib.tandem_linear_f32.restype = ctypes.c_int
+    lib.tandem_linear_f32.argtypes = [ptr, i64, i64, ptr, ptr, i64, ptr]
+    lib.tandem_linear_i8.restype = i64
+    lib.tandem_linear_i8.argtypes = [ptr, i64, i64, ptr, ptr, ptr, ptr, i64, i64]
+    lib.tandem_linear_i8.argtypes += [ctypes.c_float, ptr]
     fn = lib.tandem_linear_gguf
     fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
-    fn.argtypes += [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
+    fn.argtypes = [ctypes.c_int, ptr, i64, i64, ptr, i64, ptr]
     return fn
+
+
+def timed(runs: dict[str, Any], calls: dict[str, list[tuple]], rounds: int) -> dict[str, float]:
+    """Each side's best pass over its calls, the sides in turn (a busy spell hits them all)."""
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(rounds):
+        for side, fn in runs.items():
+            for _ in range(4):
+                start = time.perf_counter()
+                for call in calls[side]:
+                    fn(*call)
+                best[side] = min(best[side], time.perf_counter() - start)
+    return best
+
+
+def int8_call(q: Int8Weight, x: torch.Tensor, out: torch.Tensor) -> tuple:
+    """tandem_linear_i8's arguments for x [M, K] through q (outlier bound 6x rms)."""
+    p = q.native
+    return (x.data_ptr(), x.shape[0], p.k, p.blocks.data_ptr(), p.wsum.data_ptr(),
+            q.scale.data_ptr(), None, p.n, p.kp, 6.0, out.data_ptr())  # fmt: skip
+
+
+def float_rows(libs: dict[str, ctypes.CDLL], floats, ms, rounds, gen) -> None:
+    """fp32 (packed panels) and int8 (rounded per channel) through both libraries."""
+    packs = [linear_f32.pack(w) for w, _ in floats]
+    int8 = [Int8Weight.pack(w) for w, _ in floats]
+    if any(p is None for p in packs) or any(q is None or q.native is None for q in int8):
+        print("fp32 / int8: no C kernel here for both (AVX-512 VNNI and AVX2 / AVX-512)")
+        return
+    for name, size in (("fp32", 4), ("int8", 1)):
+        total = sum(w.numel() * size for w, _ in floats)
+        for m in ms:
+            xs = {k: torch.randn(m, k, generator=gen) for _, k in floats}
+            outs = {side: [torch.empty(m, w.shape[0]) for w, _ in floats] for side in libs}
+            calls: dict[str, list[tuple]] = {}
+            for side in libs:
+                if name == "fp32":
+                    calls[side] = [
+                        (xs[p.k].data_ptr(), m, p.k, p.panels.data_ptr(), None, p.n, o.data_ptr())
+                        for p, o in zip(packs, outs[side])
+                    ]
+                    continue
+                calls[side] = [int8_call(q, xs[q.native.k], o) for q, o in zip(int8, outs[side])]
+            entry = "tandem_linear_f32" if name == "fp32" else "tandem_linear_i8"
+            best = timed({side: getattr(lib, entry) for side, lib in libs.items()}, calls, rounds)
+            ref = next(iter(libs))
+            diff = max(
+                float((a - b).abs().max() / (b.abs().max() + 1e-30))
+                for a, b in zip(outs["tree"], outs[ref])
+            )
+            print(
+                f"{m:>3} {name:<7}{total / 1e6:8.1f}{best[ref] * 1e3:9.2f}"
+                f"{total / best[ref] / 1e9:7.1f}{best['tree'] * 1e3:9.2f}"
+                f"{total / best['tree'] / 1e9:7.1f}{best[ref] / best['tree']:9.2f}{diff:10.1e}"
+                f"{'-':>8}",
+                flush=True,
+            )
 
 
 def main() -> None:
@@ -105,13 +172,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ref = ctypes.CDLL(str(build_ref(args.baseline, Path(tmp))))
     fns = {args.baseline: bind(ref), "tree": ours.tandem_linear_gguf}
+    libs = {args.baseline: ref, "tree": ours}
     gen = torch.Generator().manual_seed(0)
     floats = [(torch.randn(n, k, generator=gen) * k**-0.5, k) for k, n in shapes(cfg)]
     packs = [linear_f32.pack(w) for w, _ in floats]
     if any(p is None for p in packs):
         raise SystemExit("the fp32 C kernel is not available here (no AVX2 / AVX-512)")
-    fp32_size = sum(w.numel() * 4 for w, _ in floats)
-    fp32_best = dict.fromkeys(ms, float("inf"))
     print(f"{len(floats)} linear layers, threads={args.threads}, baseline={args.baseline}")
     print(
         f"{'M':>3} {'format':<7}{'MB':>8}{'ref ms':>9}{'GB/s':>7}{'tree ms':>9}{'GB/s':>7}"
@@ -137,16 +203,7 @@ def main() -> None:
                 (xs[p.k].data_ptr(), m, p.k, p.panels.data_ptr(), None, p.n, o.data_ptr())
                 for p, o in zip(packs, f32)
             ]
-            runs = {**sides, "fp32": ours.tandem_linear_f32}
-            best = dict.fromkeys(runs, float("inf"))
-            for _ in range(args.rounds):  # the sides in turn: a busy spell hits them all
-                for side, fn in runs.items():
-                    for _ in range(4):
-                        start = time.perf_counter()
-                        for call in calls[side]:
-                            fn(*call)
-                        best[side] = min(best[side], time.perf_counter() - start)
-            fp32_best[m] = min(fp32_best[m], best["fp32"])
+            best = timed({**sides, "fp32": ours.tandem_linear_f32}, calls, args.rounds)
             t_new, t_f32 = best["tree"], best["fp32"]
             if known:
                 diff = max(
@@ -163,11 +220,7 @@ def main() -> None:
                 f"{size / t_new / 1e9:7.1f}{vs_ref}{t_f32 / t_new:8.2f}",
                 flush=True,
             )
-    for m, t in fp32_best.items():
-        print(
-            f"{m:>3} {'fp32':<7}{fp32_size / 1e6:8.1f}{'-':>9}{'-':>7}{t * 1e3:9.2f}"
-            f"{fp32_size / t / 1e9:7.1f}{'-':>9}{'-':>10}{1.0:8.2f}"
-        )
+    float_rows(libs, floats, ms, args.rounds, gen)
 
 
 if __name__ == "__main__":

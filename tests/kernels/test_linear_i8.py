@@ -38,6 +38,7 @@ def _torch_path(x: torch.Tensor, weight: Int8Weight, outlier: float) -> torch.Te
 )
 @example(m=17, k=5, n=33, bias=True, spikes=2, seed=1)  # tails of M, K, N and outliers
 @example(m=1, k=1, n=1, bias=False, spikes=1, seed=2)  # the only column is an outlier
+@example(m=1, k=300, n=97, bias=True, spikes=2, seed=3)  # decode's row, four tiles of N
 def test_native_int8_linear_matches_torch_path(m, k, n, bias, spikes, seed) -> None:
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(m, k, generator=g)
@@ -53,6 +54,22 @@ def test_native_int8_linear_matches_torch_path(m, k, n, bias, spikes, seed) -> N
     # same integers up to round-half cases one step apart (x * (1/s) vs x / s)
     step = float(weight.scale.max()) * float(x.abs().max()) / 127.0 * 0.5 * k
     torch.testing.assert_close(got, want, atol=step / 50 + 1e-4, rtol=1e-4)
+
+
+@needs_vnni
+@pytest.mark.parametrize("n", [1, 64, 65, 130, 1000])
+def test_a_decode_row_is_its_row_of_a_batch(n) -> None:
+    """Decode's one row (its own tile) gets the very numbers the same row gets in a batch
+    (eight-row tiles): the integer sums are exact and the epilogue is one."""
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(9, 260, generator=g)
+    x[3, 7] = 50.0  # an outlier in the row taken alone
+    weight = Int8Weight.pack(torch.randn(n, 260, generator=g) * 0.1, torch.randn(n, generator=g))
+    assert weight is not None and weight.native is not None
+    batch = linear_i8.linear(x, weight.native, weight.scale, weight.bias, 6.0)
+    alone = linear_i8.linear(x[3:4], weight.native, weight.scale, weight.bias, 6.0)
+    assert batch is not None and alone is not None
+    assert torch.equal(alone[0], batch[3])
 
 
 @needs_vnni
