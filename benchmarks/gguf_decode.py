@@ -95,6 +95,11 @@ def timed(runs: dict[str, Any], calls: dict[str, list[tuple]], rounds: int) -> d
     return best
 
 
+def f32_call(p: linear_f32.PackedF32, x: torch.Tensor, out: torch.Tensor) -> tuple:
+    """tandem_linear_f32's arguments for x [M, K] through the packed weight p."""
+    return (x.data_ptr(), x.shape[0], p.k, p.panels.data_ptr(), None, p.n, out.data_ptr())
+
+
 def int8_call(q: Int8Weight, x: torch.Tensor, out: torch.Tensor) -> tuple:
     """tandem_linear_i8's arguments for x [M, K] through q (outlier bound 6x rms)."""
     p = q.native
@@ -102,14 +107,14 @@ def int8_call(q: Int8Weight, x: torch.Tensor, out: torch.Tensor) -> tuple:
             q.scale.data_ptr(), None, p.n, p.kp, 6.0, out.data_ptr())  # fmt: skip
 
 
-def float_rows(libs: dict[str, ctypes.CDLL], floats, ms, rounds, gen) -> None:
-    """fp32 (packed panels) and int8 (rounded per channel) through both libraries."""
-    packs = [linear_f32.pack(w) for w, _ in floats]
+def float_rows(libs: dict[str, ctypes.CDLL], floats, packs, ms, rounds, gen) -> None:
+    """fp32 (``packs``, the panels main made) and int8 (rounded per channel) through both
+    libraries."""
     int8 = [Int8Weight.pack(w) for w, _ in floats]
-    if any(p is None for p in packs) or any(q is None or q.native is None for q in int8):
-        print("fp32 / int8: no C kernel here for both (AVX-512 VNNI and AVX2 / AVX-512)")
-        return
-    for name, size in (("fp32", 4), ("int8", 1)):
+    if any(q is None or q.native is None for q in int8):
+        print("int8: no C kernel here (AVX-512 VNNI)")
+        int8 = []
+    for name, size in (("fp32", 4), ("int8", 1))[: 2 if int8 else 1]:
         total = sum(w.numel() * size for w, _ in floats)
         for m in ms:
             xs = {k: torch.randn(m, k, generator=gen) for _, k in floats}
@@ -117,12 +122,10 @@ def float_rows(libs: dict[str, ctypes.CDLL], floats, ms, rounds, gen) -> None:
             calls: dict[str, list[tuple]] = {}
             for side in libs:
                 if name == "fp32":
-                    calls[side] = [
-                        (xs[p.k].data_ptr(), m, p.k, p.panels.data_ptr(), None, p.n, o.data_ptr())
-                        for p, o in zip(packs, outs[side])
-                    ]
-                    continue
-                calls[side] = [int8_call(q, xs[q.native.k], o) for q, o in zip(int8, outs[side])]
+                    calls[side] = [f32_call(p, xs[p.k], o) for p, o in zip(packs, outs[side])]
+                else:
+                    pairs = zip(int8, outs[side])
+                    calls[side] = [int8_call(q, xs[q.native.k], o) for q, o in pairs]
             entry = "tandem_linear_f32" if name == "fp32" else "tandem_linear_i8"
             best = timed({side: getattr(lib, entry) for side, lib in libs.items()}, calls, rounds)
             ref = next(iter(libs))
@@ -199,10 +202,7 @@ def main() -> None:
                 for side in sides
             }
             f32 = [torch.empty(m, p.n) for p in packs]
-            calls["fp32"] = [
-                (xs[p.k].data_ptr(), m, p.k, p.panels.data_ptr(), None, p.n, o.data_ptr())
-                for p, o in zip(packs, f32)
-            ]
+            calls["fp32"] = [f32_call(p, xs[p.k], o) for p, o in zip(packs, f32)]
             best = timed({**sides, "fp32": ours.tandem_linear_f32}, calls, args.rounds)
             t_new, t_f32 = best["tree"], best["fp32"]
             if known:
@@ -220,7 +220,7 @@ def main() -> None:
                 f"{size / t_new / 1e9:7.1f}{vs_ref}{t_f32 / t_new:8.2f}",
                 flush=True,
             )
-    float_rows(libs, floats, ms, args.rounds, gen)
+    float_rows(libs, floats, packs, ms, args.rounds, gen)
 
 
 if __name__ == "__main__":
