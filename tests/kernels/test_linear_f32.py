@@ -145,3 +145,16 @@ def test_a_row_is_the_same_in_any_batch(m, k, n, seed) -> None:
     got = linear(x, w, b, packed)
     alone = torch.cat([linear(x[i : i + 1], w, b, packed) for i in range(m)])
     assert torch.equal(got, alone)
+
+
+@needs_kernel
+def test_pack_on_its_own_map_matches_reference() -> None:
+    """A weight over one huge page is packed into a map of its own (``memory.mapped_zeros``),
+    a strided weight and a part-filled last panel included."""
+    g = torch.Generator().manual_seed(5)
+    w = torch.randn(2 * 1009, 700, generator=g)[::2]  # [1009, 700]: 2.8 MB, not contiguous
+    x = torch.randn(3, 700, generator=g)
+    packed = pack_native(w)
+    assert isinstance(packed, PackedF32) and packed.panels.shape == (64, 700, 16)
+    assert not packed.panels[63, :, 1:].any()  # past N: zeros
+    _assert_rounded(linear_f32.linear(x, packed, None), x, w, None)

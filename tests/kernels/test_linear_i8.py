@@ -57,6 +57,21 @@ def test_native_int8_linear_matches_torch_path(m, k, n, bias, spikes, seed) -> N
 
 
 @needs_vnni
+def test_blocks_over_a_huge_page_match_torch_path() -> None:
+    """A weight whose blocks fill more than one huge page (a map of their own,
+    ``memory.mapped_zeros``), with tails of N and K."""
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(2, 1030, generator=g)
+    weight = Int8Weight.pack(torch.randn(2100, 1030, generator=g) * 0.1)
+    assert weight is not None and weight.native is not None
+    assert weight.native.blocks.numel() >= 2 << 20
+    got = linear_i8.linear(x, weight.native, weight.scale, weight.bias, 6.0)
+    want = _torch_path(x, weight, 6.0)
+    step = float(weight.scale.max()) * float(x.abs().max()) / 127.0 * 0.5 * 1030
+    torch.testing.assert_close(got, want, atol=step / 50 + 1e-4, rtol=1e-4)
+
+
+@needs_vnni
 @pytest.mark.parametrize("n", [1, 64, 65, 130, 1000])
 def test_a_decode_row_is_its_row_of_a_batch(n) -> None:
     """Decode's one row (its own tile) gets the very numbers the same row gets in a batch

@@ -10,7 +10,8 @@ import psutil
 import pytest
 import torch
 
-from tandem.core.kv.cache import MADV_POPULATE_WRITE, allocate_kv_caches
+from tandem.core.kv.cache import allocate_kv_caches
+from tandem.kernels.memory import MADV_POPULATE_WRITE
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])

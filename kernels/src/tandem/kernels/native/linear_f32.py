@@ -14,6 +14,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from tandem.kernels.memory import mapped_zeros
 from tandem.kernels.native.contract import constant
 from tandem.kernels.native.loader import library
 
@@ -36,12 +37,13 @@ def pack(weight: Tensor) -> PackedF32 | None:
     if not available() or weight.dtype != torch.float32 or weight.device.type != "cpu":
         return None
     n, k = weight.shape
-    np_ = -(-n // BLOCK_N) * BLOCK_N
+    full = n // 16
+    panels = mapped_zeros((-(-n // BLOCK_N) * BLOCK_N // 16, k, 16), torch.float32)
     with torch.no_grad():
-        padded = weight.new_zeros((np_, k))
-        padded[:n] = weight
-        # [Np, K] -> [Np/16, 16, K] -> [Np/16, K, 16]
-        panels = padded.view(np_ // 16, 16, k).transpose(1, 2).contiguous()
+        # [N, K] -> [N/16, 16, K] -> [N/16, K, 16]; a last part-panel keeps zeros past N
+        panels[:full].copy_(weight[: full * 16].reshape(full, 16, k).transpose(1, 2))
+        if n > full * 16:
+            panels[full, :, : n - full * 16].copy_(weight[full * 16 :].t())
     return PackedF32(panels, n, k)
 
 

@@ -12,6 +12,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from tandem.kernels.memory import mapped_zeros
 from tandem.kernels.native.contract import constant
 from tandem.kernels.native.loader import library
 
@@ -41,7 +42,8 @@ def pack(qweight: Tensor, wsum: Tensor) -> PackedI8 | None:
     padded = torch.zeros((np_, kp), dtype=torch.int8)
     padded[:n, :k] = qweight
     # [Np, Kp] -> [Np/16, 16, Kp/4, 4] -> [Np/16, Kp/4, 16, 4]
-    blocks = padded.view(np_ // 16, 16, kp // 4, 4).permute(0, 2, 1, 3).contiguous()
+    blocks = mapped_zeros((np_ // 16, kp // 4, 16, 4), torch.int8)
+    blocks.copy_(padded.view(np_ // 16, 16, kp // 4, 4).permute(0, 2, 1, 3))
     return PackedI8(blocks, wsum.contiguous(), n, k, kp)
 
 

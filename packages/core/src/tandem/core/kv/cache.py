@@ -13,16 +13,14 @@ uses; its zero pages cost nothing until then. Where the kernel lacks
 
 from __future__ import annotations
 
-import contextlib
-import mmap
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
 from tandem.core.kv.budget import block_bytes
+from tandem.kernels.memory import mapped_zeros
 
-MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)  # Linux 5.14+
 POPULATE_BYTES = 1 << 30  # caches up to this size are faulted in at allocation
 
 
@@ -76,7 +74,9 @@ def allocate_kv_caches(
     shapes = [(_positive("num_blocks", n), *rest) for n in counts]
     dtype = _dtype(dtype)
     if torch.device(device).type == "cpu":
-        flat = _zeroed_cpu(2 * sum(_numel(shape) for shape in shapes), dtype)
+        numel = 2 * sum(_numel(shape) for shape in shapes)
+        populate = numel * dtype.itemsize <= POPULATE_BYTES  # the whole map, or none of it
+        flat = mapped_zeros((numel,), dtype, populate=populate, huge=False)
         out, at = [], 0
         for shape in shapes:  # [2, blocks, block_size, H_kv, D] of each layer in turn
             n = _numel(shape)
@@ -98,19 +98,3 @@ def _numel(shape: tuple[int, ...]) -> int:
     for n in shape:
         out *= n
     return out
-
-
-def _zeroed_cpu(numel: int, dtype: torch.dtype) -> Tensor:
-    """A flat zeroed CPU tensor backed by an anonymous map, its pages faulted in up front
-    up to :data:`POPULATE_BYTES` (the whole map, or none of it)."""
-    nbytes = numel * torch.empty((), dtype=dtype).element_size()
-    flags = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
-    try:
-        buf = mmap.mmap(-1, nbytes, flags=flags) if flags else mmap.mmap(-1, nbytes)
-    except (OSError, ValueError):
-        return torch.zeros(numel, dtype=dtype)
-    if nbytes <= POPULATE_BYTES:
-        with contextlib.suppress(OSError, ValueError):  # an optimisation only
-            buf.madvise(MADV_POPULATE_WRITE)
-    # the tensor holds a reference to ``buf``: the map lives as long as any view of it
-    return torch.frombuffer(buf, dtype=dtype, count=numel)
