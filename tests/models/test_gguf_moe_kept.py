@@ -5,9 +5,13 @@ activations to int8."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 import torch
 
+from tandem.core.gguf import open_checkpoint
 from tandem.core.layers.kernel_choice import resolve_kernels
 from tandem.core.layers.moe import Experts
 from tandem.core.layers.weight_form import GgufBlocks
@@ -18,6 +22,7 @@ from tandem.kernels.ops.moe import topk_route
 from .gguf_moe_files import made_or_skip
 
 E, HIDDEN, INTER = 4, 64, 32
+STACKS = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
 
 
 def _experts(seed: int) -> Experts:
@@ -80,11 +85,15 @@ def test_kept_experts_refuse_weights_of_another_shape() -> None:
 
 # rows of 256 values, so that Q4_K_M's K-quants apply to every expert projection
 WIDE = {"hidden_size": 256, "moe_intermediate_size": 256, "intermediate_size": 512}
+ONE_EXPERT = {"num_local_experts": 1, "num_experts_per_tok": 1}
+# id -> (source, GGUF type, the source's overrides)
 FILES = {
-    "mixtral": ("Q4_K_M", {"hidden_size": 256, "intermediate_size": 256}),
-    "qwen2_moe": ("Q4_K_M", {**WIDE, "shared_expert_intermediate_size": 256}),
-    "deepseek_v3": ("Q4_K_M", WIDE),
-    "qwen3_moe": ("Q8_0", {}),  # down rows of 24 values stay F16: gate and up kept alone
+    "mixtral": ("mixtral", "Q4_K_M", {"hidden_size": 256, "intermediate_size": 256}),
+    "qwen2_moe": ("qwen2_moe", "Q4_K_M", {**WIDE, "shared_expert_intermediate_size": 256}),
+    "deepseek_v3": ("deepseek_v3", "Q4_K_M", WIDE),
+    "qwen3_moe": ("qwen3_moe", "Q8_0", {}),  # down rows of 24 values stay F16: gate, up kept
+    # one expert: the quantizer stores the router [1, H] as [H], the stacks [1, N, K] as [N, K]
+    "qwen3_moe_one_expert": ("qwen3_moe", "Q8_0", ONE_EXPERT),
 }
 
 
@@ -110,8 +119,8 @@ def test_a_quantized_moe_file_keeps_its_experts_near_its_size(
 ) -> None:
     from tandem.core.engine.loader import load_model
 
-    ftype, overrides = FILES[name]
-    path, _ = moe_gguf(name, ftype, **overrides)
+    source, ftype, overrides = FILES[name]
+    path, _ = moe_gguf(source, ftype, **overrides)
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     kept = load_model(str(path), dtype=torch.float32, quantization="gguf")
     floats = load_model(str(path), dtype=torch.float32)  # the same file, dequantized
@@ -139,8 +148,8 @@ def test_engines_agree_and_follow_the_dequantized_moe(moe_gguf, name, tmp_path, 
     from tandem.core import LLM, SamplingParams
     from tandem.core.gguf.export import exported
 
-    ftype, overrides = FILES[name]
-    path, _ = moe_gguf(name, ftype, **overrides)
+    source, ftype, overrides = FILES[name]
+    path, _ = moe_gguf(source, ftype, **overrides)
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     greedy = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
     prompts = ["one two three", "Item 3", "The 5 cats"]
@@ -166,3 +175,22 @@ def test_engines_agree_and_follow_the_dequantized_moe(moe_gguf, name, tmp_path, 
     print(f"{name} experts as stored vs fp32: {top1}/{len(gaps)} top-1, gaps {gaps}")
     assert top1 >= 0.8 * len(gaps) and sorted(gaps)[int(0.9 * len(gaps))] < 0.15, gaps
     assert max(gaps) < 1.0, gaps
+
+
+def test_a_file_with_one_expert_reads_its_dropped_dimension_back(moe_gguf) -> None:
+    """GGUF drops leading dimensions of 1 (llama.cpp's quantizer writes a one-expert router
+    as [H] and each stack of experts as [N, K]): the same file's tensors, so stored, read
+    back as they were (the quantized file itself: the test above, where llama.cpp is
+    compiled)."""
+    path, _ = moe_gguf("qwen3_moe", **ONE_EXPERT)
+    want = {t.name: t.floats() for t in open_checkpoint(path).tensors()}
+    dropped = open_checkpoint(path)
+    infos = dropped.file.tensors
+    squeezed = [n for n in infos if n.split(".")[-2] in ("ffn_gate_inp", *STACKS)]
+    assert squeezed and all(infos[n].shape[0] == 1 for n in squeezed)
+    for name in squeezed:
+        infos[name] = replace(infos[name], shape=infos[name].shape[1:])
+    got = {t.name: t.floats() for t in dropped.tensors()}
+    assert sorted(got) == sorted(want)
+    for key, value in want.items():
+        assert got[key].shape == value.shape and np.array_equal(got[key], value), key

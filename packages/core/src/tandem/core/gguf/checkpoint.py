@@ -26,6 +26,12 @@ if TYPE_CHECKING:
     import numpy as np
 
 
+# A GGUF file drops a tensor's leading dimensions of 1 (llama.cpp's quantizer writes only up
+# to the last dimension above 1): with a single expert the router [1, H] is stored as [H]
+# and each stack of experts [1, N, K] as [N, K]; they are read back with their dimension.
+ROUTER = "ffn_gate_inp"
+
+
 @dataclass(frozen=True, slots=True)
 class StoredTensor:
     """One checkpoint tensor: its Hugging Face ``name``, GGML ``type`` and ``data`` as
@@ -119,10 +125,13 @@ class GGUFCheckpoint:
                     yield StoredTensor(hf, F32, data)
                 continue
             data = self.file.data(name)
-            if name.split(".")[-2] in self.names.one_row:
+            stem = name.split(".")[-2]
+            if data.ndim == 1 and (stem in self.names.one_row or stem == ROUTER):
                 data = data.reshape(1, -1)
             shift = self.names.norm_shift if hf.endswith("norm.weight") else 0.0
             if "{e}" in hf:
+                if data.ndim == 2:  # one expert: its dimension dropped (see ROUTER)
+                    data = data[None]
                 for e in range(data.shape[0]):
                     yield StoredTensor(hf.format(e=e), info.type, data[e], shift)
                 continue
