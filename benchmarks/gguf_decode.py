@@ -2,11 +2,12 @@
 committed at a git ref, same run.
 
     python benchmarks/gguf_decode.py [--baseline main] [--formats Q8_0 Q4_1 F16 Q2_K ...]
-        [--shape 576,1536,30,49152] [--threads 2] [--ms 1,4] [--rounds 5]
+        [--shape 576,1536,30,49152] [--threads 2] [--ms 1,4] [--rounds 5] [--no-avx512]
 
 The linear C sources of ``--baseline`` (every ``native/*gguf*`` file, the fp32 and the
 int8 kernel, at that ref) are built into a library beside the working tree's, with the
-same flags. Every linear layer of the
+same flags (``--no-avx512``: both built without AVX-512, the working tree's too, so that
+the AVX2 kernels run here). Every linear layer of the
 shape (as :func:`linear.shapes` lists them) is kept in each format and the whole set is
 called through both libraries in turn, rounds alternating, so a busy spell of a shared
 machine falls on both; each side's best pass counts. Prints per format and M: weight MB,
@@ -42,27 +43,36 @@ NATIVE = "kernels/src/tandem/kernels/native"
 FLOAT_SOURCES = ("linear_f32.c", "linear_i8.c", "quantize.c")  # fp32, int8 and its rounding
 
 
-def build_ref(ref: str, into: Path) -> Path:
-    """The GGUF kernels as committed at ``ref``, built into ``into``/ref.so."""
-    root = subprocess.run(
-        ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    names = subprocess.run(
-        ["git", "ls-tree", "--name-only", f"{ref}:{NATIVE}"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=root,
-    ).stdout.split()
+def build(ref: str | None, into: Path, flags: tuple[str, ...] = ()) -> Path:
+    """The GGUF kernels as committed at ``ref`` (None: as in the working tree), built into
+    ``into``/lib.so with the native flags and ``flags``."""
+    root = Path(
+        subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
+    if ref is None:
+        names = [p.name for p in (root / NATIVE).iterdir()]
+    else:
+        names = subprocess.run(
+            ["git", "ls-tree", "--name-only", f"{ref}:{NATIVE}"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=root,
+        ).stdout.split()
     files = [n for n in names if "gguf" in n or n.endswith(".h") or n in FLOAT_SOURCES]
+    into.mkdir(parents=True, exist_ok=True)
     for name in files:
-        text = subprocess.run(
-            ["git", "show", f"{ref}:{NATIVE}/{name}"], capture_output=True, check=True, cwd=root
-        ).stdout
+        if ref is None:
+            text = (root / NATIVE / name).read_bytes()
+        else:
+            show = ["git", "show", f"{ref}:{NATIVE}/{name}"]
+            text = subprocess.run(show, capture_output=True, check=True, cwd=root).stdout
         (into / name).write_bytes(text)
     sources = [str(into / n) for n in files if n.endswith(".c")]
-    out = into / "ref.so"
-    cmd = [builder.find_compiler(), *builder.FLAGS, *sources, "-o", str(out)]
+    out = into / "lib.so"
+    cmd = [builder.find_compiler(), *builder.FLAGS, *flags, *sources, "-o", str(out)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=300)
     return out
 
@@ -107,11 +117,11 @@ def int8_call(q: Int8Weight, x: torch.Tensor, out: torch.Tensor) -> tuple:
             q.scale.data_ptr(), None, p.n, p.kp, 6.0, out.data_ptr())  # fmt: skip
 
 
-def float_rows(libs: dict[str, ctypes.CDLL], floats, packs, ms, rounds, gen) -> None:
-    """fp32 (``packs``, the panels main made) and int8 (rounded per channel) through both
-    libraries."""
-    int8 = [Int8Weight.pack(w) for w, _ in floats]
-    if any(q is None or q.native is None for q in int8):
+def float_rows(libs: dict[str, ctypes.CDLL], floats, packs, ms, rounds, gen, vnni) -> None:
+    """fp32 (``packs``, the panels main made) and int8 (rounded per channel; where the
+    libraries were built with AVX-512, ``vnni``) through both libraries."""
+    int8 = [Int8Weight.pack(w) for w, _ in floats] if vnni else []
+    if any(q is None or q.native is None for q in int8) or not vnni:
         print("int8: no C kernel here (AVX-512 VNNI)")
         int8 = []
     for name, size in (("fp32", 4), ("int8", 1))[: 2 if int8 else 1]:
@@ -150,6 +160,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--ms", default="1", metavar="M,M,...")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--no-avx512",
+        action="store_true",
+        help="both sides built without AVX-512: the AVX2 kernels of machines that lack it",
+    )
     args = parser.parse_args()
     bad = [f for f in args.formats if f not in BY_NAME]
     if bad:
@@ -172,8 +187,12 @@ def main() -> None:
     ours = library()
     if ours is None:
         raise SystemExit("the native kernels are not available here")
+    flags = ("-mno-avx512f",) if args.no_avx512 else ()
     with tempfile.TemporaryDirectory() as tmp:
-        ref = ctypes.CDLL(str(build_ref(args.baseline, Path(tmp))))
+        ref = ctypes.CDLL(str(build(args.baseline, Path(tmp) / "ref", flags)))
+        if flags:  # the working tree's kernels built the same way
+            ours = ctypes.CDLL(str(build(None, Path(tmp) / "tree", flags)))
+            bind(ours)
     fns = {args.baseline: bind(ref), "tree": ours.tandem_linear_gguf}
     libs = {args.baseline: ref, "tree": ours}
     gen = torch.Generator().manual_seed(0)
@@ -220,7 +239,7 @@ def main() -> None:
                 f"{size / t_new / 1e9:7.1f}{vs_ref}{t_f32 / t_new:8.2f}",
                 flush=True,
             )
-    float_rows(libs, floats, packs, ms, args.rounds, gen)
+    float_rows(libs, floats, packs, ms, args.rounds, gen, vnni=not flags)
 
 
 if __name__ == "__main__":

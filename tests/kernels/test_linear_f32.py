@@ -3,6 +3,11 @@ float64 reference."""
 
 from __future__ import annotations
 
+import ctypes
+import platform
+import subprocess
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -158,3 +163,70 @@ def test_pack_on_its_own_map_matches_reference() -> None:
     assert isinstance(packed, PackedF32) and packed.panels.shape == (64, 700, 16)
     assert not packed.panels[63, :, 1:].any()  # past N: zeros
     _assert_rounded(linear_f32.linear(x, packed, None), x, w, None)
+
+
+@pytest.fixture(scope="module")
+def avx2_build(tmp_path_factory):
+    """``linear_f32.c`` built without AVX-512: the AVX2 + FMA kernel that machines without
+    AVX-512 take (this machine would take the AVX-512 one)."""
+    if platform.machine() not in ("x86_64", "AMD64") or not _has("avx2") or not _has("fma"):
+        pytest.skip("needs an x86 CPU with AVX2 and FMA")
+    from tandem.kernels.native import builder, contract
+
+    out = tmp_path_factory.mktemp("avx2") / "linear_f32_avx2.so"
+    source = Path(builder.__file__).parent / "linear_f32.c"
+    flags = [*builder.FLAGS, *builder.CONTRACT_FLAGS, "-mno-avx512f"]
+    subprocess.run(
+        [builder.find_compiler(), *flags, str(source), "-o", str(out)],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    names = ("tandem_linear_f32", "tandem_linear_f32_available")
+    return contract.bind(ctypes.CDLL(str(out)), names)
+
+
+def _has(flag: str) -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return f" {flag} " in f.read()
+    except OSError:
+        return False
+
+
+def _avx2_linear(lib, x, packed: PackedF32, b) -> torch.Tensor:
+    out = torch.empty(x.shape[0], packed.n)
+    bias = None if b is None else b.data_ptr()
+    done = lib.tandem_linear_f32(
+        x.data_ptr(), x.shape[0], packed.k, packed.panels.data_ptr(), bias, packed.n,
+        out.data_ptr(),
+    )  # fmt: skip
+    assert done == 0
+    return out
+
+
+@needs_kernel
+@pytest.mark.parametrize(
+    ("m", "k", "n"),
+    [(1, 300, 200), (1, 1537, 70), (1, 64, 16), (2, 800, 50), (5, 100, 33), (9, 1600, 97),
+     (70, 200, 40)],
+)  # fmt: skip
+def test_avx2_build_matches_reference(avx2_build, m, k, n) -> None:
+    """Decode's one row four panels at a time (N past 64: a four-panel unit and lone
+    panels; K past one chunk), the 2..6-row tiles and prefill's blocks."""
+    assert avx2_build.tandem_linear_f32_available() == 1
+    g = torch.Generator().manual_seed(m * 7 + n)
+    x, w, b = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g), torch.randn(n)
+    _assert_rounded(_avx2_linear(avx2_build, x, pack_native(w), b), x, w, b)
+
+
+@needs_kernel
+@pytest.mark.parametrize("n", [64, 100, 200])
+def test_avx2_decode_row_is_its_row_in_a_tile_of_four_to_six(avx2_build, n) -> None:
+    """AVX2: decode's row (four panels at a time) sums each channel over k in order, as
+    the tiles of 4, 5 and 6 rows do: the same numbers, bit for bit."""
+    g = torch.Generator().manual_seed(n)
+    x, w = torch.randn(6, 1000, generator=g), torch.randn(n, 1000, generator=g)
+    packed = pack_native(w)
+    for m in (4, 5, 6):
+        batch = _avx2_linear(avx2_build, x[:m], packed, None)
+        for i in range(m):
+            assert torch.equal(_avx2_linear(avx2_build, x[i : i + 1], packed, None)[0], batch[i])

@@ -3,9 +3,13 @@
  * 8-lane ymm vectors.
  *
  * A tile is up to 6 rows of x against one panel of 16 channels: twelve accumulators, two
- * weight loads and six broadcasts of x per k. With fewer rows (decode: the weight's bytes
- * are the cost) the k loop is unrolled so that eight independent sums still cover the
- * multiply-add's latency. A panel is read in the order it lies in memory, which the
+ * weight loads and six broadcasts of x per k. With two or three rows the k loop is
+ * unrolled so that eight independent sums still cover the multiply-add's latency; decode's
+ * one row takes four panels side by side instead (quad1: eight sums, four streams): over a
+ * whole model's layers at SmolLM2's shapes 0.97-1.14x one panel with the loop unrolled
+ * (ahead where the memory runs fast, level at its slow rate), and each channel summed over
+ * k in order, as the tiles of 4..6 rows do (a row's numbers do not depend on which of
+ * those it was batched in). A panel is read in the order it lies in memory, which the
  * hardware prefetcher follows by itself: software prefetches (16..128 lines ahead, to L1
  * or non-temporal) measured 5-20% slower on Zen 3.
  *
@@ -31,6 +35,23 @@ typedef struct {
 } Gemm;
 
 static const float ZEROS[16];
+
+/* out's row m at channels n0..n0+15 (those below N) = s0|s1 + the bias (first chunk) or +
+ * what out holds there */
+static inline __attribute__((always_inline)) void store(const Gemm *g, int64_t m, int64_t n0,
+                                                        int first, __m256 s0, __m256 s1)
+{
+    const int64_t valid = g->N - n0 < 16 ? g->N - n0 : 16;
+    float *o = g->out + m * g->N + n0, part[16] = {0};
+    const float *base = !first ? o : g->bias ? g->bias + n0 : ZEROS;
+    float *dst = o;
+    if (valid < 16) /* the last panel: through a whole copy, not past N */
+        dst = memcpy(part, base, sizeof(float) * (size_t)valid), base = part;
+    _mm256_storeu_ps(dst, _mm256_add_ps(s0, _mm256_loadu_ps(base)));
+    _mm256_storeu_ps(dst + 8, _mm256_add_ps(s1, _mm256_loadu_ps(base + 8)));
+    if (valid < 16)
+        memcpy(o, part, sizeof(float) * (size_t)valid);
+}
 
 /* rows x[0..R-1] (K apart, from the chunk's first k) times the panel w (at the same k)
  * over kn values of k, added to the bias (first chunk) or to out's rows m.. at channels
@@ -68,7 +89,6 @@ static inline __attribute__((always_inline)) void tile(const Gemm *g, const floa
             c[r * 2 + 1] = _mm256_fmadd_ps(v, b1, c[r * 2 + 1]);
         }
     }
-    const int64_t valid = g->N - n0 < 16 ? g->N - n0 : 16;
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++) {
         __m256 s0 = c[r * 2], s1 = c[r * 2 + 1];
@@ -77,15 +97,7 @@ static inline __attribute__((always_inline)) void tile(const Gemm *g, const floa
             s0 = _mm256_add_ps(s0, c[(u * R + r) * 2]);
             s1 = _mm256_add_ps(s1, c[(u * R + r) * 2 + 1]);
         }
-        float *o = g->out + (m + r) * g->N + n0, part[16] = {0};
-        const float *base = !first ? o : g->bias ? g->bias + n0 : ZEROS;
-        float *dst = o;
-        if (valid < 16) /* the last panel: through a whole copy, not past N */
-            dst = memcpy(part, base, sizeof(float) * (size_t)valid), base = part;
-        _mm256_storeu_ps(dst, _mm256_add_ps(s0, _mm256_loadu_ps(base)));
-        _mm256_storeu_ps(dst + 8, _mm256_add_ps(s1, _mm256_loadu_ps(base + 8)));
-        if (valid < 16)
-            memcpy(o, part, sizeof(float) * (size_t)valid);
+        store(g, m + r, n0, first, s0, s1);
     }
 }
 
@@ -97,12 +109,39 @@ static inline __attribute__((always_inline)) void tile(const Gemm *g, const floa
     {                                                                                          \
         tile(g, x, w, kn, m, n0, first, R, U);                                                 \
     }
-TILE(1, 4)
+TILE(1, 1) /* the panels past the last four of decode's row (quad1's order) */
 TILE(2, 2)
 TILE(3, 2)
 TILE(4, 1)
 TILE(5, 1)
 TILE(6, 1)
+
+/* Decode's one row against four panels side by side (64 channels: four streams the
+ * hardware prefetcher follows at once, where one panel at a time is one stream): eight
+ * sums, each over k in order (as a tile of 4..6 rows takes its own), from p's panel on,
+ * k0..k0+kn-1 of the sums. */
+static __attribute__((noinline)) void quad1(const Gemm *g, int64_t p, int64_t k0, int64_t kn,
+                                            int first)
+{
+    const int64_t K = g->K;
+    const float *x = g->x + k0, *w = g->w + p * K * 16 + k0 * 16;
+    __m256 c[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        c[i] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kn; k++) {
+        const __m256 v = _mm256_broadcast_ss(x + k);
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            const float *wk = w + q * K * 16 + k * 16;
+            c[2 * q] = _mm256_fmadd_ps(v, _mm256_loadu_ps(wk), c[2 * q]);
+            c[2 * q + 1] = _mm256_fmadd_ps(v, _mm256_loadu_ps(wk + 8), c[2 * q + 1]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++)
+        store(g, 0, (p + q) * 16, first, c[2 * q], c[2 * q + 1]);
+}
 
 typedef void (*TileFn)(const Gemm *, const float *, const float *, int64_t, int64_t, int64_t,
                        int);
@@ -129,14 +168,22 @@ int tandem_linear_f32(const float *x, int64_t M, int64_t K, const float *packed,
     const Gemm g = {x, packed, bias, out, K, N};
     const int64_t chunks = (K + KC - 1) / KC, kc = (K + chunks - 1) / chunks;
     const int64_t panels = (N + 15) / 16;
-    if (M <= RT) { /* decode: each panel whole (one stream), in runs of a few per thread:
-                    * where another process takes a core, the other threads take its runs */
-        int64_t run = panels / (4 * (int64_t)omp_get_max_threads());
+    if (M <= RT) { /* decode: each panel whole, in runs of a few per thread: where another
+                    * process takes a core, the other threads take its runs; one row
+                    * takes four panels at a time (quad1) */
+        const int64_t step = M == 1 ? 4 : 1, units = (panels + step - 1) / step;
+        int64_t run = units / (4 * (int64_t)omp_get_max_threads());
         run = run < 1 ? 1 : run;
 #pragma omp parallel for schedule(dynamic, run) if (M * N * K > 262144)
-        for (int64_t p = 0; p < panels; p++)
-            for (int64_t k0 = 0; k0 < K; k0 += kc)
-                panel(&g, 0, M, p, k0, K - k0 < kc ? K - k0 : kc);
+        for (int64_t u = 0; u < units; u++)
+            for (int64_t k0 = 0; k0 < K; k0 += kc) {
+                const int64_t kn = K - k0 < kc ? K - k0 : kc, p = u * step;
+                if (step == 4 && p + 4 <= panels)
+                    quad1(&g, p, k0, kn, k0 == 0);
+                else
+                    for (int64_t q = p; q < p + step && q < panels; q++)
+                        panel(&g, 0, M, q, k0, kn);
+            }
         return 0;
     }
     int64_t mb = BLOCK_X / kc / RT * RT; /* rows per block, a multiple of RT */
