@@ -43,33 +43,26 @@ NATIVE = "kernels/src/tandem/kernels/native"
 FLOAT_SOURCES = ("linear_f32.c", "linear_i8.c", "quantize.c")  # fp32, int8 and its rounding
 
 
+def git(*args: str, cwd: Path | None = None) -> str:
+    return subprocess.run(["git", *args], capture_output=True, check=True, cwd=cwd).stdout.decode()
+
+
 def build(ref: str | None, into: Path, flags: tuple[str, ...] = ()) -> Path:
     """The GGUF kernels as committed at ``ref`` (None: as in the working tree), built into
     ``into``/lib.so with the native flags and ``flags``."""
-    root = Path(
-        subprocess.run(
-            ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    )
+    root = Path(git("rev-parse", "--show-toplevel").strip())
     if ref is None:
         names = [p.name for p in (root / NATIVE).iterdir()]
     else:
-        names = subprocess.run(
-            ["git", "ls-tree", "--name-only", f"{ref}:{NATIVE}"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=root,
-        ).stdout.split()
+        names = git("ls-tree", "--name-only", f"{ref}:{NATIVE}", cwd=root).split()
     files = [n for n in names if "gguf" in n or n.endswith(".h") or n in FLOAT_SOURCES]
     into.mkdir(parents=True, exist_ok=True)
     for name in files:
         if ref is None:
-            text = (root / NATIVE / name).read_bytes()
+            text = (root / NATIVE / name).read_text()
         else:
-            show = ["git", "show", f"{ref}:{NATIVE}/{name}"]
-            text = subprocess.run(show, capture_output=True, check=True, cwd=root).stdout
-        (into / name).write_bytes(text)
+            text = git("show", f"{ref}:{NATIVE}/{name}", cwd=root)
+        (into / name).write_text(text)
     sources = [str(into / n) for n in files if n.endswith(".c")]
     out = into / "lib.so"
     cmd = [builder.find_compiler(), *builder.FLAGS, *flags, *sources, "-o", str(out)]
