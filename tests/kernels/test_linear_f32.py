@@ -69,8 +69,8 @@ def test_matches_reference(m, k, n, bias, strided, seed) -> None:
 @needs_kernel
 @pytest.mark.parametrize("m", range(1, 9))
 def test_decode_rows(m) -> None:
-    """Each row count a decode step takes (its tiles unroll k by row count), K not a
-    multiple of the unroll, N not of 16, with and without the bias."""
+    """Each row count a decode step takes (its own tile), K odd, N not a multiple of 16,
+    with and without the bias."""
     g = torch.Generator().manual_seed(m)
     x, w = torch.randn(m, 579, generator=g), torch.randn(71, 579, generator=g)
     packed = pack_native(w)
@@ -127,23 +127,14 @@ def test_the_plain_path_where_the_kernel_cannot_run() -> None:
     torch.testing.assert_close(xg.grad, w.sum(0).expand(3, 8))
 
 
-def _avx512() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return " avx512f " in f.read()
-    except OSError:
-        return False
-
-
 @needs_kernel
-@pytest.mark.skipif(not _avx512(), reason="the AVX2 tiles unroll k by row count")
 @settings(max_examples=15, deadline=None)
 @given(m=st.integers(1, 19), k=st.integers(1, 300), n=st.integers(1, 70), seed=st.integers(0, 99))
 def test_a_row_is_the_same_in_any_batch(m, k, n, seed) -> None:
-    """AVX-512: a row of x gets the same sums, bit for bit, in a full 8-row tile, in the
-    tail's smaller one and in decode's four-panel tile (one to three rows; N past 64 gives
-    a four-panel unit and a lone pair), so a step's tokens do not depend on how its rows
-    were batched."""
+    """A row of x gets the same sums, bit for bit, whatever tile it is in (AVX-512: a full
+    8-row tile, the tail's smaller one, decode's four-panel tile for one to three rows, N
+    past 64 giving a four-panel unit and a lone pair; AVX2: see the build below), so a
+    step's tokens do not depend on how its rows were batched."""
     g = torch.Generator().manual_seed(seed)
     x, w, b = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g), torch.randn(n)
     packed = pack_native(w)
@@ -206,12 +197,12 @@ def _avx2_linear(lib, x, packed: PackedF32, b) -> torch.Tensor:
 @needs_kernel
 @pytest.mark.parametrize(
     ("m", "k", "n"),
-    [(1, 300, 200), (1, 1537, 70), (1, 64, 16), (2, 800, 50), (5, 100, 33), (9, 1600, 97),
-     (70, 200, 40)],
+    [(1, 300, 200), (1, 1537, 70), (1, 64, 16), (2, 800, 50), (3, 50, 130), (5, 100, 33),
+     (9, 1600, 97), (13, 200, 70), (14, 300, 40), (15, 64, 100), (70, 200, 40)],
 )  # fmt: skip
 def test_avx2_build_matches_reference(avx2_build, m, k, n) -> None:
-    """Decode's one row four panels at a time (N past 64: a four-panel unit and lone
-    panels; K past one chunk), the 2..6-row tiles and prefill's blocks."""
+    """Decode's rows against panels side by side (N past 64: whole groups and lone panels;
+    K past one chunk), the 4..6-row tiles, and prefill's blocks with tails of 1..3 rows."""
     assert avx2_build.tandem_linear_f32_available() == 1
     g = torch.Generator().manual_seed(m * 7 + n)
     x, w, b = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g), torch.randn(n)
@@ -219,14 +210,16 @@ def test_avx2_build_matches_reference(avx2_build, m, k, n) -> None:
 
 
 @needs_kernel
-@pytest.mark.parametrize("n", [64, 100, 200])
-def test_avx2_decode_row_is_its_row_in_a_tile_of_four_to_six(avx2_build, n) -> None:
-    """AVX2: decode's row (four panels at a time) sums each channel over k in order, as
-    the tiles of 4, 5 and 6 rows do: the same numbers, bit for bit."""
-    g = torch.Generator().manual_seed(n)
-    x, w = torch.randn(6, 1000, generator=g), torch.randn(n, 1000, generator=g)
+@settings(max_examples=15, deadline=None)
+@given(m=st.integers(1, 19), k=st.integers(1, 900), n=st.integers(1, 90), seed=st.integers(0, 99))
+@example(m=13, k=800, n=70, seed=0)  # a 6-row tile twice, a 1-row tail, two K chunks
+def test_avx2_row_is_the_same_in_any_batch(avx2_build, m, k, n, seed) -> None:
+    """AVX2: every tile sums each channel over k in order (one row against four panels,
+    two or three rows against two, four to six rows against one, prefill's blocks and
+    their tails alike), so a row gets the same numbers, bit for bit, alone or in a batch."""
+    g = torch.Generator().manual_seed(seed)
+    x, w, b = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g), torch.randn(n)
     packed = pack_native(w)
-    for m in (4, 5, 6):
-        batch = _avx2_linear(avx2_build, x[:m], packed, None)
-        for i in range(m):
-            assert torch.equal(_avx2_linear(avx2_build, x[i : i + 1], packed, None)[0], batch[i])
+    batch = _avx2_linear(avx2_build, x, packed, b)
+    alone = torch.cat([_avx2_linear(avx2_build, x[i : i + 1], packed, b) for i in range(m)])
+    assert torch.equal(batch, alone)
