@@ -99,7 +99,7 @@ static inline __attribute__((always_inline)) void tile(const Gemm *g, const floa
 TILE(1, 4) /* one to three rows: panels side by side, so that eight or more sums */
 TILE(2, 2) /* cover the multiply-add's latency (and one row reads four streams) */
 TILE(3, 2)
-TILE(1, 1) /* the panels past the last whole group */
+TILE(1, 1) /* the panels past the last whole unit of those */
 TILE(2, 1)
 TILE(3, 1)
 TILE(4, 1)
@@ -110,8 +110,8 @@ typedef void (*TileFn)(const Gemm *, const float *, const float *, int64_t, int6
                        int);
 static const TileFn WIDE[RT + 1] = {NULL, tile1x4, tile2x2, tile3x2, tile4x1, tile5x1, tile6x1};
 static const TileFn ONE[RT + 1] = {NULL, tile1x1, tile2x1, tile3x1, tile4x1, tile5x1, tile6x1};
-static const int WIDTH[RT + 1] = {1, 4, 2, 2, 1, 1, 1}; /* panels side by side per row count
-                                                          (0 rows: no tail, one at a time) */
+/* panels side by side per row count (0: a block with no rows past its full tiles) */
+static const int WIDTH[RT + 1] = {1, 4, 2, 2, 1, 1, 1};
 
 /* rows m..m+R-1 of out (R <= RT) at panels p0..p1-1, k0..k0+kn-1 of the sums: WIDTH[R]
  * panels at a time, the rest one by one */
