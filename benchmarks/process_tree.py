@@ -4,9 +4,10 @@
   thread and keeps the peak of their summed ``VmRSS``, with its anonymous and file-backed
   parts at that moment. A sum of RSS counts a page shared by several processes (a
   library, a file both map) once per process: it is what the tree holds at worst.
-- :func:`tree_hwm` reads each live process's own peak (``VmHWM``), exact but per process;
-  :func:`tree_cpu` the tree's CPU seconds so far (less moved than wall time by a busy
-  machine).
+- :func:`tree_rss` sums the tree's ``VmRSS`` at one moment (an engine's resident size
+  once it runs); :func:`tree_hwm` reads each live process's own peak (``VmHWM``), exact
+  but per process; :func:`tree_cpu` the tree's CPU seconds so far (less moved than wall
+  time by a busy machine).
 - :func:`written_bytes` reads this process's ``/proc/self/io``. The kernel adds the counts
   of a child that exited and was waited for to its parent's, so the change over a child's
   run is what the child and every descendant it reaped sent to storage (``write_bytes``:
@@ -57,6 +58,11 @@ def tree_cpu(pid: int) -> float:
             continue
         total += t.user + t.system + t.children_user + t.children_system
     return total
+
+
+def tree_rss(pid: int | None = None) -> int:
+    """The summed ``VmRSS`` of ``pid``'s live tree now (this process's by default), bytes."""
+    return sum(status(p).get("VmRSS", 0) for p in _tree(os.getpid() if pid is None else pid))
 
 
 def tree_hwm(pid: int) -> list[dict[str, object]]:

@@ -1,6 +1,7 @@
 """One stream (batch 1): decode tok/s, time to first token, bandwidth floor, the step apart.
 
-    python benchmarks/single_stream.py [--model smollm2|tiny[-ARCH]|SHAPE[:FMT,...]|FILE.gguf ...]
+    python benchmarks/single_stream.py
+        [--model smollm2|tiny[-ARCH]|SHAPE[:FMT,...]|FILE.gguf|DIR ...]
         [--threads 2] [--rounds 3] [--repeats 2] [--new-tokens 128] [--quant fp32 int8]
         [--engines v0 v1] [--runners NAME ...] [--skip NAME ...] [--baseline REF]
         [--llama-cpp-venv DIR [--formats f32 q8_0 q4_1 q4_k_m] [--models-dir DIR]]
@@ -18,12 +19,14 @@ model's GGUF file (this script never builds it). With ``--llama-cpp-venv`` (made
 there by llama.cpp's converter and quantizer (``gguf_files.py``, ``gguf_models.py``),
 that llama.cpp, in that venv, and the tandem engines, keeping it as stored, both run. A
 ``.gguf`` model runs llama.cpp and the tandem engines on that file only (its own
-tokenizer and config: any architecture tandem reads). Rounds interleave the runners and
+tokenizer and config: any architecture tandem reads); a checkpoint directory, the tandem
+engines and transformers on it. Rounds interleave the runners and
 models so a slow spell of the shared machine falls on all of them; every timed run
 counts, and each model's table shows the best, the median and the spread (min..max) of
 decode tok/s (first token to last), the median time to first token and the median
 whole-answer tok/s, the median over llama.cpp's at the same precision (fp32 and
-transformers against F32, int8 against Q8_0, a GGUF file against the same file) and the
+transformers against F32, int8 against Q8_0, a GGUF file against the same file), the
+resident size of each runner's process tree once its timed runs are done, and the
 path each tandem runner's decode steps took (``c``: the whole layer stack in one C call;
 ``modules``: layer by layer), with each one's execution plan (``engine.plan``) below.
 ``--decode-stack c modules`` runs each tandem runner twice: as the engine chooses, and
@@ -147,7 +150,7 @@ def main() -> None:
         metavar="NAME[:FORMATS]",
         help="smollm2, tiny (tiny-ARCH: another architecture's test config, e.g. tiny-phi3), "
         "a gguf_models.py shape (llama-1b, gemma3-270m, qwen3-0.6b, llama-270m, llama-0.6b) "
-        "or a .gguf file; "
+        "a .gguf file or a checkpoint directory; "
         "NAME:f32,q4_k_m sets that model's --formats",
     )
     parser.add_argument("--threads", type=int, default=2)

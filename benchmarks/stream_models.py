@@ -11,7 +11,9 @@ token ids of the benchmark's prompt. :func:`prepare` makes one from a name:
   architecture (``tiny-phi3``: ``tandem.core.testing``'s names);
 - a shape of ``gguf_models.SHAPES`` (``llama-1b``, ``gemma3-270m``, ...): a random-init
   checkpoint and its files, made once under ``--models-dir`` (``gguf_models.py``);
-- a ``.gguf`` path: that file alone, its own tokenizer and config (tandem and llama.cpp).
+- a ``.gguf`` path: that file alone, its own tokenizer and config (tandem and llama.cpp);
+- a checkpoint directory (``config.json`` and safetensors, a tokenizer beside them): the
+  tandem fp32 and int8 runners and transformers on it (no GGUF files).
 
 ``NAME:FORMATS`` (``llama-1b:f32,q4_k_m``) overrides ``--formats`` for that model.
 """
@@ -53,6 +55,12 @@ def check_spec(spec: str, formats: list[str]) -> None:
     if name.endswith(".gguf"):
         if not Path(name).is_file():
             raise ValueError(f"--model {name}: no such file")
+        return
+    if Path(name).is_dir():
+        if not (Path(name) / "config.json").is_file():
+            raise ValueError(f"--model {name}: a checkpoint directory needs config.json")
+        if fmts != formats and fmts:
+            raise ValueError(f"--model {name}: a checkpoint directory takes no formats")
         return
     allowed = {"smollm2": SHIPPED_FORMATS, "tiny": ()} | dict.fromkeys(SHAPES, MADE_FORMATS)
     if name.startswith("tiny-"):
@@ -100,6 +108,8 @@ def prepare(spec: str, args: argparse.Namespace) -> BenchModel:
         model = BenchModel(name, str(exported(shipped)), str(shipped))  # float32, kept
         if venv:
             model.files = make(venv, Path(model.path), shipped, OUT_DIR, formats)
+    elif Path(name).is_dir():  # a float checkpoint alone
+        model = BenchModel(Path(name).resolve().name, str(Path(name).resolve()), "")
     elif name == "tiny" or name.startswith("tiny-"):
         from tandem.core.testing import make_model
 

@@ -1,7 +1,8 @@
 """The runners of ``single_stream.py``: one prompt, greedy, every token stamped as it comes.
 
 Each runner runs in a fresh process of its own and returns, per timed run, the time to
-the first token, the decode seconds (first token to last) and the token count. A tandem
+the first token, the decode seconds (first token to last) and the token count, and once
+the resident size of its process tree after those runs (weights, cache and runtime). A tandem
 runner also times one more run with its step taken apart (:class:`PhaseClock`): the
 scheduler, the model forward, the logits, the sampler and the detokenizer of the engine
 in this process (v1's parts are timed with its in-process client; the processes' IPC is
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench_runners import cpu_seconds
+from process_tree import tree_rss
 
 
 @dataclass(slots=True)
@@ -34,6 +36,7 @@ class Result:
     phases: dict[str, float] = field(default_factory=dict)  # seconds per decode token
     note: str = ""
     plan: str = ""  # a tandem engine's execution plan (``engine.plan``)
+    resident: int = 0  # bytes: the runner's process tree's RSS after its timed runs
 
 
 class PhaseClock:
@@ -178,6 +181,7 @@ def run_tandem(
             out.runs.append(stamp(go)[0])
             if detail:
                 out.answers.append(stamp(whole)[0])
+        out.resident = tree_rss()  # v1's engine core and detokenizer included
     if not detail:
         return out
     with _engine(path, engine, kwargs, multiprocess=False) as eng:
@@ -234,7 +238,8 @@ def run_hf(path: str, prompt: list[int], new: int, threads: int, repeats: int) -
         return Run(t[0] - start, t[-1] - t[0], len(t), cpu_seconds() - cpu)
 
     once()
-    return Result([once() for _ in range(repeats)])
+    runs = [once() for _ in range(repeats)]
+    return Result(runs, resident=tree_rss())
 
 
 def run_llama_cpp(gguf: str, prompt: list[int], new: int, threads: int, repeats: int) -> Result:
@@ -253,4 +258,5 @@ def run_llama_cpp(gguf: str, prompt: list[int], new: int, threads: int, repeats:
                 return
 
     stamp(tokens)
-    return Result([stamp(tokens)[0] for _ in range(repeats)])
+    runs = [stamp(tokens)[0] for _ in range(repeats)]
+    return Result(runs, resident=tree_rss())  # the file's mapped pages it read count

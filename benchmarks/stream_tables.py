@@ -2,7 +2,9 @@
 
 :func:`fmt_table` gives each runner's best, median and spread of decode tok/s, its
 fraction of the bandwidth floor of its precision, the median over llama.cpp's at the same
-precision and the path its decode steps took (from its execution plan);
+precision, its process tree's resident size after its timed runs (``RSS MB``: weights,
+cache and runtime; llama.cpp's counts the pages of the file it mapped and read) and the
+path its decode steps took (from its execution plan);
 :func:`fmt_breakdown` the milliseconds per decode token of each part of the step.
 """
 
@@ -39,7 +41,7 @@ def fmt_table(rows: dict[str, dict], floors: dict[str, float]) -> list[str]:
     head = (
         f"{'runner':<{w}}{'best':>8}{'median':>9}{'spread':>16}{'answer':>8}"
         f"{'ttft ms':>9}{'floor':>9}{'x floor':>9}{'x l.cpp':>9}{'cpu ms/tok':>11}"
-        f"{'(answer)':>9}  path"
+        f"{'(answer)':>9}{'RSS MB':>8}  path"
     )
     out = [
         head + "   (decode tok/s streamed; answer: tok/s of a final-only answer)",
@@ -65,9 +67,10 @@ def fmt_table(rows: dict[str, dict], floors: dict[str, float]) -> list[str]:
         path = (
             plan_summary(r["plan"]).split(":")[0].removeprefix("decode ") if r.get("plan") else ""
         )
+        rss = f"{r.get('resident', 0) / 2**20:8.0f}" if r.get("resident") else f"{'-':>8}"
         out.append(
-            f"{name:<{w}}{rates[-1]:8.1f}{med:9.1f}{spread:>16}{whole:8.1f}"
-            f"{ttft:9.1f}{floor:9.1f}{med / floor:9.3f}{ratio}{cpu:11.1f}{cpu_answer:9.1f}  {path}"
+            f"{name:<{w}}{rates[-1]:8.1f}{med:9.1f}{spread:>16}{whole:8.1f}{ttft:9.1f}"
+            f"{floor:9.1f}{med / floor:9.3f}{ratio}{cpu:11.1f}{cpu_answer:9.1f}{rss}  {path}"
         )
     plans = {plan_summary(r["plan"]): n for n, r in rows.items() if r.get("plan")}
     out += [f"  plan of {name}: {plan}" for plan, name in plans.items()]

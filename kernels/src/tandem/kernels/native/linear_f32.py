@@ -1,6 +1,7 @@
 """The fp32 linear layer in C (``linear_f32.c``).
 
-:func:`pack` lays a weight out once in the kernel's panels; :func:`linear` runs one call.
+:func:`pack` lays a weight out once in the kernel's panels; :func:`linear` runs one call;
+:func:`rows` and :func:`unpack` read the weight back (for a model that keeps the panels alone).
 The kernel runs where the CPU has AVX-512 (8-row x 32-channel zmm tiles) or AVX2 with FMA
 (up to 6 rows x 16 channels in ymm registers, decode's few rows streaming the weight at
 the memory's rate); both answer None where the library is missing or the CPU has
@@ -47,11 +48,29 @@ def pack(weight: Tensor) -> PackedF32 | None:
     return PackedF32(panels, n, k)
 
 
+def unpack(packed: PackedF32) -> Tensor:
+    """The weight [N, K] ``packed`` was made from (a new tensor, equal bit for bit)."""
+    # [Np/16, K, 16] -> [Np/16, 16, K] -> [Np, K]; the padding's rows past N dropped
+    return packed.panels.transpose(1, 2).reshape(-1, packed.k)[: packed.n]
+
+
+def rows(packed: PackedF32, ids: Tensor) -> Tensor:
+    """Rows ``ids`` [T] of the weight ``packed`` was made from -> [T, K] (an embedding
+    lookup in the panels: row i is channel i % 16 of panel i // 16)."""
+    if ids.numel():
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or hi >= packed.n:
+            raise IndexError(f"ids must be in [0, {packed.n}), got {lo}..{hi}")
+    return packed.panels[ids // 16, :, ids % 16]
+
+
 def linear(x: Tensor, packed: PackedF32, bias: Tensor | None) -> Tensor | None:
     """x: [M, K] fp32 -> [M, N] fp32 (``bias``: [N] fp32 or None); None where the C
     kernel cannot take it."""
     lib = library()
     if lib is None or x.dtype != torch.float32 or x.dim() != 2 or x.shape[1] != packed.k:
+        return None
+    if not x.is_cpu:
         return None
     if bias is not None and (bias.dtype != torch.float32 or not bias.is_contiguous()):
         return None

@@ -54,7 +54,12 @@ class LLMEngine:
             from tandem.core.engine.loader import load_model
 
             model = load_model(
-                mc, config.device, config.dtype, config.quantization, kernels=config.kernels
+                mc,
+                config.device,
+                config.dtype,
+                config.quantization,
+                kernels=config.kernels,
+                free_float=True,
             )
         if hasattr(model, "use_kernels"):  # a model given ready-made may not take them
             plan_model(model, config)  # names the attention backend in config.kernels

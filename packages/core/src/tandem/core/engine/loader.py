@@ -8,6 +8,7 @@ memory stays near one tensor rather than one checkpoint.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from tandem.core.layers.no_init import no_init
 from tandem.core.models import get_model_class
 from tandem.core.parallel.group import TensorParallel
 
+LOGGER = logging.getLogger("tandem")
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 
@@ -63,6 +65,7 @@ def load_model(
     quantization: str | None = None,
     tp: TensorParallel | None = None,
     kernels: KernelChoice | None = None,
+    free_float: bool = False,
 ) -> nn.Module:
     """Build and load the model for ``model_config`` (a ModelConfig or a checkpoint dir).
 
@@ -75,7 +78,12 @@ def load_model(
     :mod:`tandem.core.gguf.weights`). ``kernels`` (an engine's
     :class:`~tandem.core.layers.kernel_choice.KernelChoice`) is given to the model before its
     weights are packed; without it the model takes the defaults at its first step.
+    ``free_float`` (an engine's load; needs ``kernels``) then frees each float weight its
+    kernel's copy holds all of (:meth:`CausalLM.prepare`), so the weights are resident
+    once: a panel-only weight no longer loads, moves or changes kernel.
     """
+    if free_float and kernels is None:
+        raise ValueError("free_float needs the engine's kernels (kernels=...), got None")
     hf_config, files, default_dtype = _resolve(model_config)
     dtype = dtype if dtype is not None else default_dtype
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
@@ -107,7 +115,9 @@ def load_model(
         model.quantize(quantization)
     if kernels is not None:
         model.use_kernels(kernels)
-    model.prepare()
+    freed = model.prepare(free_float)
+    if freed:
+        LOGGER.info("weights: %.2f GB of float copies freed (the kernels' own kept)", freed / 1e9)
     return model.eval()
 
 

@@ -22,6 +22,16 @@ from tandem.core.layers.weight_form import Dense, WeightForm, check_shape, gguf_
 from tandem.kernels.gguf_blocks import QuantStack, QuantWeight
 
 
+def free_weight(module: nn.Module) -> int:
+    """Drop ``module``'s float ``weight`` (its form holds all of it now: see
+    :meth:`WeightForm.standalone`); the bytes freed."""
+    weight = module.weight
+    if weight is None:
+        return 0
+    module.register_parameter("weight", None)
+    return weight.nbytes
+
+
 def check_kernel(kernel: str) -> str:
     if kernel not in LINEAR_KERNELS:
         raise ValueError(f"kernel must be one of {', '.join(LINEAR_KERNELS)}, got {kernel!r}")
@@ -63,6 +73,15 @@ class Linear(nn.Linear):
     def prepare(self) -> None:
         """Make the packed copy now (at load) rather than in the first forward pass."""
         self.form.prepare()
+
+    def free_float(self) -> int:
+        """Keep the weight in its form alone where that holds all of it (the C kernel's
+        panels, int8, GGUF blocks) and free the float weight; the bytes freed."""
+        form = self.form.standalone()
+        if form is None:
+            return 0
+        self.form = form
+        return free_weight(self)
 
     def forward(self, x: Tensor) -> Tensor:
         out = self.form.matmul(x, self.bias)

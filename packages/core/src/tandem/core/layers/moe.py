@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from tandem.core.layers.linear import Linear, check_kernel
+from tandem.core.layers.linear import Linear, check_kernel, free_weight
 from tandem.core.layers.mlp import GatedMLP
 from tandem.core.layers.weight_form import Dense, GgufBlocks, Int8, WeightForm, gguf_form
 from tandem.core.parallel.group import TensorParallel
@@ -66,6 +66,15 @@ class Stacked(nn.Module):
                 f"{len(weights)} of {sorted(shapes)}"
             )
         self.forms = [gguf_form(w) for w in weights]
+
+    def free_float(self) -> int:
+        """Keep each expert's weight in its form alone where every one holds all of it,
+        and free the stacked float weight; the bytes freed."""
+        forms = [form.standalone() for form in self.forms]
+        if any(form is None for form in forms):
+            return 0
+        self.forms = forms  # type: ignore[assignment]
+        return free_weight(self)
 
     def _apply(self, fn: Any, recurse: bool = True) -> Stacked:
         self.forms = [form.moved() for form in self.forms]  # packed again from the new weights

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from tandem.core.heap import release_free_heap
 from tandem.core.layers.attention_backend import for_device, get_attention_backend
 from tandem.core.layers.attention_metadata import AttentionMetadata
 from tandem.core.layers.kernel_choice import KernelChoice, resolve_kernels
@@ -28,6 +29,8 @@ from tandem.core.parallel.group import TensorParallel
 from tandem.core.parallel.partition import check_tensor_parallel
 from tandem.kernels.backends import AttentionBackend
 from tandem.kernels.ops.linear import PackedWeight
+
+TRIM_BYTES = 256 << 20  # freed floats handed back to the system every so many bytes
 
 
 class CausalLM(nn.Module):
@@ -107,16 +110,36 @@ class CausalLM(nn.Module):
             logits = logits.div_(spec.final_softcap).tanh_().mul_(spec.final_softcap)
         return logits
 
-    def prepare(self) -> None:
+    def prepare(self, free_float: bool = False) -> int:
         """Pack every linear weight for its CPU kernel now: the engines call this while
         loading, where it overlaps the front's own start-up, instead of in the first
-        step (0.3-1.3 s for SmolLM2's 121 layers)."""
-        for module in self.modules():
-            if hasattr(module, "prepare") and module is not self:
-                module.prepare()
+        step (0.3-1.3 s for SmolLM2's 121 layers).
+
+        ``free_float`` (an engine's model, its kernels final) then frees each float
+        weight whose form holds all of it (the C kernel's panels, int8, GGUF blocks:
+        :meth:`WeightForm.standalone`), one module at a time, so that the weights are
+        resident once and the load peaks at the floats plus one layer's copy. A weight
+        kept in panels alone runs on the native kernel alone, and no longer loads or
+        moves. Returns the bytes freed."""
         self.model.decode_stack.drop()
         if self.lm_head is None:
             self.tied_head.prepare()
+        if free_float and self._tied_int8 is not None:
+            self._tied_int8 = self._tied_int8.standalone()
+        freed = held = 0
+        for module in self.modules():
+            if module is self:
+                continue
+            if hasattr(module, "prepare"):
+                module.prepare()
+            if free_float and hasattr(module, "free_float"):
+                held += module.free_float()
+            if held >= TRIM_BYTES:  # hand the freed floats back before the next copies
+                freed, held = freed + held, 0
+                release_free_heap()
+        if held:
+            release_free_heap()
+        return freed + held
 
     def quantize(self, method: str) -> int:
         """Switch the MLP projections (experts included), the attention output projection

@@ -93,7 +93,12 @@ class DraftProposer:
             draft.dtype, draft.device,
         )  # fmt: skip
         model = load_model(
-            mc, draft.device, draft.dtype, draft.quantization, kernels=target.kernels
+            mc,
+            draft.device,
+            draft.dtype,
+            draft.quantization,
+            kernels=target.kernels,
+            free_float=True,
         )
         return cls(model, caches, DRAFT_BLOCK_SIZE, draft.device)
 

@@ -62,7 +62,13 @@ class ModelRunner:
         mc = config.model
         self.device = config.device
         self.model = load_model(
-            mc, config.device, config.dtype, config.quantization, tp, config.kernels
+            mc,
+            config.device,
+            config.dtype,
+            config.quantization,
+            tp,
+            config.kernels,
+            free_float=True,
         )
         self.plan = plan_model(self.model, config).table()  # for the front (Ready)
         self.attention_backend = config.kernels.attention  # EngineArgs', the env's, or the best

@@ -8,6 +8,8 @@ never re-decided per call:
   ``F.linear``, no copy);
 - :class:`Int8`: int8 per output channel (``quantization="int8"``), made from a dense
   weight, which still multiplies off the CPU;
+- :class:`Panels`: an fp32 weight in the C kernel's panels alone, its float tensor freed
+  (an engine's model, once its kernels are final: see :meth:`WeightForm.standalone`);
 - :class:`GgufBlocks`: a GGUF file's blocks as stored (one format);
 - :class:`StackedParts`: GGUF blocks whose row ranges are stored in different formats
   (a fused q/k/v of a Q4_K_M file), stacked along n.
@@ -17,13 +19,13 @@ the execution plan, a row lookup where it is an embedding table, and its entry i
 decode stack's table (or the reason it has none). ``Linear``, the logits, the experts and
 the embedding hold forms; the decode stack and the plan ask them.
 
-The interface is :mod:`.form`; the float forms are in :mod:`.dense`, the GGUF ones in
-:mod:`.gguf`.
+The interface is :mod:`.form`; the float forms (Panels too) are in :mod:`.dense`, the
+GGUF ones in :mod:`.gguf`.
 """
 
 from __future__ import annotations
 
-from tandem.core.layers.weight_form.dense import Dense, Int8
+from tandem.core.layers.weight_form.dense import Dense, Int8, Panels
 from tandem.core.layers.weight_form.form import CEntry, Takes, WeightForm, check_shape
 from tandem.core.layers.weight_form.gguf import GgufBlocks, StackedParts, gguf_form
 
@@ -32,6 +34,7 @@ __all__ = [
     "Dense",
     "GgufBlocks",
     "Int8",
+    "Panels",
     "StackedParts",
     "Takes",
     "WeightForm",

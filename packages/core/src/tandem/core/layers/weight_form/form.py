@@ -75,6 +75,11 @@ class WeightForm(ABC):
         copies made from the old tensors are dropped."""
         return self
 
+    def standalone(self) -> WeightForm | None:
+        """This weight in a form that holds all of it without its module's float
+        tensor (which may then be freed); None where it still reads that tensor."""
+        return None
+
     def plain(self, x: Tensor) -> bool:
         """Whether ``matmul(x)`` is plain ``F.linear`` on the float weight (then a fused
         torch op over stacked experts may run in its place)."""

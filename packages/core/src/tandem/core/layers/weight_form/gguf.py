@@ -40,6 +40,9 @@ class GgufBlocks(WeightForm):
     def rows(self, ids: Tensor) -> Tensor:
         return gguf_rows(self.blocks, ids)  # type: ignore[arg-type]
 
+    def standalone(self) -> GgufBlocks:
+        return self
+
     def _c_weight(self, bias: Tensor | None, takes: Takes) -> CEntry:
         parts = self.parts
         if len(parts) > native.MAX_PARTS or not all(type(p) is QuantWeight for p in parts):
