@@ -19,11 +19,7 @@ needs_vnni = pytest.mark.skipif(
 
 def _torch_path(x: torch.Tensor, weight: Int8Weight, outlier: float) -> torch.Tensor:
     """The same layer through torch._int_mm (the path taken without the C kernel)."""
-    saved, weight.native = weight.native, None
-    try:
-        return linear_int8(x, weight, outlier)
-    finally:
-        weight.native = saved
+    return linear_int8(x, weight.on_torch(), outlier)
 
 
 @needs_vnni
@@ -131,7 +127,7 @@ def test_int8_layer_gives_one_answer_on_every_path(monkeypatch) -> None:
     weight = Int8Weight.pack(torch.randn(40, 96, generator=g) * 0.1, torch.randn(40))
     assert weight is not None
     first = linear_int8(x, weight)
-    weight.native = None
+    weight = weight.on_torch()
     between = linear_int8(x, weight)
     monkeypatch.setattr(native, "quantize_rows", lambda *a: None)
     monkeypatch.setattr(native, "rescale", lambda *a: None)
@@ -164,3 +160,19 @@ def test_int_matmul_is_the_exact_integer_product(m, k, n, extreme, seed) -> None
     got = _int_matmul(xq, w)
     assert got.dtype == torch.int32
     assert torch.equal(got.long(), xq.long() @ w.long().t())
+
+
+@needs_vnni
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 40), k=st.integers(1, 70), seed=st.integers(0, 2**31 - 1))
+def test_the_blocks_alone_are_kept_and_read_back_as_the_plain_weight(n, k, seed) -> None:
+    """With the C kernel's blocks no plain int8 copy is kept beside them: the weight is
+    read back from the blocks, equal to the per-channel quantization of the floats."""
+    w = torch.randn(n, k, generator=torch.Generator().manual_seed(seed))
+    weight = Int8Weight.pack(w)
+    assert weight is not None and weight.native is not None and weight._plain is None
+    want = (w / weight.scale[:, None]).round().clamp(-127, 127).to(torch.int8)
+    assert torch.equal(weight.qweight, want)
+    plain = weight.on_torch()
+    assert plain.native is None and torch.equal(plain.qweight, want)
+    assert plain.qweight is plain.qweight  # kept, not read back each time

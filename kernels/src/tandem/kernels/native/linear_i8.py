@@ -1,6 +1,7 @@
 """The int8 linear layer in C (``linear_i8.c``): quantize, VNNI matmul, rescale, outliers.
 
-:func:`pack` lays a weight out once in the kernel's blocks; :func:`linear` runs one call.
+:func:`pack` lays a weight out once in the kernel's blocks; :func:`linear` runs one call;
+:func:`unpack` reads the weight back (its plain copy is not kept beside the blocks).
 Both answer None where the library is missing or the CPU has no AVX-512 VNNI, and the
 caller takes torch's int8 matmul instead.
 """
@@ -45,6 +46,13 @@ def pack(qweight: Tensor, wsum: Tensor) -> PackedI8 | None:
     blocks = mapped_zeros((np_ // 16, kp // 4, 16, 4), torch.int8)
     blocks.copy_(padded.view(np_ // 16, 16, kp // 4, 4).permute(0, 2, 1, 3))
     return PackedI8(blocks, wsum.contiguous(), n, k, kp)
+
+
+def unpack(packed: PackedI8) -> Tensor:
+    """The int8 weight [N, K] ``packed`` was made from (a new tensor)."""
+    blocks = packed.blocks  # [Np/16, Kp/4, 16, 4] -> [Np/16, 16, Kp/4, 4] -> [Np, Kp]
+    plain = blocks.permute(0, 2, 1, 3).reshape(blocks.shape[0] * 16, packed.kp)
+    return plain[: packed.n, : packed.k].contiguous()
 
 
 def linear(

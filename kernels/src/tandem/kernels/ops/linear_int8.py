@@ -35,18 +35,39 @@ class Int8Weight:
     projection's inputs, while each token has a few outliers.
     """
 
-    __slots__ = ("bias", "native", "qweight", "scale", "shape", "wsum")
+    __slots__ = ("_plain", "bias", "native", "scale", "shape", "wsum")
 
     def __init__(self, qweight: Tensor, scale: Tensor, bias: Tensor | None) -> None:
         from tandem.kernels.native import linear_i8
 
-        self.qweight = qweight  # [N, K] int8
         self.wsum = qweight.sum(dim=1, dtype=torch.int32)  # [N]: takes zero points out
         self.scale = scale  # [N] float32
         self.bias = bias  # [N] float32 or None
         self.shape = (qweight.shape[0], qweight.shape[1])
         # the C kernel's blocked copy (AVX-512 VNNI), or None: torch's int8 matmul then
         self.native = linear_i8.pack(qweight, self.wsum)
+        # the plain copy only where there are no blocks (the weight is then held once)
+        self._plain: Tensor | None = qweight if self.native is None else None
+
+    @property
+    def qweight(self) -> Tensor:
+        """[N, K] int8: the plain copy, or read back from the C kernel's blocks (a new
+        tensor, for the calls the C kernel does not take)."""
+        if self._plain is not None:
+            return self._plain
+        from tandem.kernels.native import linear_i8
+
+        assert self.native is not None
+        return linear_i8.unpack(self.native)
+
+    def on_torch(self) -> Int8Weight:
+        """The same weight without the C kernel's blocks: it runs on torch's int8 matmul
+        (as on a CPU without VNNI)."""
+        plain = object.__new__(Int8Weight)
+        plain._plain, plain.native = self.qweight, None
+        plain.wsum, plain.scale, plain.bias = self.wsum, self.scale, self.bias
+        plain.shape = self.shape
+        return plain
 
     @classmethod
     def pack(cls, weight: Tensor, bias: Tensor | None = None) -> Int8Weight | None:
@@ -134,7 +155,8 @@ def linear_int8(
     else:
         xq, sx, zero, bound = quantize_rows(x2, outlier)
         count = 1
-    acc = _int_matmul(xq, weight.qweight)  # [M, N] int32
+    qweight = weight.qweight  # [N, K] int8 (read back once where only blocks are kept)
+    acc = _int_matmul(xq, qweight)  # [M, N] int32
     out = native.rescale(acc, zero, weight.wsum, sx, weight.scale, b)
     if out is None:
         acc.sub_(zero[:, None] * weight.wsum[None, :])
@@ -144,7 +166,7 @@ def linear_int8(
     if count:  # the outliers: x in fp32 times the weight's columns dequantized
         is_outlier = outliers(x2, bound)  # [M, K]
         cols = is_outlier.any(dim=0).nonzero().flatten()  # [C]: the channels holding one
-        w_cols = weight.qweight.index_select(1, cols).float().mul_(weight.scale[:, None])
+        w_cols = qweight.index_select(1, cols).float().mul_(weight.scale[:, None])
         x_cols = x2.index_select(1, cols).mul_(is_outlier.index_select(1, cols))  # [M, C]
         out.addmm_(x_cols, w_cols.t())  # w_cols: [N, C]
     return out.view(*x.shape[:-1], n)
