@@ -51,16 +51,9 @@ class LLMEngine:
         from tandem.core.models.plan import plan_model
 
         if model is None:
-            from tandem.core.engine.loader import load_model
+            from tandem.core.engine.loader import load_engine_model
 
-            model = load_model(
-                mc,
-                config.device,
-                config.dtype,
-                config.quantization,
-                kernels=config.kernels,
-                free_float=True,
-            )
+            model = load_engine_model(config)
         if hasattr(model, "use_kernels"):  # a model given ready-made may not take them
             plan_model(model, config)  # names the attention backend in config.kernels
         else:

@@ -121,6 +121,14 @@ def load_model(
     return model.eval()
 
 
+def load_engine_model(config: Any, tp: TensorParallel | None = None) -> nn.Module:
+    """An engine's model: ``config``'s (an EngineConfig) checkpoint on its device, dtype,
+    quantization and kernels, each float weight freed once its kernel's copy holds it."""
+    return load_model(
+        config.model, config.device, config.dtype, config.quantization, tp, config.kernels, True
+    )
+
+
 def _gguf_source(model_config: Any, files: list[Path]) -> Path | None:
     """The GGUF file the weights are read from, or None (safetensors)."""
     gguf = getattr(model_config, "gguf", None)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from tandem.core.engine.loader import load_model
+from tandem.core.engine.loader import load_engine_model
 from tandem.core.kv.cache import allocate_kv_caches
 from tandem.core.kv.memory import available_memory
 from tandem.core.layers.attention_metadata import build_metadata
@@ -61,15 +61,7 @@ class ModelRunner:
         self.config = config
         mc = config.model
         self.device = config.device
-        self.model = load_model(
-            mc,
-            config.device,
-            config.dtype,
-            config.quantization,
-            tp,
-            config.kernels,
-            free_float=True,
-        )
+        self.model = load_engine_model(config, tp)
         self.plan = plan_model(self.model, config).table()  # for the front (Ready)
         self.attention_backend = config.kernels.attention  # EngineArgs', the env's, or the best
         self.block_size = config.cache.block_size
