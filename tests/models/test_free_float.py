@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tandem.core.engine.loader import load_model
+from tandem.core.engine.loader import iterate_weights, load_model, weight_files
 from tandem.core.layers.kernel_choice import resolve_kernels
 from tandem.core.layers.linear import Linear
 from tandem.core.layers.weight_form import Dense, Int8, Panels
@@ -155,13 +155,16 @@ def test_a_model_with_its_floats_freed_gives_the_same_logits(arch, quantization,
 
 
 @needs_c
-def test_a_freed_model_refuses_another_kernel_and_free_float_needs_kernels():
+def test_a_freed_model_refuses_another_kernel_and_a_reload_and_free_float_needs_kernels():
     path = str(make_model(size="tiny", arch="llama"))
     with pytest.raises(ValueError, match="free_float needs the engine's kernels"):
         load_model(path, free_float=True)
     model = load_model(path, dtype=torch.float32, kernels=resolve_kernels(), free_float=True)
+    assert model.floats_freed > 0
     with pytest.raises(ValueError, match="kernel 'torch'"):
         model.use_kernels(resolve_kernels(linear="torch"))
+    with pytest.raises(ValueError, match="float weights were freed at load"):
+        model.load_weights(iterate_weights(weight_files(path)))
 
 
 @needs_c

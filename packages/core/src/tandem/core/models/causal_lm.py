@@ -60,6 +60,7 @@ class CausalLM(nn.Module):
             self.lm_head = Linear(spec.hidden_size, rows, bias=False, dtype=dtype)
         # the embedding's int8 copy, after quantize("int8"): tied logits multiply by it
         self._tied_int8: WeightForm | None = None
+        self.floats_freed = 0  # bytes of float weights freed by prepare(free_float=True)
         # what runs the ops (use_kernels); a model run without an engine takes the
         # defaults at its first step
         self.kernels: KernelChoice | None = None
@@ -139,6 +140,7 @@ class CausalLM(nn.Module):
                 release_free_heap()
         if held:
             release_free_heap()
+        self.floats_freed += freed + held
         return freed + held
 
     def quantize(self, method: str) -> int:
@@ -169,6 +171,11 @@ class CausalLM(nn.Module):
 
     def load_weights(self, weights: Iterable[tuple[str, Tensor]]) -> None:
         """Copy checkpoint-named tensors in; errors name missing/unexpected/misshaped ones."""
+        if self.floats_freed:
+            raise ValueError(
+                "load_weights: this model keeps its weights in its kernels' copies alone "
+                "(its float weights were freed at load: free_float); load a new model instead"
+            )
         skip = {"lm_head.weight"} if self.lm_head is None else set()
         arch = architecture(self.spec.architecture)
         if arch.extra_layers:  # e.g. DeepSeek-V3's multi-token-prediction layer
