@@ -14,6 +14,7 @@ an optimisation only, never a requirement.
 from __future__ import annotations
 
 import contextlib
+import math
 import mmap
 
 import torch
@@ -31,10 +32,8 @@ def mapped_zeros(
     """A zeroed contiguous CPU tensor of ``shape`` on an anonymous map of its own, advised for
     huge pages unless ``huge`` is False; ``populate``: fault every page in now (one system
     call) instead of at first touch."""
-    numel = 1
-    for n in shape:
-        numel *= n
-    nbytes = numel * torch.empty((), dtype=dtype).element_size()
+    numel = math.prod(shape)
+    nbytes = numel * dtype.itemsize
     flags = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
     if nbytes < MIN_BYTES or not flags:
         return torch.zeros(shape, dtype=dtype)

@@ -70,7 +70,7 @@ def linear(x: Tensor, packed: PackedF32, bias: Tensor | None) -> Tensor | None:
     lib = library()
     if lib is None or x.dtype != torch.float32 or x.dim() != 2 or x.shape[1] != packed.k:
         return None
-    if not x.is_cpu:
+    if not x.is_cpu:  # the panels are CPU memory
         return None
     if bias is not None and (bias.dtype != torch.float32 or not bias.is_contiguous()):
         return None

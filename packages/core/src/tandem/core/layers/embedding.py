@@ -11,7 +11,7 @@ from typing import Any
 
 from torch import Tensor
 
-from tandem.core.layers.linear import check_kernel, free_weight
+from tandem.core.layers.linear import check_kernel, keep_form_alone
 from tandem.core.layers.no_init import Embedding as _NoInitEmbedding
 from tandem.core.layers.weight_form import Dense, WeightForm, check_shape, gguf_form
 from tandem.kernels.gguf_blocks import QuantWeight
@@ -35,11 +35,7 @@ class Embedding(_NoInitEmbedding):
     def free_float(self) -> int:
         """Read rows from the table's form alone where that holds all of it (a tied
         table's panels, GGUF blocks) and free the float table; the bytes freed."""
-        form = self.form.standalone()
-        if form is None:
-            return 0
-        self.form = form
-        return free_weight(self)
+        return keep_form_alone(self)
 
     def forward(self, input_ids: Tensor) -> Tensor:
         return self.form.rows(input_ids).to(self.out_dtype)

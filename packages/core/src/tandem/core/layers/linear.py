@@ -22,6 +22,17 @@ from tandem.core.layers.weight_form import Dense, WeightForm, check_shape, gguf_
 from tandem.kernels.gguf_blocks import QuantStack, QuantWeight
 
 
+def keep_form_alone(module: Any) -> int:
+    """Keep ``module.form`` (a Linear's, an Embedding's) alone where it holds all of the
+    weight (the C kernel's panels, int8, GGUF blocks: :meth:`WeightForm.standalone`) and
+    free the float weight; the bytes freed."""
+    form = module.form.standalone()
+    if form is None:
+        return 0
+    module.form = form
+    return free_weight(module)
+
+
 def free_weight(module: nn.Module) -> int:
     """Drop ``module``'s float ``weight`` (its form holds all of it now: see
     :meth:`WeightForm.standalone`); the bytes freed."""
@@ -75,13 +86,8 @@ class Linear(nn.Linear):
         self.form.prepare()
 
     def free_float(self) -> int:
-        """Keep the weight in its form alone where that holds all of it (the C kernel's
-        panels, int8, GGUF blocks) and free the float weight; the bytes freed."""
-        form = self.form.standalone()
-        if form is None:
-            return 0
-        self.form = form
-        return free_weight(self)
+        """Free the float weight where the form holds all of it; the bytes freed."""
+        return keep_form_alone(self)
 
     def forward(self, x: Tensor) -> Tensor:
         out = self.form.matmul(x, self.bias)

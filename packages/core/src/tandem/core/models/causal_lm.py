@@ -127,21 +127,22 @@ class CausalLM(nn.Module):
             self.tied_head.prepare()
         if free_float and self._tied_int8 is not None:
             self._tied_int8 = self._tied_int8.standalone()
-        freed = held = 0
+        freed = untrimmed = 0
         for module in self.modules():
             if module is self:
                 continue
             if hasattr(module, "prepare"):
                 module.prepare()
             if free_float and hasattr(module, "free_float"):
-                held += module.free_float()
-            if held >= TRIM_BYTES:  # hand the freed floats back before the next copies
-                freed, held = freed + held, 0
+                n = module.free_float()
+                freed, untrimmed = freed + n, untrimmed + n
+            if untrimmed >= TRIM_BYTES:  # hand the freed floats back before the next copies
                 release_free_heap()
-        if held:
+                untrimmed = 0
+        if untrimmed:
             release_free_heap()
-        self.floats_freed += freed + held
-        return freed + held
+        self.floats_freed += freed
+        return freed
 
     def quantize(self, method: str) -> int:
         """Switch the MLP projections (experts included), the attention output projection

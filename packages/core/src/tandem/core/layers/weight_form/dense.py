@@ -72,8 +72,7 @@ class Dense(WeightForm):
         packed = self.copy(weight)
         if not isinstance(packed, PackedF32) or weight.dtype != torch.float32:
             return f"{self.name} on the {self.kernel} kernel"
-        n, k = packed.n, packed.k
-        return native.LinSpec(native.F32, (packed.panels,), (0,), (n,), bias, n, k)
+        return Panels(packed)._c_weight(bias, takes)  # the same entry: the panels
 
     def prepare(self) -> None:
         self.copy(self.weight)
